@@ -1,0 +1,5 @@
+import sys
+
+from augd.cli import main
+
+sys.exit(main())

@@ -1,0 +1,85 @@
+"""`augd inspect`: what is in a TFRecord file or an output folder, and a way to look at the images."""
+from __future__ import annotations
+
+import collections
+import os
+import statistics
+
+__all__ = ["inspect_paths"]
+
+
+def _shards(path: str) -> list[str]:
+    import tensorflow as tf
+    if tf.io.gfile.isdir(path):
+        files = sorted(f for f in tf.io.gfile.listdir(path) if ".tfrecord" in f)
+        if not files:
+            raise ValueError(f"{path}: no *.tfrecord files in this folder")
+        return [os.path.join(path, f) for f in files]
+    if not tf.io.gfile.exists(path):
+        raise ValueError(f"{path}: no such file or folder")
+    return [path]
+
+
+def inspect_paths(paths, *, dump=None, out) -> int:
+    from augd.io import parse_example, read_records
+    n_dump, dump_dir = (int(dump[0]), dump[1]) if dump else (0, None)
+    if dump_dir:
+        os.makedirs(dump_dir, exist_ok=True)
+    dumped = 0
+    for path in paths:
+        shards = _shards(path)
+        keys: set = set()
+        labels: collections.Counter = collections.Counter()
+        formats: collections.Counter = collections.Counter()
+        variants: collections.Counter = collections.Counter()
+        heights, widths, sizes = [], [], []
+        per_shard = []
+        for shard in shards:
+            n = 0
+            for rec in read_records(shard):
+                ex = parse_example(rec)
+                n += 1
+                keys.update(ex)
+                labels[(ex.get("image/class/label"), ex.get("image/class/text", ""))] += 1
+                formats[ex.get("image/format")] += 1
+                variants[ex.get("augd/variant")] += 1
+                heights.append(ex["image/height"])
+                widths.append(ex["image/width"])
+                data = ex.get("image/encoded", ex.get("image/raw", b""))
+                sizes.append(len(data))
+                if dumped < n_dump:
+                    _dump(ex, data, dump_dir, dumped)
+                    dumped += 1
+            per_shard.append((os.path.basename(shard), n))
+        total = sum(n for _, n in per_shard)
+        print(f"{path}: {total} records in {len(shards)} shard(s)", file=out)
+        for name, n in per_shard:
+            print(f"  {name}: {n}", file=out)
+        if path and os.path.isfile(os.path.join(path, "_SUCCESS")):
+            print("  _SUCCESS present: output is complete", file=out)
+        if not total:
+            continue
+        print(f"  keys: {', '.join(sorted(keys))}", file=out)
+        print("  labels: " + ", ".join(f"{lab}:{txt or '-'}={n}" for (lab, txt), n in sorted(labels.items())),
+              file=out)
+        print("  formats: " + ", ".join(f"{k}={v}" for k, v in sorted(formats.items())), file=out)
+        print("  variants: " + ", ".join(f"{k}={v}" for k, v in sorted(variants.items())), file=out)
+        print(f"  height min/median/max: {min(heights)}/{statistics.median(heights):g}/{max(heights)}; "
+              f"width: {min(widths)}/{statistics.median(widths):g}/{max(widths)}", file=out)
+        print(f"  payload bytes: total {sum(sizes)}, mean {sum(sizes) / total:.0f}", file=out)
+    if dump_dir:
+        print(f"wrote {dumped} image(s) to {dump_dir}", file=out)
+    return 0
+
+
+def _dump(ex: dict, data: bytes, directory: str, i: int) -> None:
+    import numpy as np
+    import cv2
+    base = f"{i:05d}-v{ex.get('augd/variant', 0)}-{os.path.basename(str(ex.get('image/filename', 'img')))}"
+    fmt = ex.get("image/format")
+    if fmt == "raw":
+        arr = np.frombuffer(data, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
+        cv2.imwrite(os.path.join(directory, base.rsplit(".", 1)[0] + ".png"), arr[:, :, ::-1])
+    else:
+        with open(os.path.join(directory, base.rsplit(".", 1)[0] + (".png" if fmt == "png" else ".jpg")), "wb") as f:
+            f.write(data)

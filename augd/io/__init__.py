@@ -1,0 +1,33 @@
+"""augd.io: input scan, record schema, shard writer/reader, atomic commit.
+
+Importing this package does not import TensorFlow: the scan names are loaded eagerly (pure Python for local
+roots); the record, shard and commit names load their modules, and TensorFlow, on first use.
+"""
+from __future__ import annotations
+
+import importlib
+
+from augd.io.scan import (
+    CONTROL_FILES, REJECT_REASONS, InputImage, RejectedInput, ScanResult, is_url, read_bytes, scan_job,
+)
+
+_LAZY = {
+    "FEATURES": "records", "make_example": "records", "parse_example": "records",
+    "ShardWriter": "shards", "read_records": "shards", "shard_count": "shards", "shard_name": "shards",
+    "shuffled_order": "shards",
+    "AtomicOutput": "commit", "OutputExists": "commit", "clean_stale_temps": "commit", "is_complete": "commit",
+    "write_json": "commit", "write_text": "commit",
+}
+
+__all__ = [
+    "CONTROL_FILES", "REJECT_REASONS", "InputImage", "RejectedInput", "ScanResult", "is_url", "read_bytes",
+    "scan_job", *_LAZY,
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"augd.io.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'augd.io' has no attribute {name!r}")

@@ -1,0 +1,206 @@
+"""Atomic job output: readers see no destination, or a complete one with `_SUCCESS` in it.
+
+Everything is written into a hidden temp folder beside the destination, `<out_root>/.<job>.tmp-<pid>-<hex>`.
+commit() fsyncs it (local), renames it to `<out_root>/<job>` and writes `_SUCCESS` last. A crash before the
+rename leaves only hidden debris (clean_stale_temps removes it); a crash between the rename and `_SUCCESS`
+leaves a destination without `_SUCCESS`, which readers treat as incomplete and the next run removes.
+
+Overwrite: the old destination is renamed aside (hidden), the new one renamed in, then the old one deleted.
+Between those two renames (microseconds, local) the destination path is absent; readers that find it absent or
+without `_SUCCESS` must treat it as "not ready", never as "empty". A crash inside that window loses the old
+output, which the caller asked to replace anyway.
+
+Object stores (any scheme but local/file) cannot rename atomically: there a rename is copy + delete, and
+`_SUCCESS`, written last, is the only commit point.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+
+import tensorflow as tf
+
+from augd.errors import AugdError
+from augd.io.scan import is_url, local_path
+
+__all__ = ["SUCCESS", "AtomicOutput", "OutputExists", "clean_stale_temps", "is_complete", "write_json", "write_text"]
+
+SUCCESS = "_SUCCESS"
+_TEMP = re.compile(r"^\.(?P<job>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+(\.old)?$")
+
+
+class OutputExists(AugdError):
+    """The destination holds a complete output and overwrite was not asked for."""
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a.rstrip('/')}/{b}"
+
+
+def is_complete(dest: str) -> bool:
+    return tf.io.gfile.exists(_join(dest, SUCCESS))
+
+
+def write_text(path: str, text: str) -> None:
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(text)
+
+
+def write_json(path: str, obj) -> None:
+    # Sorted keys and a fixed layout: the same manifest gives the same bytes, so outputs can be compared.
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def _fsync_path(path: str, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: str) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            _fsync_path(os.path.join(dirpath, name))
+        _fsync_path(dirpath, directory=True)
+
+
+def _rmtree(path: str) -> None:
+    if is_url(path):
+        try:
+            tf.io.gfile.rmtree(path)
+        except tf.errors.NotFoundError:  # already gone (some filesystems report stale dirs as existing)
+            pass
+    else:
+        shutil.rmtree(local_path(path), ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # os.kill(0, ...) would address our own process group
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+class AtomicOutput:
+    """with AtomicOutput(out, "job") as o: write into o.tmp_dir ...; o.commit()
+
+    Leaving the block without commit() (normally or by an exception) discards the temp folder: nothing half
+    written can become visible by accident."""
+
+    def __init__(self, out_root: str, job_name: str, *, overwrite: bool = False):
+        if not job_name or "/" in job_name or job_name.startswith("."):
+            raise ValueError(f"job name must be a plain, non-hidden folder name; got {job_name!r}")
+        self.out_root = out_root.rstrip("/") or "/"
+        self.job_name = job_name
+        self.overwrite = overwrite
+        self.dest = _join(self.out_root, job_name)
+        self.tmp_dir = _join(self.out_root, f".{job_name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        self.local = not is_url(self.out_root)
+        self.committed = False
+
+    def __enter__(self) -> "AtomicOutput":
+        gfile = tf.io.gfile
+        gfile.makedirs(self.out_root)
+        if is_complete(self.dest):
+            if not self.overwrite:
+                raise OutputExists(f"{self.dest} already holds a complete output; pass --overwrite to replace it")
+        elif gfile.exists(self.dest):
+            _rmtree(self.dest)  # no _SUCCESS: debris of a crashed commit
+        gfile.mkdir(self.tmp_dir)
+        return self
+
+    def commit(self) -> None:
+        if self.committed:
+            raise RuntimeError("commit() called twice")
+        if self.local:
+            self._commit_local()
+        else:
+            self._commit_remote()
+        self.committed = True
+
+    def _commit_local(self) -> None:
+        tmp, dest, root = local_path(self.tmp_dir), local_path(self.dest), local_path(self.out_root)
+        _fsync_tree(tmp)
+        aside = None
+        if os.path.lexists(dest):
+            if is_complete(dest) and not self.overwrite:  # another run committed while we worked
+                raise OutputExists(f"{self.dest} already holds a complete output; pass --overwrite to replace it")
+            aside = tmp + ".old"
+            os.rename(dest, aside)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if aside:  # put the old output back rather than leave no output at all
+                os.rename(aside, dest)
+            raise
+        _fsync_path(root, directory=True)
+        self._write_success()
+        if aside:
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def _commit_remote(self) -> None:
+        gfile = tf.io.gfile
+        if gfile.exists(self.dest):
+            if is_complete(self.dest) and not self.overwrite:
+                raise OutputExists(f"{self.dest} already holds a complete output; pass --overwrite to replace it")
+            if is_complete(self.dest):
+                gfile.remove(_join(self.dest, SUCCESS))  # demote to incomplete before touching anything else
+            _rmtree(self.dest)
+        _copy_tree(self.tmp_dir, self.dest)
+        self._write_success()
+        _rmtree(self.tmp_dir)
+
+    def _write_success(self) -> None:
+        path = _join(self.dest, SUCCESS)
+        write_text(path, "")
+        if self.local:
+            _fsync_path(local_path(path))
+            _fsync_path(local_path(self.dest), directory=True)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.committed:
+            _rmtree(self.tmp_dir)
+
+
+def _copy_tree(src: str, dst: str) -> None:
+    """Copy file by file. Object stores rename by copy + delete anyway, and gfile's directory rename is not
+    recursive on every filesystem (ram:// moves the folder entry but not its files)."""
+    gfile = tf.io.gfile
+    gfile.makedirs(dst)
+    for name in gfile.listdir(src):
+        name = name.rstrip("/")
+        s, d = _join(src, name), _join(dst, name)
+        if gfile.isdir(s):
+            _copy_tree(s, d)
+        else:
+            gfile.copy(s, d, overwrite=True)
+
+
+def clean_stale_temps(out_root: str) -> list[str]:
+    """Remove temp folders of runs that died (their pid is gone) under a local out_root; returns their paths.
+    Object-store roots are left alone: a pid there may belong to a live run on another machine."""
+    if is_url(out_root):
+        return []
+    root = local_path(out_root)
+    removed = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        m = _TEMP.match(name)
+        if m and not _pid_alive(int(m.group("pid"))):
+            path = os.path.join(root, name)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

@@ -1,0 +1,286 @@
+"""Scan a job folder: find the images, give them labels, reject what cannot be used (with a reason).
+
+Layout. Every non-hidden sub-folder directly under the job root is a class: label = its index among the sorted
+class folder names (empty class folders count too, so labels depend only on the folder names), label_text = the
+folder name; images anywhere below it belong to it. Image files directly at the root are unlabeled (label -1,
+label_text ""), whether or not class folders exist beside them: a mixed drop is kept, not guessed at.
+
+Skipped silently: anything hidden (a path part starting with "."), and augd's control files at the root.
+Everything else that is not a usable image becomes a RejectedInput with one of REJECT_REASONS and a message
+the user can act on. Only a prefix of each file is read here; the engine reads the whole file later.
+
+Local paths use os.scandir/lstat (symlinks and special files are visible there; no TensorFlow needed). Roots
+with a URL scheme ("gs://", "ram://", ...) go through tf.io.gfile, imported lazily.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from augd.defaults import MAX_PIXELS
+from augd.errors import JobFailed, Rejected
+from augd.formats import ImageHeader, NeedMoreData, read_header
+
+__all__ = [
+    "CONTROL_FILES", "REJECT_REASONS", "InputImage", "RejectedInput", "ScanResult", "is_url", "read_bytes",
+    "scan_job",
+]
+
+REJECT_REASONS = (
+    "not_regular_file", "outside_job", "unreadable", "empty", "unknown_format", "bad_header", "too_many_pixels",
+    "undecodable",
+)
+#: Files at a job's root that belong to the drop-folder protocol, not to the data.
+CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt"})
+#: Bytes read for the header; enough for any header short of a JPEG with huge APP segments before its SOF.
+HEADER_PREFIX = 256 * 1024
+#: When the prefix is not enough, the whole file is read, but only up to this size.
+HEADER_RETRY_MAX = 64 * 1024 * 1024
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path: str) -> bool:
+    """True for paths with a scheme that tf.io.gfile must handle; "file://" counts as local."""
+    return bool(_URL.match(path)) and not path.startswith("file://")
+
+
+def local_path(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+@dataclass(frozen=True)
+class InputImage:
+    relpath: str  # posix, relative to the job root; may hold surrogate escapes for non-UTF-8 names
+    path: str
+    size: int
+    label: int
+    label_text: str
+    header: ImageHeader
+
+
+@dataclass(frozen=True)
+class RejectedInput:
+    relpath: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    root: str
+    classes: tuple[str, ...]
+    images: tuple[InputImage, ...]
+    rejected: tuple[RejectedInput, ...]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    relpath: str
+    path: str
+    size: int
+    label: int
+    label_text: str
+
+
+def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None) -> ScanResult:
+    """Scan `root`; `ignore(relpath)` returning True skips a file or folder silently (as hidden ones are)."""
+    fs = _GFileTree(root) if is_url(root) else _LocalTree(local_path(root))
+    if not fs.isdir(""):
+        raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason="input_missing")
+    skip = ignore or (lambda _rel: False)
+    candidates: list[_Candidate] = []
+    rejected: list[RejectedInput] = []
+    class_dirs: list[str] = []
+    try:
+        top = fs.entries("")
+    except OSError as e:
+        raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}", reason="input_unreadable") from None
+    for name, kind, detail in top:
+        if name.startswith(".") or name in CONTROL_FILES or skip(name):
+            continue
+        if kind == "dir":
+            class_dirs.append(name)
+        elif kind == "file":
+            candidates.append(_Candidate(name, fs.path(name), detail, -1, ""))
+        else:
+            rejected.append(RejectedInput(name, kind, detail))
+    classes = sorted(class_dirs)
+    for label, name in enumerate(classes):
+        for rel, kind, detail in _walk(fs, name, skip):
+            if kind == "file":
+                candidates.append(_Candidate(rel, fs.path(rel), detail, label, name))
+            else:
+                rejected.append(RejectedInput(rel, kind, detail))
+    images: list[InputImage] = []
+    for c in candidates:
+        try:
+            header = _check(fs, c, max_pixels)
+        except Rejected as e:
+            rejected.append(RejectedInput(c.relpath, e.reason, str(e)))
+        else:
+            images.append(InputImage(c.relpath, c.path, c.size, c.label, c.label_text, header))
+    images.sort(key=lambda i: i.relpath)
+    rejected.sort(key=lambda r: r.relpath)
+    return ScanResult(root, tuple(classes), tuple(images), tuple(rejected))
+
+
+def read_bytes(img: InputImage) -> bytes:
+    """The whole file. Locally, anything swapped in that is not a regular file is refused without blocking."""
+    if is_url(img.path):
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(img.path, "rb") as f:
+            return f.read()
+    with _open_regular(local_path(img.path)) as f:
+        return f.read()
+
+
+def _walk(fs, rel_dir: str, skip: Callable[[str], bool]) -> Iterator[tuple[str, str, object]]:
+    try:
+        entries = fs.entries(rel_dir)
+    except OSError as e:
+        yield rel_dir + "/", "unreadable", f"cannot list folder: {e.strerror or e}"
+        return
+    for name, kind, detail in entries:
+        rel = f"{rel_dir}/{name}"
+        if name.startswith(".") or skip(rel):
+            continue
+        if kind == "dir":
+            yield from _walk(fs, rel, skip)
+        else:
+            yield rel, kind, detail
+
+
+def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
+    if c.size == 0:
+        raise Rejected("empty", "file is empty (0 bytes)")
+    try:
+        head = fs.read(c.relpath, HEADER_PREFIX)
+        try:
+            header = read_header(head)
+        except NeedMoreData:
+            if len(head) < HEADER_PREFIX:  # that was the whole file
+                raise
+            if c.size > HEADER_RETRY_MAX:
+                raise Rejected(
+                    "bad_header", f"no image size in the first {HEADER_RETRY_MAX} bytes of a {c.size}-byte file"
+                ) from None
+            header = read_header(fs.read(c.relpath, -1))
+    except OSError as e:
+        raise Rejected("unreadable", f"cannot read file: {e.strerror or e}") from None
+    pixels = header.width * header.height
+    if pixels > max_pixels:
+        raise Rejected(
+            "too_many_pixels", f"{header.width}×{header.height} = {pixels} pixels exceeds max_pixels={max_pixels}"
+        )
+    return header
+
+
+def _open_regular(path: str):
+    # O_NONBLOCK: if a FIFO was swapped in after the scan, open() returns at once instead of blocking forever.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class _LocalTree:
+    """The job folder on a local filesystem. entries() yields (name, kind, detail): kind "dir", "file" (detail =
+    size) or a reject reason (detail = message). Symlinks are resolved here, so escapes cannot get past it."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.real_root = os.path.realpath(root)
+
+    def path(self, rel: str) -> str:
+        return os.path.join(self.root, rel) if rel else self.root
+
+    def isdir(self, rel: str) -> bool:
+        return os.path.isdir(self.path(rel))
+
+    def entries(self, rel: str) -> list[tuple[str, str, object]]:
+        out = []
+        with os.scandir(self.path(rel)) as it:
+            for e in it:
+                out.append((e.name, *self._classify(e)))
+        return sorted(out)
+
+    def _classify(self, e: os.DirEntry) -> tuple[str, object]:
+        try:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(e.path)
+                if os.path.commonpath([self.real_root, target]) != self.real_root:
+                    return "outside_job", "symlink points outside the job folder"
+                try:
+                    st = os.stat(e.path)
+                except OSError:
+                    return "unreadable", "broken symlink (its target does not exist)"
+                if stat.S_ISDIR(st.st_mode):  # not followed: it would list images twice or loop
+                    return "not_regular_file", "symlink to a folder (not followed; move or copy the images)"
+        except OSError as err:
+            return "unreadable", f"cannot stat: {err.strerror or err}"
+        if stat.S_ISDIR(st.st_mode):
+            return "dir", None
+        if stat.S_ISREG(st.st_mode):
+            return "file", st.st_size
+        return "not_regular_file", f"{_kind_of(st.st_mode)}, not a regular file"
+
+    def read(self, rel: str, n: int) -> bytes:
+        with _open_regular(self.path(rel)) as f:
+            return f.read(n)
+
+
+class _GFileTree:
+    """The job folder behind a tf.io.gfile URL: no symlinks or special files exist there."""
+
+    def __init__(self, root: str):
+        import tensorflow as tf
+
+        self.gfile = tf.io.gfile
+        self.errors = tf.errors
+        self.root = root.rstrip("/")
+
+    def path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def isdir(self, rel: str) -> bool:
+        return self.gfile.isdir(self.path(rel))
+
+    def entries(self, rel: str) -> list[tuple[str, str, object]]:
+        try:
+            names = self.gfile.listdir(self.path(rel))
+        except self.errors.OpError as e:
+            raise OSError(0, e.message) from None
+        out = []
+        for name in {n.rstrip("/") for n in names}:  # object stores mark folders with a trailing "/"
+            p = self.path(f"{rel}/{name}" if rel else name)
+            try:
+                out.append((name, "dir", None) if self.gfile.isdir(p) else (name, "file", self.gfile.stat(p).length))
+            except self.errors.OpError as e:
+                out.append((name, "unreadable", f"cannot stat: {e.message}"))
+        return sorted(out)
+
+    def read(self, rel: str, n: int) -> bytes:
+        try:
+            with self.gfile.GFile(self.path(rel), "rb") as f:
+                return f.read(n)
+        except self.errors.OpError as e:
+            raise OSError(0, e.message) from None

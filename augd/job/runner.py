@@ -1,0 +1,249 @@
+"""One job end to end: scan -> engine -> records -> shards -> atomic commit -> manifest.
+
+The same function serves `augd run`, the daemon, and (later) a Beam runner's per-image DoFn via
+`ImageTask`. Memory is bounded: at most workers * INFLIGHT_PER_WORKER images are in flight, results
+are written in a fixed order as soon as they are ready.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from augd import defaults
+from augd.engine import Compiled, compile_pipeline
+from augd.errors import JobFailed
+from augd.formats import passthrough_ok
+from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, make_example,
+                     read_bytes, scan_job, shard_count, shuffled_order, write_text)
+from augd.job.manifest import STAGES, build_manifest, labels_txt
+from augd.spec import PipelineSpec
+
+log = logging.getLogger("augd.job")
+
+__all__ = ["JobProgress", "JobResult", "ImageOutcome", "run_job", "process_image", "variants_of"]
+
+
+@dataclass
+class JobProgress:
+    """Live figures of a running job (the CLI's progress bar and the daemon's /status read them)."""
+    name: str
+    total: int
+    done: int = 0
+    written: int = 0
+    rejected: int = 0
+    records: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def images_per_second(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class ImageOutcome:
+    """What became of one input image: its records, or why it was rejected."""
+    image: InputImage
+    records: tuple[bytes, ...] = ()
+    rejected: RejectedInput | None = None
+    bytes_read: int = 0
+    stage_seconds: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    name: str
+    out_dir: str
+    manifest: dict
+
+    @property
+    def records_written(self) -> int:
+        return self.manifest["records"]["written"]
+
+    @property
+    def rejected(self) -> list[dict]:
+        return self.manifest["inputs"]["rejected_files"]
+
+
+def variants_of(spec: PipelineSpec) -> list[int]:
+    """Variant indices written per image: 0 is the original (when kept), 1..N the augmented copies."""
+    return ([0] if spec.keep_original else []) + list(range(1, spec.variants + 1))
+
+
+def _tf_message(exc: Exception) -> str:
+    """TF errors carry graph plumbing ("{{function_node ...}}", "[Op:...]"); keep the human part."""
+    msg = getattr(exc, "message", None) or str(exc)
+    msg = msg.split("}}")[-1].split("[Op:")[0].strip()
+    first = msg.splitlines()[0] if msg else type(exc).__name__
+    if "Uncompress failed" in first or "Premature end" in first:
+        return f"truncated or corrupt JPEG data ({first})"
+    return first
+
+
+def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> ImageOutcome:
+    """All records of one image. Never raises for bad input: a bad image becomes a rejection."""
+    t0 = time.perf_counter()
+    try:
+        data = read_bytes(img)
+    except OSError as exc:
+        return ImageOutcome(img, rejected=RejectedInput(img.relpath, "unreadable", f"cannot read: {exc}"))
+    stages = dict.fromkeys(STAGES, 0.0)
+    stages["read"] = time.perf_counter() - t0
+    source_sha = hashlib.sha256(data).hexdigest()
+    fmt = spec.output.format
+    records = []
+    variants = variants_of(spec)
+    # Augmented variants first: they decode the image, which proves it is sound before the original
+    # passes through undecoded. With no augmented variant, variant 0 goes through the graph itself.
+    passthrough = (0 in variants and fmt != "raw" and passthrough_ok(img.header) and spec.variants > 0)
+    for v in sorted(variants, key=lambda v: v == 0):
+        if v == 0 and passthrough:
+            payload, out_fmt, h, w = data, img.header.format, img.header.height, img.header.width
+        else:
+            try:
+                r = compiled.process(data, img.relpath, v, orientation=img.header.orientation)
+            except Exception as exc:  # noqa: BLE001 - TF raises many types for bad data; all mean "reject"
+                return ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+                    img.relpath, "undecodable", _tf_message(exc)))
+            payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
+            for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
+                stages[name] += sec
+        records.append((v, make_example(
+            encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
+            filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
+            pipeline_sha256=spec.sha256)))
+    records.sort(key=lambda r: r[0])
+    return ImageOutcome(img, records=tuple(r for _, r in records), bytes_read=len(data), stage_seconds=stages)
+
+
+def _tf_errors():
+    import tensorflow as tf  # already loaded by the engine when a job runs
+    return tf.errors
+
+
+def _estimate_bytes(spec: PipelineSpec, images) -> int:
+    n = len(variants_of(spec))
+    if spec.output.format == "raw":
+        return sum(i.header.width * i.header.height * 3 for i in images) * n
+    return sum(i.size for i in images) * n
+
+
+@dataclass
+class _Tally:
+    """Running totals of a job, fed one ImageOutcome at a time in output order."""
+    progress: JobProgress
+    rejected: list = field(default_factory=list)
+    per_class: dict = field(default_factory=dict)
+    stages: dict = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    bytes_read: int = 0
+
+    def add(self, res: ImageOutcome) -> None:
+        p = self.progress
+        self.bytes_read += res.bytes_read
+        cls = self.per_class.setdefault(res.image.label_text, {"label": res.image.label, "images": 0,
+                                                               "records": 0, "rejected": 0})
+        if res.rejected:
+            self.rejected.append(res.rejected)
+            cls["rejected"] += 1
+            p.rejected += 1
+        else:
+            cls["images"] += 1
+            cls["records"] += len(res.records)
+            p.written += 1
+            p.records += len(res.records)
+        for k, v in res.stage_seconds.items():
+            self.stages[k] += v
+        p.done += 1
+
+
+def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image) -> None:
+    """Process images on a thread pool (TF releases the GIL) and write their records in `order`.
+    A bounded window of futures keeps memory flat whatever the job size."""
+    window = workers * defaults.INFLIGHT_PER_WORKER
+    todo = iter(order)
+    index = 0
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
+        pending: deque = deque()
+        try:
+            while True:
+                while len(pending) < window and (img := next(todo, None)) is not None:
+                    pending.append(pool.submit(process_image, compiled, spec, img))
+                if not pending:
+                    return
+                if cancel is not None and cancel.is_set():
+                    raise JobFailed("job cancelled before it finished", reason="cancelled")
+                res: ImageOutcome = pending.popleft().result()
+                if not res.rejected:
+                    t_w = time.perf_counter()
+                    for rec in res.records:
+                        writer.write(index, rec)
+                        index += 1
+                    res.stage_seconds["write"] = time.perf_counter() - t_w
+                tally.add(res)
+                if on_image:
+                    on_image(res)
+                if progress:
+                    progress(tally.progress)
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | None = None,
+            workers: int | None = None, overwrite: bool = False, max_pixels: int = defaults.MAX_PIXELS,
+            gpu_memory_mb: int | None = None, progress: Callable[[JobProgress], None] | None = None,
+            cancel: threading.Event | None = None, on_image: Callable[[ImageOutcome], None] | None = None,
+            ) -> JobResult:
+    """Run one job. Raises JobFailed (with a reason code) when no complete output can be produced;
+    bad images are rejected and listed, they never fail the job on their own."""
+    started = time.time()
+    t_start = time.perf_counter()
+    input_dir = input_dir.rstrip("/") or "/"
+    name = name or os.path.basename(input_dir)
+    scan = scan_job(input_dir, max_pixels=max_pixels)
+    if not scan.images:
+        reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
+        raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
+                        reason="no_valid_input")
+    workers = max(1, workers or os.cpu_count() or 1)
+    order = [scan.images[i] for i in shuffled_order([i.relpath for i in scan.images], spec.seed)]
+    count = shard_count(_estimate_bytes(spec, order), spec.output.shards)
+    state = JobProgress(name=name, total=len(order))
+    compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
+    tally = _Tally(state)
+    try:
+        with AtomicOutput(out_root, name, overwrite=overwrite) as out:
+            with ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
+                _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image)
+            if state.written == 0:
+                first = tally.rejected[0]
+                raise JobFailed(f"{input_dir}: none of {len(order)} images could be decoded "
+                                f"(first: {first.relpath}: {first.message})", reason="no_valid_input")
+            manifest = build_manifest(
+                name=name, input_dir=input_dir, spec=spec, device=compiled.device, classes=scan.classes,
+                per_class=tally.per_class, seen=len(scan.images) + len(scan.rejected), written=state.written,
+                rejected=list(scan.rejected) + tally.rejected, shard_paths=writer.paths,
+                records_per_shard=writer.records_per_shard, bytes_read=tally.bytes_read,
+                bytes_written=writer.bytes_written, graph_builds=compiled.builds, graph_traces=compiled.traces,
+                wall_seconds=time.perf_counter() - t_start, stage_seconds=tally.stages, started=started)
+            if scan.classes:
+                write_text(f"{out.tmp_dir}/labels.txt", labels_txt(scan.classes))
+            write_text(f"{out.tmp_dir}/manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+            out.commit()
+    except OutputExists as exc:
+        raise JobFailed(str(exc), reason="output_exists") from None
+    except (OSError, _tf_errors().OpError) as exc:
+        msg = _tf_message(exc) if not isinstance(exc, OSError) else str(exc)
+        raise JobFailed(f"cannot write output under {out_root}: {msg}", reason="output_error") from None
+    finally:
+        compiled.close()
+    return JobResult(name=name, out_dir=out.dest, manifest=manifest)
+

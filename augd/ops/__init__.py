@@ -1,0 +1,16 @@
+"""The op library. Importing it registers every op; TensorFlow loads only when a graph is traced."""
+from augd.ops.base import REGISTRY, Kind, Op, OpParams, get_op, register_op
+from augd.ops import colour, compose, geometry, pixel  # noqa: F401  (registration side effects)
+
+__all__ = ["REGISTRY", "Kind", "Op", "OpParams", "get_op", "register_op", "describe_ops"]
+
+
+def describe_ops() -> list[dict]:
+    """Name, kind, summary and JSON-schema parameters of every op (for `augd ops` and docs)."""
+    out = []
+    for name in sorted(REGISTRY):
+        cls = REGISTRY[name]
+        schema = cls.Params.model_json_schema()
+        out.append({"name": name, "kind": cls.kind.value, "summary": cls.summary(),
+                    "params": schema.get("properties", {}), "required": schema.get("required", [])})
+    return out

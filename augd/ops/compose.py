@@ -1,0 +1,51 @@
+"""Composites: one_of, some_of, sequence. They only hold children; the engine compiles them
+(geometry-only composites stay fusable: each branch yields a matrix)."""
+from __future__ import annotations
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from augd.ops.base import Kind, Op, OpParams, register_op
+
+
+def _n_children(info: ValidationInfo) -> int | None:
+    return (info.context or {}).get("n_children")
+
+
+@register_op("one_of", Kind.COMPOSITE)
+class OneOf(Op):
+    """Apply exactly one child, chosen at random (optionally weighted)."""
+    class Params(OpParams):
+        weights: tuple[float, ...] | None = Field(None, description="relative weights, one per child")
+
+        @field_validator("weights")
+        @classmethod
+        def _weights(cls, v, info: ValidationInfo):
+            n = _n_children(info)
+            if v is not None:
+                if n is not None and len(v) != n:
+                    raise ValueError(f"needs one weight per op ({n}); got {len(v)}")
+                if any(x < 0 for x in v) or sum(v) <= 0:
+                    raise ValueError(f"weights must be >= 0 with a positive sum; got {list(v)}")
+            return v
+
+
+@register_op("some_of", Kind.COMPOSITE)
+class SomeOf(Op):
+    """Apply n distinct children chosen at random, in the order listed."""
+    class Params(OpParams):
+        n: int = Field(1, ge=1, description="how many children to apply")
+
+        @field_validator("n")
+        @classmethod
+        def _n(cls, v, info: ValidationInfo):
+            m = _n_children(info)
+            if m is not None and v > m:
+                raise ValueError(f"n must be <= the number of ops ({m}); got {v}")
+            return v
+
+
+@register_op("sequence", Kind.COMPOSITE)
+class Sequence(Op):
+    """Apply all children in order (use p to apply the whole group or none of it)."""
+    class Params(OpParams):
+        pass

@@ -1,0 +1,156 @@
+"""Geometric ops. Each samples a 3x3 matrix mapping *output* pixel coordinates to *input* ones
+(pixel centres at integers, the convention of ImageProjectiveTransformV3) plus its output size.
+The engine multiplies consecutive matrices and resamples once: one warp, one interpolation."""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from augd.ops._tf import tf
+from augd.ops.base import Kind, Op, OpParams, Size, range_of, register_op
+from augd.ops.sampling import coin, log_uniform, split, uniform
+
+#: fill: a grey level 0-255 for the area outside the source, or how to extend the border.
+Fill = int | Literal["reflect", "nearest", "wrap"]
+
+
+def fill_field(default: Fill = 0):
+    return Field(default, description="0-255 constant, or reflect | nearest | wrap")
+
+
+def mat(rows):
+    return tf.reshape(tf.stack([tf.cast(v, tf.float32) for r in rows for v in r]), [3, 3])
+
+
+def translate(tx, ty):
+    return mat([[1, 0, tx], [0, 1, ty], [0, 0, 1]])
+
+
+def about_centre(a, h, w):
+    """Conjugate a linear map so it acts about the image centre."""
+    cx, cy = (w - 1.0) / 2.0, (h - 1.0) / 2.0
+    return translate(cx, cy) @ a @ translate(-cx, -cy)
+
+
+def rotation(radians):
+    c, s = tf.cos(radians), tf.sin(radians)
+    return mat([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+
+
+def window(y0, x0, ch, cw, oh, ow):
+    """Output (oh, ow) samples the source window [y0, y0+ch) x [x0, x0+cw) (half-pixel centres)."""
+    sx, sy = cw / ow, ch / oh
+    return mat([[sx, 0, x0 + 0.5 * sx - 0.5], [0, sy, y0 + 0.5 * sy - 0.5], [0, 0, 1]])
+
+
+@register_op("random_flip_left_right", Kind.GEOMETRY)
+class FlipLeftRight(Op):
+    """Mirror horizontally with probability 0.5 (tf.image.random_flip_left_right); p gates the op."""
+    class Params(OpParams):
+        pass
+
+    def sample(self, seed, h, w):
+        flip = coin(seed, 0.5)
+        m = tf.where(flip, mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]), tf.eye(3))
+        return m, h, w
+
+
+@register_op("random_flip_up_down", Kind.GEOMETRY)
+class FlipUpDown(Op):
+    """Mirror vertically with probability 0.5 (tf.image.random_flip_up_down); p gates the op."""
+    class Params(OpParams):
+        pass
+
+    def sample(self, seed, h, w):
+        flip = coin(seed, 0.5)
+        m = tf.where(flip, mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]), tf.eye(3))
+        return m, h, w
+
+
+@register_op("random_rotation", Kind.GEOMETRY)
+class RandomRotation(Op):
+    """Rotate about the centre by an angle drawn from [-degrees, degrees] (or [low, high]); size kept."""
+    class Params(OpParams):
+        degrees: range_of(-360.0, 360.0, symmetric=True) = Field((-10.0, 10.0), description="angle range")
+        fill: Fill = fill_field()
+
+    def sample(self, seed, h, w):
+        a = uniform(seed, *self.params.degrees) * (math.pi / 180.0)
+        return about_centre(rotation(a), h, w), h, w
+
+
+@register_op("random_affine", Kind.GEOMETRY)
+class RandomAffine(Op):
+    """Scale, shear, rotate and translate about the centre in one matrix; size kept."""
+    class Params(OpParams):
+        scale: range_of(0.05, 20.0) = Field((0.9, 1.1), description="zoom range (log-uniform)")
+        translate: range_of(0.0, 1.0) = Field((0.0, 0.0), description="max shift as a fraction of (width, height)")
+        shear: range_of(-80.0, 80.0, symmetric=True) = Field((0.0, 0.0), description="x shear angle range, degrees")
+        rotate: range_of(-360.0, 360.0, symmetric=True) = Field((0.0, 0.0), description="angle range, degrees")
+        fill: Fill = fill_field()
+
+    def sample(self, seed, h, w):
+        s_sc, s_sh, s_rot, s_tx, s_ty = split(seed, 5)
+        pr = self.params
+        sc = log_uniform(s_sc, *pr.scale)
+        sh = tf.tan(uniform(s_sh, *pr.shear) * (math.pi / 180.0))
+        rot = uniform(s_rot, *pr.rotate) * (math.pi / 180.0)
+        tx = uniform(s_tx, -pr.translate[0], pr.translate[0]) * w
+        ty = uniform(s_ty, -pr.translate[1], pr.translate[1]) * h
+        fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
+                                               @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)
+        return tf.linalg.inv(fwd), h, w
+
+
+@register_op("random_crop", Kind.GEOMETRY)
+class RandomCrop(Op):
+    """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size`."""
+    class Params(OpParams):
+        size: Size = Field(description="output [height, width]")
+        area: range_of(0.001, 1.0) = Field((0.08, 1.0), description="window area as a fraction of the image")
+        aspect: range_of(0.05, 20.0) = Field((3 / 4, 4 / 3), description="window width/height (log-uniform)")
+
+    def sample(self, seed, h, w):
+        s_a, s_r, s_x, s_y = split(seed, 4)
+        area = uniform(s_a, *self.params.area) * h * w
+        r = log_uniform(s_r, *self.params.aspect)
+        # Clamping keeps the window inside the image; it slightly favours full-width/height windows.
+        cw = tf.minimum(tf.sqrt(area * r), w)
+        ch = tf.minimum(tf.sqrt(area / r), h)
+        x0 = uniform(s_x, 0.0, 1.0) * (w - cw)
+        y0 = uniform(s_y, 0.0, 1.0) * (h - ch)
+        oh, ow = (float(v) for v in self.params.size)
+        return window(y0, x0, ch, cw, oh, ow), tf.constant(oh), tf.constant(ow)
+
+
+@register_op("center_crop", Kind.GEOMETRY)
+class CenterCrop(Op):
+    """Cut the central `size` window (integer offsets: no resampling); smaller images are padded with fill."""
+    class Params(OpParams):
+        size: Size = Field(description="output [height, width]")
+        fill: Fill = fill_field()
+
+    def sample(self, seed, h, w):
+        oh, ow = (float(v) for v in self.params.size)
+        x0, y0 = tf.floor((w - ow) / 2.0), tf.floor((h - oh) / 2.0)
+        return translate(x0, y0), tf.constant(oh), tf.constant(ow)
+
+
+@register_op("resize", Kind.GEOMETRY)
+class Resize(Op):
+    """Resize to `size`; keep_aspect fits inside it. Downscaling is area-prefiltered (no aliasing)."""
+    class Params(OpParams):
+        size: Size = Field(description="[height, width]; with keep_aspect the box the image must fit in")
+        keep_aspect: bool = Field(False, description="scale uniformly to fit inside size")
+        method: Literal["bilinear", "nearest"] = Field("bilinear", description="interpolation")
+
+    def sample(self, seed, h, w):
+        bh, bw = (float(v) for v in self.params.size)
+        if self.params.keep_aspect:
+            s = tf.minimum(bh / h, bw / w)
+            oh, ow = tf.maximum(tf.round(h * s), 1.0), tf.maximum(tf.round(w * s), 1.0)
+        else:
+            oh, ow = tf.constant(bh), tf.constant(bw)
+        return window(0.0, 0.0, h, w, oh, ow), oh, ow

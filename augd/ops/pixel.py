@@ -1,0 +1,113 @@
+"""Ops on uint8 pixels: bit-level and histogram transforms, cutout and JPEG artefacts."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from augd.ops._tf import tf
+from augd.ops.base import Kind, Op, OpParams, range_of, register_op
+from augd.ops.sampling import log_uniform, split, uniform
+
+
+@register_op("solarize", Kind.PIXEL)
+class Solarize(Op):
+    """Invert every pixel value at or above `threshold` (PIL.ImageOps.solarize)."""
+    class Params(OpParams):
+        threshold: int = Field(128, ge=0, le=256, description="0-255; 256 leaves the image unchanged")
+
+    def apply(self, image, seed):
+        return tf.where(tf.cast(image, tf.int32) >= self.params.threshold, 255 - image, image)
+
+
+@register_op("posterize", Kind.PIXEL)
+class Posterize(Op):
+    """Keep only the top `bits` bits of each channel (PIL.ImageOps.posterize)."""
+    class Params(OpParams):
+        bits: int = Field(4, ge=1, le=8)
+
+    def apply(self, image, seed):
+        mask = (0xFF << (8 - self.params.bits)) & 0xFF
+        return tf.bitwise.bitwise_and(image, tf.constant(mask, tf.uint8))
+
+
+@register_op("equalize", Kind.PIXEL)
+class Equalize(Op):
+    """Histogram-equalize each channel (the PIL / torchvision algorithm)."""
+    class Params(OpParams):
+        pass
+
+    def apply(self, image, seed):
+        return tf.stack([self._channel(image[..., c]) for c in range(3)], axis=-1)
+
+    @staticmethod
+    def _channel(ch):
+        flat = tf.reshape(tf.cast(ch, tf.int32), [-1])
+        hist = tf.math.bincount(flat, minlength=256, maxlength=256, dtype=tf.int32)
+        nonzero = tf.boolean_mask(hist, hist > 0)
+        step = (tf.reduce_sum(nonzero) - nonzero[-1]) // 255
+        safe = tf.maximum(step, 1)
+        lut = (tf.cumsum(hist) + safe // 2) // safe
+        lut = tf.clip_by_value(tf.concat([[0], lut[:-1]], 0), 0, 255)
+        out = tf.cast(tf.gather(lut, tf.cast(ch, tf.int32)), tf.uint8)
+        return tf.where(step > 0, out, ch)  # a single-valued channel stays as it is
+
+
+@register_op("channel_shuffle", Kind.PIXEL)
+class ChannelShuffle(Op):
+    """Permute R, G, B randomly."""
+    class Params(OpParams):
+        pass
+
+    def apply(self, image, seed):
+        perm = tf.argsort(tf.random.stateless_uniform([3], seed))
+        return tf.gather(image, perm, axis=-1)
+
+
+@register_op("invert", Kind.PIXEL)
+class Invert(Op):
+    """Negative: 255 - value."""
+    class Params(OpParams):
+        pass
+
+    def apply(self, image, seed):
+        return 255 - image
+
+
+@register_op("random_erasing", Kind.PIXEL)
+class RandomErasing(Op):
+    """Cutout: overwrite one random rectangle (area and aspect ranges) with a constant or noise."""
+    class Params(OpParams):
+        area: range_of(0.0, 1.0) = Field((0.02, 0.33), description="rectangle area as a fraction of the image")
+        aspect: range_of(0.05, 20.0) = Field((0.3, 3.3), description="width/height (log-uniform)")
+        value: int | Literal["random"] = Field(0, description="0-255 fill, or 'random' noise")
+
+    def apply(self, image, seed):
+        s_a, s_r, s_x, s_y, s_v = split(seed, 5)
+        shape = tf.shape(image)
+        h, w = tf.cast(shape[0], tf.float32), tf.cast(shape[1], tf.float32)
+        area = uniform(s_a, *self.params.area) * h * w
+        r = log_uniform(s_r, *self.params.aspect)
+        ew, eh = tf.minimum(tf.sqrt(area * r), w), tf.minimum(tf.sqrt(area / r), h)
+        x0 = tf.floor(uniform(s_x, 0.0, 1.0) * (w - ew))
+        y0 = tf.floor(uniform(s_y, 0.0, 1.0) * (h - eh))
+        ys = tf.range(h)[:, None, None]
+        xs = tf.range(w)[None, :, None]
+        inside = (ys >= y0) & (ys < y0 + tf.round(eh)) & (xs >= x0) & (xs < x0 + tf.round(ew))
+        if self.params.value == "random":
+            fill = tf.cast(tf.random.stateless_uniform(shape, s_v, 0, 256, dtype=tf.int32), tf.uint8)
+        else:
+            fill = tf.fill(shape, tf.constant(self.params.value, tf.uint8))
+        return tf.where(inside, fill, image)
+
+
+@register_op("random_jpeg_quality", Kind.PIXEL)
+class RandomJpegQuality(Op):
+    """Re-compress through JPEG at a quality drawn from the range, to teach robustness to artefacts."""
+    class Params(OpParams):
+        quality: range_of(1, 100, kind=int) = Field((50, 95), description="[low, high] JPEG quality")
+
+    def apply(self, image, seed):
+        lo, hi = self.params.quality
+        q = tf.random.stateless_uniform([], seed, lo, hi + 1, dtype=tf.int32)
+        return tf.image.adjust_jpeg_quality(image, q)

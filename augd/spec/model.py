@@ -1,0 +1,155 @@
+"""The pipeline spec: YAML -> frozen, validated objects. TensorFlow is never imported here."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from augd.ops import REGISTRY, Kind, OpParams
+from augd.spec.yamlsrc import YamlDoc, format_path
+
+__all__ = ["OpNode", "OutputSpec", "PipelineSpec", "parse_doc", "NAME_RE"]
+
+NAME_RE = r"^[a-z0-9_-]{1,64}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OutputSpec(_Strict):
+    """How records are encoded and sharded."""
+    format: Literal["jpeg", "png", "raw"] = Field("jpeg", description="encoding of augmented images")
+    quality: int = Field(90, ge=1, le=100, description="JPEG quality of re-encoded images")
+    shards: Literal["auto"] | int = Field("auto", description="'auto' (~128 MB a shard) or a fixed count >= 1")
+    compression: Literal["none", "gzip"] = Field("none", description="TFRecord compression")
+
+    def model_post_init(self, _):
+        if isinstance(self.shards, int) and not 1 <= self.shards <= 100_000:
+            raise ValueError(f"shards must be 'auto' or an integer in [1, 100000]; got {self.shards}")
+
+
+class _Header(_Strict):
+    name: str = Field(pattern=NAME_RE, description="pipeline name, [a-z0-9_-]+")
+    description: str = ""
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="base of every per-image seed")
+    variants: int = Field(1, ge=0, le=1000, description="augmented copies per input image")
+    keep_original: bool = Field(True, description="also write the untouched image as variant 0")
+    output: OutputSpec = OutputSpec()
+    ops: list[Any] = Field(default_factory=list, description="the augmentation chain, applied in order")
+
+
+@dataclass(frozen=True)
+class OpNode:
+    """One op in the chain: its registered name, validated params, and children for composites."""
+    name: str
+    params: OpParams
+    children: tuple["OpNode", ...] = ()
+
+    @property
+    def kind(self) -> Kind:
+        return REGISTRY[self.name].kind
+
+    def to_dict(self) -> dict:
+        body = self.params.model_dump(mode="json")
+        if self.kind is Kind.COMPOSITE:
+            body["ops"] = [c.to_dict() for c in self.children]
+        return {self.name: body}
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    description: str
+    seed: int
+    variants: int
+    keep_original: bool
+    output: OutputSpec
+    ops: tuple[OpNode, ...]
+    source: str = "<string>"
+
+    def normalized(self) -> dict:
+        """Every default filled in: the form hashed into records and written to manifests."""
+        return {
+            "name": self.name, "description": self.description, "seed": self.seed,
+            "variants": self.variants, "keep_original": self.keep_original,
+            "output": self.output.model_dump(mode="json"), "ops": [n.to_dict() for n in self.ops],
+        }
+
+    @property
+    def sha256(self) -> str:
+        canon = json.dumps(self.normalized(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()
+
+    def with_seed(self, seed: int) -> "PipelineSpec":
+        return PipelineSpec(**{**self.__dict__, "seed": seed})
+
+
+def _pydantic_error(doc: YamlDoc, base: tuple, exc: ValidationError, allowed_keys=()):
+    err = exc.errors(include_url=False)[0]
+    loc = base + tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or "function-" in p)))
+    value = err.get("input")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key {loc[-1]!r}"
+        if allowed_keys:
+            msg += f"; allowed keys: {', '.join(allowed_keys)}"
+        return doc.error(loc, msg)
+    if err["type"] == "missing":
+        return doc.error(loc, "required key is missing")
+    msg = err["msg"].removeprefix("Value error, ")
+    return doc.error(loc, f"{msg}; got {value!r}" if "got" not in msg else msg)
+
+
+_COMPOSITE_KEYS = {"ops"}
+
+
+def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
+    if not isinstance(raw, dict) or len(raw) != 1:
+        got = list(raw) if isinstance(raw, dict) else raw
+        raise doc.error(loc, f"each op must be a mapping with exactly one key, the op name "
+                             f"(e.g. '- random_hue: {{max_delta: 0.2}}'); got {got!r}")
+    (name, body), = raw.items()
+    if name not in REGISTRY:
+        near = [n for n in sorted(REGISTRY) if n.split("_")[-1] in str(name)]
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise doc.error(loc + (name,), f"unknown op {name!r}{hint} (run 'augd ops' for the list)")
+    cls = REGISTRY[name]
+    loc = loc + (name,)
+    body = {} if body is None else body
+    children: tuple[OpNode, ...] = ()
+    if cls.kind is Kind.COMPOSITE:
+        if isinstance(body, list):
+            body = {"ops": body}
+        if not isinstance(body, dict) or not isinstance(body.get("ops"), list) or not body["ops"]:
+            raise doc.error(loc, f"{name} takes a non-empty list of ops, or a mapping with 'ops: [...]'; "
+                                 f"got {body!r}")
+        children = tuple(_parse_op(doc, c, loc + ("ops", i)) for i, c in enumerate(body["ops"]))
+        body = {k: v for k, v in body.items() if k != "ops"}
+    elif not isinstance(body, dict):
+        raise doc.error(loc, f"parameters of {name} must be a mapping; got {body!r}")
+    try:
+        params = cls.Params.model_validate(body, context={"n_children": len(children)})
+    except ValidationError as exc:
+        raise _pydantic_error(doc, loc, exc, tuple(cls.Params.model_fields) +
+                              (("ops",) if cls.kind is Kind.COMPOSITE else ())) from None
+    return OpNode(name=name, params=params, children=children)
+
+
+def parse_doc(doc: YamlDoc) -> PipelineSpec:
+    if not isinstance(doc.data, dict):
+        raise doc.error((), f"a pipeline must be a YAML mapping with at least 'name' and 'ops'; "
+                            f"got {type(doc.data).__name__}")
+    try:
+        head = _Header.model_validate(doc.data)
+    except ValidationError as exc:
+        raise _pydantic_error(doc, (), exc, tuple(_Header.model_fields)) from None
+    ops = tuple(_parse_op(doc, raw, ("ops", i)) for i, raw in enumerate(head.ops))
+    return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
+                        variants=head.variants, keep_original=head.keep_original,
+                        output=head.output, ops=ops, source=doc.source)
+
+
