@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 __all__ = [
     "Kind", "Op", "OpParams", "REGISTRY", "register_op", "get_op", "range_of", "Probability", "Size",
@@ -42,7 +42,11 @@ def range_of(lo: float, hi: float, *, symmetric: bool = False, kind: type = floa
             return (-abs(v), abs(v))
         return v
 
-    return Annotated[tuple[item, item], BeforeValidator(widen), AfterValidator(_check_order)]
+    pair = tuple[item, item]
+    schema = TypeAdapter(pair).json_schema()
+    if symmetric:  # the JSON Schema must accept the scalar shorthand too
+        schema = {"anyOf": [{"type": "number", "minimum": 0, "maximum": max(abs(lo), abs(hi))}, schema]}
+    return Annotated[pair, BeforeValidator(widen), AfterValidator(_check_order), WithJsonSchema(schema)]
 
 
 def _size(v):
@@ -51,9 +55,10 @@ def _size(v):
     return v
 
 
+_Side = Annotated[int, Field(ge=1, le=65535)]
 #: Output size as [height, width]; a single integer means a square.
-Size = Annotated[tuple[Annotated[int, Field(ge=1, le=65535)], Annotated[int, Field(ge=1, le=65535)]],
-                 BeforeValidator(_size)]
+Size = Annotated[tuple[_Side, _Side], BeforeValidator(_size), WithJsonSchema(
+    {"anyOf": [TypeAdapter(_Side).json_schema(), TypeAdapter(tuple[_Side, _Side]).json_schema()]})]
 
 
 class OpParams(BaseModel):

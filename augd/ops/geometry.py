@@ -71,7 +71,7 @@ class FlipUpDown(Op):
 
 @register_op("random_rotation", Kind.GEOMETRY)
 class RandomRotation(Op):
-    """Rotate about the centre by an angle drawn from [-degrees, degrees] (or [low, high]); size kept."""
+    """Rotate about the centre by an angle from [-degrees, degrees] or [low, high] (positive = counter-clockwise)."""
     class Params(OpParams):
         degrees: range_of(-360.0, 360.0, symmetric=True) = Field((-10.0, 10.0), description="angle range")
         fill: Fill = fill_field()

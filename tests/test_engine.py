@@ -1,0 +1,141 @@
+"""The engine: one finalized graph per job, any image size, fused geometry, stateless seeds."""
+import io
+
+import cv2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from augd.engine import compile_pipeline, graph_builds, image_seed, setup_device
+from tests.helpers import compiled, make_image, png, run, spec_for
+
+
+def test_cpu_device_is_reported_without_error():
+    info = setup_device()
+    assert info.kind in ("CPU", "GPU") and info.tf_version == tf.__version__
+
+
+def test_seed_is_stable_and_keyed_by_all_three_parts():
+    s = image_seed(1234, "train/F603/a.jpg", 1)
+    assert s == image_seed(1234, "train/F603/a.jpg", 1)
+    assert len({s, image_seed(1235, "train/F603/a.jpg", 1), image_seed(1234, "train/F603/b.jpg", 1),
+                image_seed(1234, "train/F603/a.jpg", 2)}) == 4
+    assert s == (7956863635328530425, 7502425920801344769)  # pinned: changing it changes every output
+
+
+def test_finalized_graph_refuses_new_ops():
+    c = compile_pipeline(spec_for([{"random_hue": {}}]))
+    with pytest.raises(RuntimeError, match="finalized"):
+        with c.graph.as_default():
+            tf.constant(1.0)
+    c.process(png(make_image()), "x.png", 1)  # still runs
+
+
+def test_fifty_shapes_one_build_one_trace():
+    before = graph_builds()
+    spec = spec_for([{"random_saturation": {}}, {"random_rotation": {"degrees": 10}},
+                     {"random_crop": {"size": [24, 24]}}, {"gaussian_blur": {}}], fmt="jpeg")
+    c = compile_pipeline(spec)
+    rng = np.random.default_rng(5)
+    shapes = set()
+    for i in range(50):
+        h, w = (int(v) for v in rng.integers(8, 300, 2))
+        shapes.add((h, w))
+        r = c.process(png(make_image(h, w, seed=i)), f"{i}.png", 1 + i % 3)
+        assert (r.height, r.width) == (24, 24)
+    assert len(shapes) == 50
+    assert graph_builds() - before == 1 and c.builds == 1
+    assert c.traces == 1
+
+
+def test_variant_zero_is_the_decoded_original():
+    img = make_image(31, 45)
+    assert np.array_equal(run([{"invert": {}}], img, variant=0), img)
+
+
+def _interior(a, b, margin):
+    return a[margin:-margin, margin:-margin].astype(float), b[margin:-margin, margin:-margin].astype(float)
+
+
+def test_fused_warp_matches_op_by_op_warping():
+    """Tolerance: mean |diff| <= 2.5 grey levels over the interior. Op by op resamples three times
+    (blurring each time); the fused chain resamples once, so it is also the sharper of the two."""
+    img = make_image(120, 160, seed=3)
+    chain = [{"random_rotation": {"degrees": [7, 7]}},
+             {"random_affine": {"scale": [1.15, 1.15], "translate": [0, 0]}},
+             {"resize": {"size": [90, 110]}}]
+    fused = run(chain, img)
+    step = img
+    for op in chain:
+        step = run([op], step)
+    a, b = _interior(fused, step, 12)
+    assert fused.shape == step.shape == (90, 110, 3)
+    assert np.abs(a - b).mean() <= 2.5
+    sharp = lambda x: np.abs(np.diff(x.astype(float), axis=1)).mean()  # noqa: E731
+    assert sharp(fused) >= sharp(step)
+
+
+def test_tf_warp_agrees_with_opencv_warp():
+    """The TF kernel (the GPU path) and OpenCV's (a CPU kernel) give the same rotation."""
+    img = make_image(100, 140, seed=4)
+    out = run([{"random_rotation": {"degrees": [12, 12]}}], img)
+    centre = ((140 - 1) / 2, (100 - 1) / 2)
+    m = cv2.getRotationMatrix2D(centre, 12, 1.0)  # positive = counter-clockwise in both
+    ref = cv2.warpAffine(img, m, (140, 100), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    a, b = _interior(out, ref, 20)
+    assert np.abs(a - b).mean() <= 1.0
+
+
+@pytest.mark.parametrize("op,reference", [
+    ({"random_brightness": {"max_delta": 0.0}}, lambda x: tf.image.adjust_brightness(x, 0.0)),
+    ({"random_contrast": {"lower": 1.3, "upper": 1.3}}, lambda x: tf.image.adjust_contrast(x, 1.3)),
+    ({"random_saturation": {"lower": 0.6, "upper": 0.6}}, lambda x: tf.image.adjust_saturation(x, 0.6)),
+    ({"random_hue": {"max_delta": 0.0}}, lambda x: tf.image.adjust_hue(x, 0.0)),
+    ({"random_gamma": {"gamma": [1.7, 1.7]}}, lambda x: tf.image.adjust_gamma(x, 1.7)),
+    ({"random_grayscale": {}}, lambda x: tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(x))),
+    ({"random_jpeg_quality": {"quality": [40, 40]}}, lambda x: tf.image.adjust_jpeg_quality(x, 40)),
+])
+def test_colour_ops_mean_what_tf_image_means(op, reference):
+    img = make_image(40, 50, seed=6)
+    ours = run([op], img).astype(int)
+    ref = reference(tf.constant(img)).numpy().astype(int)
+    assert np.abs(ours - ref).max() <= 1, np.abs(ours - ref).max()
+
+
+def test_colour_run_is_one_float_pass_but_keeps_per_op_clipping():
+    img = make_image(20, 20)
+    bright = {"random_brightness": {"max_delta": 0.0}}
+    two = run([{"random_contrast": {"lower": 2.0, "upper": 2.0}}, bright], img).astype(int)
+    ref = tf.image.adjust_contrast(tf.constant(img), 2.0)
+    assert np.abs(two - ref.numpy().astype(int)).max() <= 1
+
+
+def test_exif_orientation_is_applied_like_pil():
+    PIL = pytest.importorskip("PIL.Image")
+    from PIL import ImageOps
+    base = make_image(30, 50, seed=8)
+    for orientation in range(1, 9):
+        exif = PIL.Exif()
+        exif[0x0112] = orientation
+        buf = io.BytesIO()
+        PIL.fromarray(base).save(buf, format="PNG", exif=exif)
+        data = buf.getvalue()
+        expected = np.asarray(ImageOps.exif_transpose(PIL.open(io.BytesIO(data))).convert("RGB"))
+        r = compiled([{"invert": {}}]).process(data, "e.png", 0)
+        got = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
+        assert np.array_equal(got, expected), orientation
+
+
+def test_strong_downscale_is_antialiased():
+    """A fine checkerboard shrunk 8x must come out flat grey (box prefilter), not moire."""
+    board = ((np.indices((256, 256)).sum(0) % 2) * 255).astype(np.uint8)
+    img = np.repeat(board[:, :, None], 3, axis=2)
+    out = run([{"resize": {"size": [32, 32]}}], img).astype(float)
+    assert abs(out.mean() - 127.5) < 3 and out.std() < 3
+
+
+def test_decode_errors_raise_for_the_caller_to_reject():
+    c = compiled([{"invert": {}}])
+    data = png(make_image())
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        c.process(data[: len(data) // 2] + b"\0" * 10, "t.png", 1, orientation=1)

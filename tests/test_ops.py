@@ -1,0 +1,161 @@
+"""Every registered op, through the real compiled graph: dtype, channels, shape, p, ranges, determinism."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from augd.ops import REGISTRY, Kind
+from tests.helpers import make_image, run
+
+H, W = 48, 64
+
+# op name -> (params, output shape for a (H, W) input or None = unchanged, always_changes)
+# "always_changes" is False for ops whose own semantics include a coin (flips) or a random choice.
+OP_CASES = {
+    "random_brightness": ({"max_delta": 0.2}, None, True),
+    "random_contrast": ({"lower": 0.5, "upper": 0.7}, None, True),
+    "random_saturation": ({"lower": 0.2, "upper": 0.4}, None, True),
+    "random_hue": ({"max_delta": 0.3}, None, False),
+    "random_gamma": ({"gamma": [1.5, 2.0]}, None, True),
+    "random_grayscale": ({}, None, True),
+    "random_flip_left_right": ({}, None, False),
+    "random_flip_up_down": ({}, None, False),
+    "random_rotation": ({"degrees": [10, 20]}, None, True),
+    "random_affine": ({"scale": [1.2, 1.3], "shear": 5, "rotate": 5, "translate": [0.1, 0.1]}, None, True),
+    "random_crop": ({"size": [32, 40], "area": [0.3, 0.6]}, (32, 40), True),
+    "center_crop": ({"size": [30, 30]}, (30, 30), True),
+    "resize": ({"size": [24, 100]}, (24, 100), True),
+    "gaussian_blur": ({"sigma": [1.0, 2.0]}, None, True),
+    "gaussian_noise": ({"std": [0.05, 0.1]}, None, True),
+    "random_jpeg_quality": ({"quality": [10, 30]}, None, True),
+    "random_erasing": ({"area": [0.1, 0.2], "value": 0}, None, True),
+    "channel_shuffle": ({}, None, False),
+    "solarize": ({"threshold": 100}, None, True),
+    "posterize": ({"bits": 3}, None, True),
+    "equalize": ({}, None, True),
+    "invert": ({}, None, True),
+    "one_of": ({"ops": [{"invert": {}}, {"posterize": {"bits": 1}}]}, None, True),
+    "some_of": ({"n": 1, "ops": [{"resize": {"size": [20, 20]}}, {"invert": {}}]}, None, True),
+    "sequence": ({"ops": [{"random_rotation": {"degrees": [5, 5]}}, {"invert": {}}]}, None, True),
+}
+
+
+def _op(name, **extra):
+    return {name: {**OP_CASES[name][0], **extra}}
+
+
+def test_every_registered_op_has_a_case():
+    assert set(OP_CASES) == set(REGISTRY), "add the new op to OP_CASES (and to its tests)"
+    assert len([n for n, c in REGISTRY.items() if c.kind is not Kind.COMPOSITE]) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_dtype_channels_and_shape(name):
+    img = make_image(H, W)
+    shape = OP_CASES[name][1] or (H, W)
+    for seed_path in ("a.png", "b.png", "c.png"):
+        out = run([_op(name)], img, relpath=seed_path)
+        assert out.dtype == np.uint8 and out.shape[2] == 3
+        if name != "some_of":  # some_of may or may not resize
+            assert out.shape[:2] == shape, (name, out.shape)
+
+
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_p0_is_identity(name):
+    img = make_image(H, W)
+    assert np.array_equal(run([_op(name, p=0.0)], img), img)
+
+
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_p1_applies(name):
+    img = make_image(H, W)
+    always = OP_CASES[name][2]
+    changed = []
+    for i in range(8):
+        out = run([_op(name, p=1.0)], img, relpath=f"img{i}.png")
+        changed.append(out.shape != img.shape or not np.array_equal(out, img))
+    assert all(changed) if always else any(changed), changed
+
+
+@pytest.mark.parametrize("name", ["random_brightness", "random_rotation", "random_crop", "gaussian_noise",
+                                  "one_of", "random_erasing"])
+def test_same_seed_same_pixels_other_seed_differs(name):
+    img = make_image(H, W)
+    a = run([_op(name)], img, relpath="a.png")
+    assert np.array_equal(a, run([_op(name)], img, relpath="a.png"))
+    others = [run([_op(name)], img, relpath=f"o{i}.png") for i in range(4)]
+    assert any(o.shape != a.shape or not np.array_equal(o, a) for o in others)
+    assert not np.array_equal(a, run([_op(name)], img, relpath="a.png", seed=2)) or name == "one_of"
+
+
+def test_p_half_applies_about_half_the_time():
+    img = make_image(H, W)
+    applied = sum(not np.array_equal(run([{"invert": {"p": 0.5}}], img, relpath=f"{i}.png"), img)
+                  for i in range(60))
+    assert 15 <= applied <= 45, applied
+
+
+# ---- sampled parameters stay inside their ranges (property checks over many seeds) ----
+
+def _seeds(n):
+    return [tf.constant([i, 7 * i + 1], tf.int64) for i in range(n)]
+
+
+def test_brightness_delta_within_range():
+    grey = np.full((8, 8, 3), 128, np.uint8)
+    deltas = [(run([{"random_brightness": {"max_delta": 0.1}}], grey, relpath=f"{i}").astype(float) - 128).mean()
+              for i in range(40)]
+    assert max(abs(d) for d in deltas) <= 0.1 * 255 + 0.5
+    assert min(deltas) < -5 and max(deltas) > 5  # the whole range is used
+
+
+@pytest.mark.parametrize("degrees", [[-10, 10], [5, 15]])
+def test_rotation_angle_within_range(degrees):
+    op = REGISTRY["random_rotation"](REGISTRY["random_rotation"].Params(degrees=degrees))
+    angles = []
+    for s in _seeds(100):
+        m, oh, ow = op.sample(s, tf.constant(48.0), tf.constant(64.0))
+        angles.append(math.degrees(math.atan2(float(m[1, 0]), float(m[0, 0]))))
+        assert (float(oh), float(ow)) == (48.0, 64.0)
+    assert degrees[0] - 1e-4 <= min(angles) and max(angles) <= degrees[1] + 1e-4
+    assert max(angles) - min(angles) > 0.6 * (degrees[1] - degrees[0])
+
+
+def test_random_crop_window_inside_image_and_area_in_range():
+    P = REGISTRY["random_crop"].Params
+    op = REGISTRY["random_crop"](P(size=[50, 50], area=[0.2, 0.5], aspect=[0.75, 1.333]))
+    h, w = 120.0, 200.0
+    for s in _seeds(100):
+        m, oh, ow = op.sample(s, tf.constant(h), tf.constant(w))
+        corners = np.array([[-0.5, -0.5, 1], [49.5, 49.5, 1]], np.float32) @ m.numpy().T
+        (x0, y0, _), (x1, y1, _) = corners
+        assert -0.5 - 1e-3 <= x0 < x1 <= w - 0.5 + 1e-3 and -0.5 - 1e-3 <= y0 < y1 <= h - 0.5 + 1e-3
+        area = (x1 - x0) * (y1 - y0) / (h * w)
+        assert 0.2 - 1e-3 <= area <= 0.5 + 1e-3, area
+        assert (float(oh), float(ow)) == (50.0, 50.0)
+
+
+def test_contrast_factor_within_range():
+    img = make_image(H, W)
+    std0 = img.astype(float).std(axis=(0, 1))
+    for i in range(20):
+        out = run([{"random_contrast": {"lower": 0.5, "upper": 0.8}}], img, relpath=str(i)).astype(float)
+        ratio = (out.std(axis=(0, 1)) / std0).mean()
+        assert 0.5 - 0.03 <= ratio <= 0.8 + 0.03, ratio
+
+
+def test_one_of_weights_are_respected():
+    img = make_image(8, 8)
+    ops = [{"one_of": {"weights": [0, 1], "ops": [{"invert": {}}, {"posterize": {"bits": 1}}]}}]
+    for i in range(10):
+        assert np.array_equal(run(ops, img, relpath=str(i)), img & 0x80)
+
+
+def test_some_of_applies_exactly_n():
+    img = np.full((4, 4, 3), 100, np.uint8)
+    ops = [{"some_of": {"n": 2, "ops": [{"random_brightness": {"max_delta": 0.0}},  # no-op marker
+                                        {"invert": {}}, {"invert": {}}, {"solarize": {"threshold": 0}}]}}]
+    outs = {int(run(ops, img, relpath=str(i))[0, 0, 0]) for i in range(30)}
+    # two of {noop, invert, invert, solarize(all)} -> 100 (two inverts, or noop+... pairs) or 155
+    assert outs <= {100, 155} and len(outs) == 2
