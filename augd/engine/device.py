@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
+
+from augd.tfenv import prepare_environment
 
 log = logging.getLogger("augd.engine")
 
@@ -19,13 +20,6 @@ class DeviceInfo:
     kind: str          # "GPU" or "CPU"
     name: str          # e.g. "GPU:0 (NVIDIA H200)" or "CPU"
     tf_version: str
-
-
-def prepare_environment() -> None:
-    """Environment TF reads at import time. The user's own settings win."""
-    # With arbitrary image sizes cuDNN would re-tune for every new shape.
-    os.environ.setdefault("TF_CUDNN_USE_AUTOTUNE", "0")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:

@@ -9,7 +9,7 @@ class _LazyTF:
 
     def __getattr__(self, name):
         if _LazyTF._mod is None:
-            from augd.engine.device import prepare_environment  # env vars must be set before TF loads
+            from augd.tfenv import prepare_environment  # env vars must be set before TF loads
             prepare_environment()
             _LazyTF._mod = importlib.import_module("tensorflow")
         return getattr(_LazyTF._mod, name)
