@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -78,11 +79,19 @@ def variants_of(spec: PipelineSpec) -> list[int]:
     return ([0] if spec.keep_original else []) + list(range(1, spec.variants + 1))
 
 
+# A TF error's text wraps the kernel's message in graph plumbing: TF 2.1x+ puts "Graph execution error:",
+# "Detected at node ... defined at (most recent call last):" and a "File ..." trace before it, and
+# "[[{{node ...}}]] [Op:...]" after it; older releases prefix "{{function_node ...}}".
+_TF_PLUMBING = re.compile(r"\{\{function_node [^}]*\}\}|\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]")
+_TF_NOISE = ("Graph execution error:", "Detected at node", 'File "')
+
+
 def _tf_message(exc: Exception) -> str:
-    """TF errors carry graph plumbing ("{{function_node ...}}", "[Op:...]"); keep the human part."""
+    """The human part of a TF error: the kernel's own message, first line."""
     msg = getattr(exc, "message", None) or str(exc)
-    msg = msg.split("}}")[-1].split("[Op:")[0].strip()
-    first = msg.splitlines()[0] if msg else type(exc).__name__
+    lines = [ln.strip() for ln in _TF_PLUMBING.sub("", msg).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(_TF_NOISE)]
+    first = lines[0] if lines else type(exc).__name__
     if "Uncompress failed" in first or "Premature end" in first:
         return f"truncated or corrupt JPEG data ({first})"
     return first
@@ -101,11 +110,13 @@ def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> Im
     fmt = spec.output.format
     records = []
     variants = variants_of(spec)
-    # Augmented variants first: they decode the image, which proves it is sound before the original
-    # passes through undecoded. With no augmented variant, variant 0 goes through the graph itself.
-    passthrough = (0 in variants and fmt != "raw" and passthrough_ok(img.header) and spec.variants > 0)
+    # The original is stored as its own bytes when they already decode to the stored RGB image (no
+    # generation loss, no encode). Augmented variants run first: decoding the image proves it sound before
+    # the original passes through undecoded. With no augmented variant, variant 0 goes through the graph
+    # once to prove the same, and its re-encoded payload is dropped for the source bytes.
+    passthrough = 0 in variants and fmt != "raw" and passthrough_ok(img.header)
     for v in sorted(variants, key=lambda v: v == 0):
-        if v == 0 and passthrough:
+        if v == 0 and passthrough and len(variants) > 1:
             payload, out_fmt, h, w = data, img.header.format, img.header.height, img.header.width
         else:
             try:
@@ -113,9 +124,12 @@ def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> Im
             except Exception as exc:  # noqa: BLE001 - TF raises many types for bad data; all mean "reject"
                 return ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
                     img.relpath, "undecodable", _tf_message(exc)))
-            payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
             for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
                 stages[name] += sec
+            if v == 0 and passthrough:
+                payload, out_fmt, h, w = data, img.header.format, r.height, r.width
+            else:
+                payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
         records.append((v, make_example(
             encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
             filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
@@ -145,11 +159,25 @@ class _Tally:
     stages: dict = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     bytes_read: int = 0
 
+    def _counts(self, label_text: str, label: int) -> dict:
+        return self.per_class.setdefault(label_text, {"label": label, "images": 0, "records": 0, "rejected": 0})
+
+    def add_scan(self, scan) -> None:
+        """Zero counts for every class (an empty class folder still shows) plus the files the scan rejected,
+        counted in the class whose folder holds them ("" for the job root)."""
+        for label, name in enumerate(scan.classes):
+            self._counts(name, label)
+        for r in scan.rejected:
+            top, sep, _ = r.relpath.partition("/")
+            if sep and top in scan.classes:
+                self._counts(top, scan.classes.index(top))["rejected"] += 1
+            else:
+                self._counts("", -1)["rejected"] += 1
+
     def add(self, res: ImageOutcome) -> None:
         p = self.progress
         self.bytes_read += res.bytes_read
-        cls = self.per_class.setdefault(res.image.label_text, {"label": res.image.label, "images": 0,
-                                                               "records": 0, "rejected": 0})
+        cls = self._counts(res.image.label_text, res.image.label)
         if res.rejected:
             self.rejected.append(res.rejected)
             cls["rejected"] += 1
@@ -219,6 +247,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     state = JobProgress(name=name, total=len(order))
     compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
     tally = _Tally(state)
+    tally.add_scan(scan)
     try:
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             with ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
