@@ -75,8 +75,7 @@ def test_fused_warp_matches_op_by_op_warping():
     assert sharp(fused) >= sharp(step)
 
 
-def test_tf_warp_agrees_with_opencv_warp():
-    """The TF kernel (the GPU path) and OpenCV's (a CPU kernel) give the same rotation."""
+def test_rotation_matches_opencv_reference():
     img = make_image(100, 140, seed=4)
     out = run([{"random_rotation": {"degrees": [12, 12]}}], img)
     centre = ((140 - 1) / 2, (100 - 1) / 2)
@@ -84,6 +83,41 @@ def test_tf_warp_agrees_with_opencv_warp():
     ref = cv2.warpAffine(img, m, (140, 100), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
     a, b = _interior(out, ref, 20)
     assert np.abs(a - b).mean() <= 1.0
+
+
+KERNEL_CHAINS = [
+    [{"random_rotation": {"degrees": [-15, 15]}}],
+    [{"random_affine": {"scale": [0.7, 1.4], "shear": 10, "rotate": 20, "translate": [0.1, 0.1],
+                        "fill": "reflect"}}],
+    [{"random_rotation": {"degrees": 30, "fill": "nearest"}}],
+    [{"random_rotation": {"degrees": 30, "fill": "wrap"}}],
+    [{"random_rotation": {"degrees": 30, "fill": 200}}],
+    [{"random_crop": {"size": [40, 30], "area": [0.1, 1.0]}}, {"random_flip_left_right": {}}],
+    [{"resize": {"size": [17, 23]}}],                 # 5x+ downscale: box prefilter in both kernels
+    [{"resize": {"size": [90, 200], "method": "nearest"}}],
+    [{"center_crop": {"size": [150, 150]}}],          # larger than the image: padded with fill
+]
+
+
+@pytest.mark.parametrize("chain", KERNEL_CHAINS, ids=[next(iter(c[0])) + str(i) for i, c in enumerate(KERNEL_CHAINS)])
+def test_tf_and_opencv_kernels_agree(chain, monkeypatch):
+    """The GPU path (TF kernel) and the CPU path (OpenCV kernel) give the same pixels within rounding:
+    mean |diff| <= 1 and at most 2 % of values off by more than 2 levels (bilinear weights are
+    fixed-point in OpenCV, float in TF)."""
+    from augd.engine import compile_pipeline
+    img = make_image(97, 131, seed=9)
+    outs = {}
+    for kernel in ("tf", "opencv"):
+        monkeypatch.setenv("AUGD_KERNELS", kernel)
+        c = compile_pipeline(spec_for(chain))
+        assert c.kernel == kernel
+        outs[kernel] = [c.process(png(img), f"k{i}.png", 1) for i in range(4)]
+    for a, b in zip(outs["tf"], outs["opencv"]):
+        assert (a.height, a.width) == (b.height, b.width)
+        x = np.frombuffer(a.payload, np.uint8).astype(int)
+        y = np.frombuffer(b.payload, np.uint8).astype(int)
+        d = np.abs(x - y)
+        assert d.mean() <= 1.0 and (d > 2).mean() <= 0.02, (d.mean(), (d > 2).mean())
 
 
 @pytest.mark.parametrize("op,reference", [

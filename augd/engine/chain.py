@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from augd.engine.kernels import KERNELS
 from augd.ops import REGISTRY, Kind
 from augd.ops._tf import tf
 from augd.ops.sampling import coin, split
 from augd.spec import OpNode
 
 __all__ = ["run_chain", "warp", "to_uint8"]
-
-_FILL_MODES = {"reflect": "REFLECT", "nearest": "NEAREST", "wrap": "WRAP"}
-
 
 def _fill(node: OpNode):
     return getattr(node.params, "fill", 0)
@@ -65,6 +63,7 @@ class _State:
     w: object = None
     fill: object = 0
     interp: str = "BILINEAR"
+    kernel: str = "tf"       # which warp kernel (augd.engine.kernels.KERNELS)
 
     def size(self):
         if self.m is not None:
@@ -73,54 +72,36 @@ class _State:
         return shape[0], shape[1]
 
 
-def warp(image, m, oh, ow, fill=0, interp="BILINEAR"):
-    """Resample `image` once through matrix m (output -> input) into an (oh, ow) image.
-
-    When an output pixel spans k >= 2 source pixels the source is first box-filtered by k, so
-    strong downscaling does not alias (what tf.image.resize(antialias=True) would give)."""
+def warp(image, m, oh, ow, fill=0, interp="BILINEAR", kernel="tf"):
+    """Resample `image` once through matrix m (output -> input) into an (oh, ow) uint8 image.
+    Identity costs nothing, and pure flips/transposes are exact index reversals."""
     oh_i, ow_i = tf.cast(tf.round(oh), tf.int32), tf.cast(tf.round(ow), tf.int32)
+    image = to_uint8(image)
     shape = tf.shape(image)
-    identity = tf.logical_and(tf.reduce_all(tf.abs(m - tf.eye(3)) < 1e-6),
-                              tf.reduce_all(tf.stack([oh_i, ow_i]) == shape[:2]))
+    same_size = tf.reduce_all(tf.stack([oh_i, ow_i]) == shape[:2])
+    hf, wf = tf.cast(shape[0], tf.float32) - 1.0, tf.cast(shape[1], tf.float32) - 1.0
 
-    def resample():
-        scale = tf.minimum(tf.norm(m[:2, 0]), tf.norm(m[:2, 1]))
-        k = tf.cast(tf.floor(scale), tf.int32)
-        # The kernel truncates when it writes uint8 (10.5 -> 10): resample in float, round once.
-        src = tf.cast(image, tf.float32)
-        src, mm = tf.cond(k >= 2, lambda: _box_shrink(src, m, k), lambda: (src, m))
-        flat = tf.reshape(mm / mm[2, 2], [9])[:8][tf.newaxis]
-        mode = "CONSTANT" if isinstance(fill, int) else _FILL_MODES[fill]
-        value = float(fill) if isinstance(fill, int) else 0.0
-        if isinstance(fill, int) and image.dtype == tf.float32:
-            value /= 255.0
-        out = tf.raw_ops.ImageProjectiveTransformV3(
-            images=src[tf.newaxis], transforms=flat,
-            output_shape=tf.stack([oh_i, ow_i]), fill_value=value, interpolation=interp, fill_mode=mode)[0]
-        if image.dtype == tf.uint8:
-            return tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
-        return out
+    def is_(target):
+        return tf.logical_and(same_size, tf.reduce_all(tf.abs(m - target) < 1e-5))
 
-    out = tf.cond(identity, lambda: image, resample)
+    flip_x = tf.reshape(tf.stack([-1.0, 0.0, wf, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]), [3, 3])
+    flip_y = tf.reshape(tf.stack([1.0, 0.0, 0.0, 0.0, -1.0, hf, 0.0, 0.0, 1.0]), [3, 3])
+    case = tf.argmax(tf.stack([is_(tf.eye(3)), is_(flip_x), is_(flip_y), is_(flip_x @ flip_y), True]))
+    out = tf.switch_case(tf.cast(case, tf.int32), [
+        lambda: image,
+        lambda: tf.reverse(image, [1]),
+        lambda: tf.reverse(image, [0]),
+        lambda: tf.reverse(image, [0, 1]),
+        lambda: KERNELS[kernel](image, m, oh_i, ow_i, fill, interp),
+    ])
     out.set_shape([None, None, 3])
     return out
-
-
-def _box_shrink(image, m, k):
-    """Average k x k blocks of a float image; return the smaller image and the matrix re-expressed in its coordinates."""
-    kf = tf.cast(k, tf.float32)
-    shape = tf.shape(image)
-    # Area resize by an integer factor is an exact k x k box average (the tail rows/cols are dropped).
-    small = tf.image.resize(image, tf.maximum(shape[:2] // k, 1), method="area")
-    # source pixel centre x maps to (x + 0.5) / k - 0.5 in the shrunk image.
-    s = tf.reshape(tf.stack([1 / kf, 0.0, 0.5 / kf - 0.5, 0.0, 1 / kf, 0.5 / kf - 0.5, 0.0, 0.0, 1.0]), [3, 3])
-    return small, s @ m
 
 
 def _flush(st: _State) -> _State:
     if st.m is None:
         return st
-    return _State(image=warp(st.image, st.m, st.h, st.w, st.fill, st.interp))
+    return _State(image=warp(st.image, st.m, st.h, st.w, st.fill, st.interp, st.kernel), kernel=st.kernel)
 
 
 def _sample_geometry(node: OpNode, seed, h, w):
@@ -176,7 +157,7 @@ def _apply_pixel(node: OpNode, st: _State, seed) -> _State:
     else:
         out = tf.cond(coin(s_p, node.params.p), lambda: op.apply(image, s_op), lambda: image)
     out.set_shape([None, None, 3])
-    return _State(image=out)
+    return _State(image=out, kernel=st.kernel)
 
 
 def _apply_composite(node: OpNode, st: _State, seed, s_p) -> _State:
@@ -190,17 +171,18 @@ def _apply_composite(node: OpNode, st: _State, seed, s_p) -> _State:
         kid_seed = tf.random.experimental.stateless_fold_in(s_kids, i)
 
         def branch(img=image, child=child, kid_seed=kid_seed):
-            return to_uint8(_flush(run_chain((child,), _State(image=img), kid_seed)).image)
+            return to_uint8(_flush(run_chain((child,), _State(image=img, kernel=st.kernel), kid_seed)).image)
 
         image = tf.cond(chosen[i], branch, lambda img=image: img)
         image.set_shape([None, None, 3])
-    return _State(image=image)
+    return _State(image=image, kernel=st.kernel)
 
 
-def run_chain(nodes, st, seed):
-    """Apply `nodes` to a state (or an image) with per-op seeds folded from `seed`."""
+def run_chain(nodes, st, seed, kernel: str = "tf"):
+    """Apply `nodes` to a state (or an image) with per-op seeds folded from `seed`; `kernel` names the
+    warp implementation (augd.engine.kernels)."""
     if not isinstance(st, _State):
-        st = _State(image=st)
+        st = _State(image=st, kernel=kernel)
     for i, node in enumerate(nodes):
         if node.params.p <= 0.0:
             continue  # p=0 is the identity: nothing is traced

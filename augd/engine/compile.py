@@ -14,6 +14,7 @@ import numpy as np
 
 from augd.engine.chain import finish, run_chain
 from augd.engine.device import setup_device
+from augd.engine.kernels import select_kernels
 from augd.engine.seeds import image_seed
 from augd.formats import read_header
 from augd.ops._tf import tf
@@ -66,6 +67,7 @@ class Compiled:
         self.spec = spec
         self.device = setup_device(gpu_memory_mb)
         self.traces = 0
+        self.kernel = kernel = select_kernels(self.device.kind)
         out = spec.output
         nodes = spec.ops
 
@@ -90,7 +92,7 @@ class Compiled:
                 t1 = tf.timestamp()
             with tf.control_dependencies([t1]):
                 img = tf.identity(img)
-            aug = tf.cond(augment, lambda: finish(run_chain(nodes, img, seed)), lambda: img)
+            aug = tf.cond(augment, lambda: finish(run_chain(nodes, img, seed, kernel)), lambda: img)
             aug.set_shape([None, None, 3])
             with tf.control_dependencies([aug]):
                 t2 = tf.timestamp()
