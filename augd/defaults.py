@@ -8,3 +8,43 @@ TARGET_SHARD_BYTES = 128 * 1024 * 1024
 INFLIGHT_PER_WORKER = 4
 #: Default JPEG quality of augmented variants.
 JPEG_QUALITY = 90
+
+# --- `augd serve`: the drop-folder daemon (every key of its config file defaults to one of these) ---
+
+#: With no config file, every daemon folder lives under this one, relative to the current directory.
+DAEMON_DATA_DIR = "augd-data"
+#: A job folder without a _READY marker is ready once its whole tree has not changed (names, sizes, mtimes)
+#: for this long, as observed by the daemon itself (copied mtimes are never trusted).
+SETTLE_SECONDS = 10.0
+#: Full rescan of the inbox, on top of filesystem events (which can be dropped, or never come on NFS/SMB).
+RESCAN_SECONDS = 30.0
+#: How often watchdog's polling observer walks the inbox when `polling: true`.
+POLL_INTERVAL_SECONDS = 2.0
+#: A job still running after this long is cancelled (between two images) and sent to failed/. None = no limit.
+JOB_TIMEOUT_SECONDS = 6 * 3600.0
+#: After the first SIGTERM/SIGINT the current job may run this long to finish before it is cancelled and requeued.
+GRACE_SECONDS = 30.0
+#: After a job is cancelled, how long shutdown waits for it to stop (it stops between two images) before exiting
+#: with the job left in work/ (the next start runs it again).
+ABORT_WAIT_SECONDS = 15.0
+#: Pipeline of jobs that name none (by augd.yaml or by inbox sub-folder).
+DEFAULT_PIPELINE = "normalize"
+#: After a successful job, its input folder is moved to done/ ("move") or deleted ("delete").
+ON_SUCCESS = "move"
+#: HTTP server of /metrics, /healthz, /readyz, /status. 127.0.0.1 keeps it private; use 0.0.0.0 in a container.
+METRICS_BIND = "127.0.0.1"
+#: A fixed port, so Prometheus targets stay stable. Outside 9100-9999 (the exporter range, fully allocated).
+METRICS_PORT = 7464
+#: /healthz answers 503 when the work loop has not ticked for this long (it ticks every TICK_SECONDS while
+#: idle, and after every image while a job runs).
+HEALTH_STALE_SECONDS = 60.0
+#: Period of the daemon's work loop while idle (healthz heartbeat, sd_notify WATCHDOG=1, STATUS=).
+TICK_SECONDS = 1.0
+#: A progress log line at most this often while a job runs.
+PROGRESS_LOG_SECONDS = 10.0
+#: Marker file: a job folder holding it is ready at once, without waiting to settle.
+READY_MARKER = "_READY"
+#: Per-job settings file at a job's root (names or embeds its pipeline).
+JOB_CONFIG = "augd.yaml"
+#: Daemon log lines: "text" (human) or "json" (one object per line).
+LOG_FORMAT = "text"

@@ -1,0 +1,154 @@
+"""The daemon's config file: YAML -> a frozen, validated `DaemonConfig`, errors naming file, line and key.
+
+Relative paths are taken relative to the config file's folder (with no config file: the current directory),
+so a unit file or a container can point at one file and get the same layout wherever it is started from.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from augd import defaults
+from augd.errors import SpecError
+from augd.io import is_url
+from augd.spec import YamlDoc, load_yaml
+
+__all__ = ["DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
+
+#: Keys a SIGHUP cannot change in a running daemon (they are read once at start-up).
+RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling", "metrics_bind", "metrics_port",
+                "gpu_memory_mb")
+
+
+class DaemonConfig(BaseModel):
+    """Every key of `augd serve --config FILE`. The defaults live in augd.defaults."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_dir: str = Field(defaults.DAEMON_DATA_DIR, description="base of the folders below that are not set")
+    inbox: str | None = Field(None, description="drop job folders here (default DATA_DIR/inbox)")
+    work: str | None = Field(None, description="claimed jobs while they run (default DATA_DIR/work)")
+    done: str | None = Field(None, description="job folders after success (default DATA_DIR/done)")
+    failed: str | None = Field(None, description="job folders after failure, with failure.json and error.txt "
+                                                 "(default DATA_DIR/failed)")
+    out: str | None = Field(None, description="output root, any tf.io.gfile URL (default DATA_DIR/out)")
+    pipelines_dir: str | None = Field(None, description="extra pipelines, by name; override the built-in ones "
+                                                        "(default DATA_DIR/pipelines, when it exists)")
+    default_pipeline: str = Field(defaults.DEFAULT_PIPELINE, description="pipeline name or file for jobs that "
+                                                                        "name none")
+    settle_seconds: float = Field(defaults.SETTLE_SECONDS, gt=0, description="quiet time before a job without "
+                                                                             "_READY is ready")
+    rescan_seconds: float = Field(defaults.RESCAN_SECONDS, gt=0, description="full inbox rescan period")
+    polling: bool = Field(False, description="poll the inbox instead of inotify (NFS/SMB)")
+    on_success: Literal["move", "delete"] = Field(defaults.ON_SUCCESS, description="what to do with a done job")
+    job_timeout_seconds: float | None = Field(defaults.JOB_TIMEOUT_SECONDS, gt=0, description="null: no limit")
+    grace_seconds: float = Field(defaults.GRACE_SECONDS, ge=0, description="SIGTERM: time to finish the job")
+    max_pixels: int = Field(defaults.MAX_PIXELS, ge=1, description="reject larger images")
+    workers: int | None = Field(None, ge=1, description="parallel images within a job (null: all cores)")
+    gpu_memory_mb: int | None = Field(None, ge=1, description="GPU memory cap (null: grow as needed)")
+    metrics_bind: str = Field(defaults.METRICS_BIND, description="HTTP bind address")
+    metrics_port: int | None = Field(defaults.METRICS_PORT, ge=0, le=65535, description="HTTP port; null: "
+                                                                                       "no HTTP server")
+    health_stale_seconds: float = Field(defaults.HEALTH_STALE_SECONDS, gt=0,
+                                        description="/healthz fails when the loop is quiet this long")
+    log_format: Literal["text", "json"] = Field(defaults.LOG_FORMAT, description="log line format")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated config with every folder resolved to an absolute path (out may stay a URL)."""
+    config: DaemonConfig
+    source: str          # config file path, or "<defaults>"
+    inbox: str
+    work: str
+    done: str
+    failed: str
+    out: str
+    pipelines_dir: str
+    default_pipeline: str
+
+    def __getattr__(self, name):  # settle_seconds, workers, ...: straight from the config
+        return getattr(self.config, name)
+
+    def search_dirs(self) -> tuple[str, ...]:
+        return (self.pipelines_dir,) if os.path.isdir(self.pipelines_dir) else ()
+
+    def restart_changes(self, new: "Settings") -> list[str]:
+        """Keys that differ in `new` but need a restart to take effect."""
+        return [k for k in RESTART_KEYS if getattr(self.config, k) != getattr(new.config, k)]
+
+
+def _error(doc: YamlDoc, exc: ValidationError) -> SpecError:
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or "function-" in p)))
+    if err["type"] == "extra_forbidden":
+        return doc.error(loc, f"unknown key {loc[-1]!r}; allowed keys: {', '.join(DaemonConfig.model_fields)}")
+    msg = err["msg"].removeprefix("Value error, ")
+    return doc.error(loc, f"{msg}; got {err.get('input')!r}")
+
+
+def load_settings(path: str | None) -> Settings:
+    """Read and validate a config file (None: the built-in defaults under the current directory)."""
+    if path is None:
+        doc = YamlDoc(source="<defaults>", data={}, lines={})
+        base = os.getcwd()
+    else:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{path}: cannot read config file: {getattr(exc, 'strerror', None) or exc}",
+                            source=path) from None
+        doc = load_yaml(text, path)
+        base = os.path.dirname(os.path.abspath(path))
+    data = {} if doc.data is None else doc.data
+    if not isinstance(data, dict):
+        raise doc.error((), f"a daemon config must be a YAML mapping of keys; got {type(data).__name__}")
+    try:
+        cfg = DaemonConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _error(doc, exc) from None
+    return _resolve(cfg, doc, base)
+
+
+def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
+    data_dir = os.path.normpath(os.path.join(base, os.path.expanduser(cfg.data_dir)))
+
+    def folder(key: str) -> str:
+        value = getattr(cfg, key)
+        if value is None:
+            return os.path.join(data_dir, key)
+        if is_url(value):
+            if key != "out":
+                raise doc.error((key,), f"must be a local folder (jobs are claimed by rename); got {value!r}")
+            return value.rstrip("/")
+        return os.path.normpath(os.path.join(base, os.path.expanduser(value.removeprefix("file://"))))
+
+    paths = {k: folder(k) for k in ("inbox", "work", "done", "failed", "out")}
+    local = ("inbox", "work", "done", "failed")
+    for i, a in enumerate(local):
+        for b in local[i + 1:]:
+            if paths[a] == paths[b] or paths[b].startswith(paths[a] + os.sep) or \
+                    paths[a].startswith(paths[b] + os.sep):
+                key = b if getattr(cfg, b) is not None else a
+                raise doc.error((key,), f"{a} and {b} must be separate folders, neither inside the other; "
+                                        f"got {paths[a]!r} and {paths[b]!r}")
+    pipelines_dir = folder("pipelines_dir") if cfg.pipelines_dir else os.path.join(data_dir, "pipelines")
+    default = cfg.default_pipeline
+    if os.sep in default or default.endswith((".yaml", ".yml")):
+        default = os.path.normpath(os.path.join(base, os.path.expanduser(default)))
+    settings = Settings(config=cfg, source=doc.source, pipelines_dir=pipelines_dir, default_pipeline=default,
+                        **paths)
+    _check_default_pipeline(settings, doc)
+    return settings
+
+
+def _check_default_pipeline(settings: Settings, doc: YamlDoc) -> None:
+    from augd.spec import find_pipeline, load_pipeline
+    try:
+        load_pipeline(find_pipeline(settings.default_pipeline, settings.search_dirs()))
+    except SpecError as exc:
+        raise doc.error(("default_pipeline",), f"cannot be used: {exc}") from None

@@ -1,0 +1,94 @@
+"""Which pipeline a job runs: its own augd.yaml, else its inbox sub-folder's name, else the default.
+
+A job's augd.yaml holds one key, `pipeline`: a name (or a path relative to the job) or a whole pipeline
+embedded as a mapping. Every error is a SpecError naming the file, line and YAML path.
+"""
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from augd import defaults
+from augd.errors import SpecError
+from augd.spec import PipelineSpec, YamlDoc, builtin_pipelines, find_pipeline, load_pipeline, load_yaml
+from augd.spec.model import parse_doc
+
+__all__ = ["JobConfig", "known_pipelines", "resolve_pipeline"]
+
+
+class JobConfig(BaseModel):
+    """A job's own augd.yaml."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pipeline: str | dict | None = None
+
+
+def known_pipelines(search_dirs=()) -> set[str]:
+    """Pipeline names usable without a path: the built-in ones plus *.yaml in search_dirs."""
+    names = set(builtin_pipelines())
+    for d in search_dirs:
+        try:
+            names |= {f.rsplit(".", 1)[0] for f in os.listdir(d) if f.endswith((".yaml", ".yml"))}
+        except OSError:
+            pass
+    return names
+
+
+def _from_job_config(job_dir: str, search_dirs) -> PipelineSpec | None:
+    path = os.path.join(job_dir, defaults.JOB_CONFIG)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read job config: {getattr(exc, 'strerror', None) or exc}",
+                        source=path) from None
+    doc = load_yaml(text, path)
+    data = {} if doc.data is None else doc.data
+    if not isinstance(data, dict):
+        raise doc.error((), f"a job's {defaults.JOB_CONFIG} must be a mapping such as 'pipeline: normalize'; "
+                            f"got {type(data).__name__}")
+    try:
+        cfg = JobConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        key = err["loc"][0] if err["loc"] else ()
+        if err["type"] == "extra_forbidden":
+            raise doc.error((key,), f"unknown key {key!r}; allowed keys: pipeline") from None
+        raise doc.error(("pipeline",), f"must be a pipeline name or an embedded pipeline mapping; "
+                                       f"got {data.get('pipeline')!r}") from None
+    if cfg.pipeline is None:
+        return None
+    if isinstance(cfg.pipeline, dict):
+        return _embedded(doc, cfg.pipeline)
+    ref = cfg.pipeline
+    if os.sep in ref or ref.endswith((".yaml", ".yml")):
+        ref = os.path.join(job_dir, ref)
+    try:
+        return load_pipeline(find_pipeline(ref, search_dirs))
+    except SpecError as exc:
+        raise doc.error(("pipeline",), str(exc)) from None
+
+
+def _embedded(doc: YamlDoc, data: dict) -> PipelineSpec:
+    """Validate a pipeline embedded under `pipeline:`; errors keep the file's line numbers and the full path."""
+    lines = {k[1:]: v for k, v in doc.lines.items() if k[:1] == ("pipeline",)}
+    try:
+        return parse_doc(YamlDoc(source=doc.source, data=data, lines=lines))
+    except SpecError as exc:
+        prefix = exc.source + (f":{exc.line}" if exc.line else "") + ": " + (f"{exc.path}: " if exc.path else "")
+        message = str(exc).removeprefix(prefix)
+        path = "pipeline" + ("." + exc.path if exc.path and not exc.path.startswith("[") else exc.path)
+        where = doc.source + (f":{exc.line}" if exc.line else "")
+        raise SpecError(f"{where}: {path}: {message}", source=doc.source, path=path, line=exc.line) from None
+
+
+def resolve_pipeline(job_dir: str, route: str | None, default: str, search_dirs=()) -> tuple[PipelineSpec, str]:
+    """(spec, how it was chosen: "augd.yaml" | "folder" | "default"). Raises SpecError."""
+    spec = _from_job_config(job_dir, search_dirs)
+    if spec is not None:
+        return spec, defaults.JOB_CONFIG
+    if route:
+        return load_pipeline(find_pipeline(route, search_dirs)), "folder"
+    return load_pipeline(find_pipeline(default, search_dirs)), "default"

@@ -1,0 +1,270 @@
+"""The job runner: one thread that takes JobReady values off the queue and runs each job to its outcome.
+
+claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ with failure.json + error.txt,
+or back to the inbox when shutdown cancels it. It is also the daemon's heartbeat: `tick()` runs every
+TICK_SECONDS while idle and after every image while a job runs, and feeds /healthz and systemd's watchdog,
+so a hang anywhere in the work stops both.
+"""
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import queue
+import threading
+import time
+import traceback
+
+from augd import defaults
+from augd.daemon import claim as rooms
+from augd.daemon.logs import event
+from augd.daemon.routing import resolve_pipeline
+from augd.daemon.sdnotify import Notifier, watchdog_interval
+from augd.daemon.testhooks import hold
+from augd.daemon.watcher import JobReady
+from augd.errors import JobFailed, SpecError
+from augd.metrics import Metrics
+
+log = logging.getLogger("augd.daemon")
+
+__all__ = ["JobRunner", "Outcome"]
+
+
+class Outcome(str, enum.Enum):
+    DONE = "done"
+    FAILED = "failed"
+    REQUEUED = "requeued"
+    SKIPPED = "skipped"
+
+
+class JobRunner:
+    """runner = JobRunner(settings, q, metrics, notifier); runner.start(recovered); ... runner.stop_taking()"""
+
+    def __init__(self, settings, jobs: "queue.Queue[JobReady]", metrics: Metrics, notifier: Notifier,
+                 waiting=lambda: 0):
+        self.settings = settings            # replaced whole on SIGHUP
+        self.jobs = jobs
+        self.metrics = metrics
+        self.notifier = notifier
+        self.waiting = waiting
+        self.heartbeat = time.monotonic()
+        self.last_results: collections.deque = collections.deque(maxlen=20)
+        self.current: dict | None = None    # name, pipeline, progress (JobProgress), started
+        self._stop = threading.Event()
+        self._cancel: threading.Event | None = None
+        self._cancel_reason: str | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._last_ping = 0.0
+        self._ping_every = min(watchdog_interval() or defaults.TICK_SECONDS, defaults.TICK_SECONDS)
+        self._last_status = ""
+        self._last_progress_log = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self, recovered: list) -> "JobRunner":
+        self._thread = threading.Thread(target=self._loop, args=(list(recovered),), name="augd-runner",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.alive()
+
+    def stop_taking(self) -> None:
+        """Take no new job; the current one runs on."""
+        self._stop.set()
+
+    def cancel_current(self, reason: str) -> bool:
+        """Cancel the running job between two images; "shutdown" requeues it, "timeout" fails it."""
+        with self._lock:
+            if self._cancel is None or self._cancel.is_set():
+                return False
+            self._cancel_reason = reason
+            self._cancel.set()
+            return True
+
+    # -- heartbeat -------------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        hold("loop", self._stop.is_set)
+        now = time.monotonic()
+        self.heartbeat = now
+        if now - self._last_ping >= self._ping_every:
+            self._last_ping = now
+            self.notifier.notify("WATCHDOG=1")
+        status = self.status_line()
+        if status != self._last_status:
+            self._last_status = status
+            self.notifier.notify(f"STATUS={status}")
+
+    def status_line(self) -> str:
+        ready, waiting = self.jobs.qsize(), self.waiting()
+        cur = self.current
+        if cur is None:
+            head = "stopping" if self._stop.is_set() else "idle"
+        else:
+            p = cur["progress"]
+            head = f"running {cur['name']}" + (f" ({p.done}/{p.total} images)" if p is not None else "")
+        return f"{head}; queue: {ready} ready, {waiting} settling"
+
+    # -- the loop --------------------------------------------------------------------------------------------
+    def _loop(self, recovered: list) -> None:
+        try:
+            for c in recovered:
+                if self._stop.is_set():
+                    break
+                event("job_recovered", "job %s found in work/: running it again", c.name, job=c.name)
+                self._run(c)
+            while not self._stop.is_set():
+                self.tick()
+                try:
+                    job = self.jobs.get(timeout=defaults.TICK_SECONDS)
+                except queue.Empty:
+                    continue
+                if self._stop.is_set():
+                    break  # it stays in the inbox; the next start finds it again
+                self._take(job)
+        except Exception:  # noqa: BLE001 - log it; the main thread sees the runner gone and exits non-zero
+            log.exception("job runner crashed")
+            raise
+        finally:
+            self.current = None
+            self.tick()
+
+    def _take(self, job: JobReady) -> Outcome:
+        s = self.settings
+        from augd.io import is_complete
+        clash = is_complete(f"{s.out}/{job.name}")
+        c = rooms.claim(job, s.work, output_checked=not clash)
+        if c is None:
+            event("job_skipped", "job %s is gone or was replaced before it was claimed", job.relpath, job=job.name)
+            return Outcome.SKIPPED
+        event("job_claimed", "claimed %s -> %s", job.relpath, c.path, job=c.name, trigger=job.trigger,
+              waited_seconds=round(time.time() - job.seen_at, 3) if job.seen_at else None)
+        if clash:
+            return self._fail(c, time.monotonic(), "output_exists", None,
+                              f"{s.out}/{c.name} already holds a complete output of an earlier job named "
+                              f"{c.name!r}. augd never overwrites an output: rename the job folder (or remove the "
+                              f"old output) and drop it again.")
+        return self._run(c)
+
+    def _run(self, c: rooms.Claimed) -> Outcome:
+        s = self.settings
+        t0 = time.monotonic()
+        from augd.io import is_complete
+        if c.recovered and is_complete(f"{s.out}/{c.name}"):
+            if c.output_checked:  # our own commit landed just before the crash: the job is done
+                event("job_done", "job %s was already committed before the restart", c.name, job=c.name)
+                self.metrics.jobs.labels("success").inc()
+                return self._finish(c, t0, None, "already committed before the restart")
+            return self._fail(c, t0, "output_exists", None, f"{s.out}/{c.name} already holds a complete output; "
+                              f"rename the job folder (or remove the old output) and drop it again.")
+        try:
+            spec, how = resolve_pipeline(c.path, c.route, s.default_pipeline, s.search_dirs())
+        except SpecError as exc:
+            return self._fail(c, t0, "bad_pipeline", None, f"the job's pipeline is invalid:\n{exc}")
+        cancel = threading.Event()
+        tally = self.metrics.job_tally()
+        with self._lock:
+            self._cancel, self._cancel_reason = cancel, None
+            self.current = {"name": c.name, "pipeline": spec.name, "chosen_by": how, "progress": None,
+                            "started": time.time()}
+        timer = None
+        if s.job_timeout_seconds:
+            timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, ("timeout",))
+            timer.daemon = True
+            timer.start()
+        event("job_started", "job %s started: pipeline %s (by %s)", c.name, spec.name, how, job=c.name,
+              pipeline=spec.name, pipeline_by=how)
+        self.metrics.inflight.set(1)
+        self._last_progress_log = time.monotonic()
+        try:
+            from augd.job import run_job
+            result = run_job(c.path, spec, s.out, name=c.name, workers=s.workers, max_pixels=s.max_pixels,
+                             gpu_memory_mb=s.gpu_memory_mb, progress=self._progress, cancel=cancel,
+                             on_image=lambda o: (tally.image(o), self.tick()))
+        except JobFailed as exc:
+            reason = self._cancel_reason if exc.reason == "cancelled" and self._cancel_reason else exc.reason
+            if reason == "shutdown":
+                return self._requeue(c)
+            if reason == "timeout":
+                return self._fail(c, t0, "timeout", spec.name,
+                                  f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
+                                  f"cancelled after {self._done_images()} images; split it, or raise the limit.")
+            return self._fail(c, t0, reason, spec.name, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
+            return self._fail(c, t0, "crashed", spec.name, f"augd crashed on this job: {exc!r}\n\n"
+                              + traceback.format_exc())
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self._lock:
+                self._cancel = None
+            self.metrics.inflight.set(0)
+            self.metrics.current_ips.set(0)
+        duration = time.monotonic() - t0
+        tally.succeeded(result.manifest, duration)
+        m = result.manifest
+        event("job_done", "job %s done: %d/%d images, %d records, %d rejected, %.1f img/s -> %s", c.name,
+              m["inputs"]["written"], m["inputs"]["seen"], m["records"]["written"], m["inputs"]["rejected"],
+              m["inputs"]["written"] / duration if duration > 0 else 0.0, result.out_dir, job=c.name,
+              pipeline=spec.name, images=m["inputs"]["written"], rejected=m["inputs"]["rejected"],
+              records=m["records"]["written"], seconds=round(duration, 3), output=result.out_dir)
+        return self._finish(c, t0, result, None)
+
+    def _done_images(self) -> int:
+        cur = self.current
+        return cur["progress"].done if cur and cur["progress"] is not None else 0
+
+    def _progress(self, p) -> None:
+        if self.current is not None:
+            self.current["progress"] = p
+        self.metrics.current_ips.set(p.images_per_second)
+        now = time.monotonic()
+        if now - self._last_progress_log >= defaults.PROGRESS_LOG_SECONDS:
+            self._last_progress_log = now
+            event("job_progress", "job %s: %d/%d images, %.1f img/s", p.name, p.done, p.total, p.images_per_second,
+                  job=p.name, done=p.done, total=p.total, images_per_second=round(p.images_per_second, 2))
+
+    # -- outcomes --------------------------------------------------------------------------------------------
+    def _record(self, c, outcome: Outcome, t0: float, **extra) -> None:
+        self.last_results.appendleft({"job": c.name, "result": outcome.value, "finished": time.time(),
+                                      "seconds": round(time.monotonic() - t0, 3), **extra})
+        self.current = None
+
+    def _finish(self, c, t0, result, note) -> Outcome:
+        s = self.settings
+        dest = rooms.finish(c, s.done, s.on_success)
+        extra = {"output": result.out_dir, "images": result.manifest["inputs"]["written"],
+                 "records": result.manifest["records"]["written"]} if result else {"note": note}
+        self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
+        return Outcome.DONE
+
+    def _fail(self, c, t0, reason: str, pipeline: str | None, message: str) -> Outcome:
+        s = self.settings
+        duration = time.monotonic() - t0
+        self.metrics.job_failed(duration)
+        failure = {"reason": reason, "message": message.splitlines()[0] if message else reason,
+                   "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3)}
+        text = f"augd could not process job {c.name!r} (reason: {reason}).\n\n{message}\n"
+        dest = rooms.fail(c, s.failed, failure, text)
+        event("job_failed", "job %s failed (%s): %s", c.name, reason, failure["message"], level=logging.WARNING,
+              job=c.name, reason=reason, moved_to=dest)
+        self._record(c, Outcome.FAILED, t0, reason=reason, message=failure["message"], moved_to=dest)
+        return Outcome.FAILED
+
+    def _requeue(self, c) -> Outcome:
+        try:
+            dest = rooms.requeue(c, self.settings.inbox)
+        except OSError as exc:
+            log.error("cannot move job %s back to the inbox (%s); it stays in work/ and runs at the next start",
+                      c.name, exc)
+            self.current = None
+            return Outcome.REQUEUED
+        event("job_requeued", "job %s cancelled by shutdown, back in the inbox: %s", c.name, dest, job=c.name)
+        self.current = None
+        return Outcome.REQUEUED

@@ -1,0 +1,205 @@
+"""The daemon: wires config, watcher, runner, metrics, HTTP and signals, and owns the main thread.
+
+Threads: the main thread (signals, reload, shutdown), augd-watcher (emits JobReady), augd-runner (claims and
+runs jobs, one at a time; heartbeat), augd-http. Start-up: folders -> HTTP (/readyz 503) -> TensorFlow ->
+stale temp outputs removed -> jobs left in work/ queued first -> watcher (start-up scan) -> READY=1.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import queue
+import time
+
+from prometheus_client import CollectorRegistry
+
+import augd
+from augd import defaults
+from augd.daemon.config import RESTART_KEYS, Settings, load_settings
+from augd.daemon.logs import event, setup_logging
+from augd.daemon.routing import known_pipelines
+from augd.daemon.runner import JobRunner
+from augd.daemon.sdnotify import Notifier
+from augd.daemon.signals import SignalState
+from augd.daemon.testhooks import hold
+from augd.daemon.watcher import Watcher
+from augd.errors import AugdError, SpecError
+from augd.metrics import Metrics
+
+log = logging.getLogger("augd.daemon")
+
+__all__ = ["Daemon"]
+
+
+class Daemon:
+    def __init__(self, settings: Settings, config_path: str | None = None, *, registry=None, notifier=None):
+        self.settings = settings
+        self.config_path = config_path
+        self.registry = registry or CollectorRegistry()
+        self.notifier = notifier or Notifier()
+        self.device = None
+        self.metrics = Metrics(self.registry, device_memory=self._device_memory)
+        self.jobs: queue.Queue = queue.Queue()
+        self.watcher = Watcher(settings.inbox, self.jobs, routes=self._routes,
+                               settle_seconds=settings.settle_seconds, rescan_seconds=settings.rescan_seconds,
+                               polling=settings.polling)
+        self.runner = JobRunner(settings, self.jobs, self.metrics, self.notifier, waiting=lambda: self.watcher.waiting)
+        self.metrics.queue_sources(ready=self.jobs.qsize, waiting=lambda: self.watcher.waiting)
+        self.http = None
+        self.signals = SignalState()
+        self.ready = False
+        self.started = time.time()
+        self.stopping = False
+
+    # -- what HTTP reads -------------------------------------------------------------------------------------
+    def _routes(self) -> set[str]:
+        return known_pipelines(self.settings.search_dirs())
+
+    def _device_memory(self) -> dict:
+        if self.device is None or self.device.kind != "GPU":
+            return {}
+        import tensorflow as tf
+        return {"GPU:0": tf.config.experimental.get_memory_info("GPU:0")["current"]}
+
+    def health(self) -> tuple[bool, dict]:
+        age = time.monotonic() - self.runner.heartbeat
+        limit = self.settings.health_stale_seconds
+        return age <= limit, {"last_tick_seconds_ago": round(age, 3), "limit_seconds": limit}
+
+    def readiness(self) -> tuple[bool, dict]:
+        return self.ready and not self.stopping, {"tensorflow": self.device is not None, "watching": self.ready,
+                                                  "stopping": self.stopping}
+
+    def status(self) -> dict:
+        cur = self.runner.current
+        current = None
+        if cur is not None:
+            p = cur["progress"]
+            current = {"job": cur["name"], "pipeline": cur["pipeline"], "pipeline_chosen_by": cur["chosen_by"],
+                       "running_seconds": round(time.time() - cur["started"], 3)}
+            if p is not None:
+                current.update(total=p.total, done=p.done, written=p.written, rejected=p.rejected,
+                               records=p.records, images_per_second=round(p.images_per_second, 2))
+        with self.jobs.mutex:
+            queued = [j.relpath for j in self.jobs.queue]
+        return {"version": augd.__version__, "state": "stopping" if self.stopping else
+                ("running" if cur else ("idle" if self.ready else "starting")),
+                "device": self.device.name if self.device else None, "uptime_seconds": round(time.time() -
+                                                                                              self.started, 1),
+                "queue": {"ready": len(queued), "waiting": self.watcher.waiting, "jobs": queued},
+                "current": current, "last_jobs": list(self.runner.last_results),
+                "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")}}
+
+    # -- start-up --------------------------------------------------------------------------------------------
+    def _prepare_folders(self) -> None:
+        s = self.settings
+        for key in ("inbox", "work", "done", "failed"):
+            os.makedirs(getattr(s, key), exist_ok=True)
+        dev = os.stat(s.inbox).st_dev
+        for key in ("work", "done", "failed"):
+            if os.stat(getattr(s, key)).st_dev != dev:
+                raise AugdError(f"{key} ({getattr(s, key)}) is on another filesystem than the inbox ({s.inbox}); "
+                                f"jobs move between them by rename, which must stay on one filesystem")
+
+    def start(self) -> None:
+        s = self.settings
+        self._prepare_folders()
+        if s.metrics_port is not None:
+            from augd.http import StatusServer
+            self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
+                                     ready=self.readiness, status=self.status, version=augd.__version__).start()
+            event("http_listening", "serving /metrics /healthz /readyz /status on http://%s:%d/", s.metrics_bind,
+                  self.http.port, bind=s.metrics_bind, port=self.http.port)
+        hold("startup", lambda: self.signals.stops > 0)
+        if self.signals.stops:
+            return
+        from augd.engine import setup_device
+        self.device = setup_device(s.gpu_memory_mb)
+        self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)
+        from augd.io import clean_stale_temps
+        for path in clean_stale_temps(s.out):
+            event("stale_temp_removed", "removed stale temp output %s", path, path=path)
+        from augd.daemon.claim import recover
+        recovered = recover(s.work)
+        self.watcher.start()
+        self.runner.heartbeat = time.monotonic()
+        self.runner.start(recovered)
+        self.ready = True
+        self.notifier.notify("READY=1", f"STATUS={self.runner.status_line()}")
+        event("ready", "augd %s watching %s (out: %s; %d job(s) recovered from work/)", augd.__version__, s.inbox,
+              s.out, len(recovered), inbox=s.inbox, out=s.out, recovered=len(recovered))
+
+    # -- main loop -------------------------------------------------------------------------------------------
+    def serve(self) -> int:
+        """Run until SIGTERM/SIGINT (exit 0) or a runner crash (exit 1). Call from the main thread."""
+        self.signals.install()
+        try:
+            self.start()
+            while self.signals.stops == 0:
+                self.signals.wait(0.5)
+                if self.signals.reloads:
+                    self.signals.reloads = 0
+                    self.reload()
+                if self.ready and not self.runner.alive():
+                    log.error("the job runner stopped unexpectedly; exiting")
+                    return 1
+            return self.shutdown()
+        finally:
+            self.close()
+
+    def shutdown(self) -> int:
+        self.stopping = True
+        s = self.settings
+        self.notifier.notify("STOPPING=1")
+        event("stopping", "stopping (%s): taking no new job; the current one has %gs to finish",
+              getattr(self.signals, "last", "signal"), s.grace_seconds, grace_seconds=s.grace_seconds)
+        self.runner.stop_taking()
+        self.watcher.stop()
+        deadline = time.monotonic() + s.grace_seconds
+        while self.runner.alive() and time.monotonic() < deadline and self.signals.stops < 2:
+            self.runner.join(0.2)
+        if self.runner.alive():
+            why = "second signal" if self.signals.stops >= 2 else "grace period over"
+            if self.runner.current is not None:
+                event("aborting", "%s: cancelling job %s; it goes back to the inbox", why,
+                      self.runner.current["name"], job=self.runner.current["name"])
+            deadline = time.monotonic() + defaults.ABORT_WAIT_SECONDS
+            while self.runner.alive() and time.monotonic() < deadline:
+                self.runner.cancel_current("shutdown")  # again and again: the job may not have started yet
+                self.runner.join(0.2)
+        if self.runner.alive():
+            log.warning("the current job did not stop in %gs; exiting with it in work/ (it runs again at the next "
+                        "start)", defaults.ABORT_WAIT_SECONDS)
+        event("stopped", "stopped")
+        return 0
+
+    def close(self) -> None:
+        self.signals.restore()
+        self.watcher.stop()
+        if self.http is not None:
+            self.http.stop()
+        self.notifier.close()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the config file. Pipelines are read per job anyway; the queue is kept."""
+        if self.config_path is None:
+            event("reload", "SIGHUP: no config file to reload (running on defaults)")
+            return
+        try:
+            new = load_settings(self.config_path)
+        except SpecError as exc:
+            log.error("SIGHUP: config not reloaded, keeping the running one: %s", exc)
+            return
+        old = self.settings
+        kept = old.restart_changes(new)
+        if kept:
+            log.warning("SIGHUP: %s changed but need a restart; keeping the running values", ", ".join(kept))
+            cfg = new.config.model_copy(update={k: getattr(old.config, k) for k in RESTART_KEYS})
+            new = dataclasses.replace(new, config=cfg, **{k: getattr(old, k) for k in
+                                                          ("inbox", "work", "done", "failed", "out")})
+        self.settings = new
+        self.runner.settings = new
+        self.watcher.configure(settle_seconds=new.settle_seconds, rescan_seconds=new.rescan_seconds)
+        setup_logging(new.log_format, new.log_level)
+        event("reloaded", "SIGHUP: config reloaded from %s", self.config_path, config=self.config_path)

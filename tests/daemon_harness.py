@@ -1,0 +1,263 @@
+"""Helpers for the daemon and metrics tests: images, job folders, configs, a daemon subprocess, polling.
+
+Every wait is a poll on a condition with a deadline; nothing here sleeps to synchronise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY = """name: {name}
+variants: 1
+keep_original: false
+output: {{shards: 1}}
+ops:
+  - random_flip_left_right: {{}}
+"""
+
+
+def wait_for(cond, timeout: float = 30.0, what: str = "condition", interval: float = 0.05, on_fail=None):
+    """Poll cond() until it returns a truthy value; fail the test (with what, and on_fail()) after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = f"\n{on_fail()}" if on_fail else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+def make_image(path: Path, seed: int = 0, w: int = 64, h: int = 48) -> Path:
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(path), img)
+    return path
+
+
+def make_job(folder: Path, n: int = 2, seed: int = 0, classes=("a",), ext=".png") -> Path:
+    """A job folder with n images spread over class sub-folders."""
+    for i in range(n):
+        cls = classes[i % len(classes)] if classes else ""
+        make_image(folder / cls / f"img{i:04d}{ext}", seed=seed * 1000 + i)
+    return folder
+
+
+def drop_job(inbox: Path, rel: str, n: int = 2, seed: int = 0, **kw) -> Path:
+    """Build a job beside the inbox, hidden, then rename it in: an atomic drop."""
+    dest = inbox / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.partial"
+    make_job(tmp, n, seed, **kw)
+    os.rename(tmp, dest)
+    return dest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(root: Path, **overrides) -> Path:
+    """A daemon config under root with a tiny default pipeline (and a second one, tiny2, for routing)."""
+    (root / "pipelines").mkdir(parents=True, exist_ok=True)
+    for name in ("tiny", "tiny2"):
+        (root / "pipelines" / f"{name}.yaml").write_text(TINY.format(name=name))
+    cfg = {"data_dir": ".", "pipelines_dir": "pipelines", "default_pipeline": "tiny", "settle_seconds": 1.5,
+           "rescan_seconds": 2, "metrics_port": free_port(), "workers": 1, "grace_seconds": 30,
+           "health_stale_seconds": 30}
+    cfg.update(overrides)
+    path = root / "augd.yaml"
+    path.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in cfg.items()))
+    return path
+
+
+class Daemon:
+    """`augd serve --config CFG` as a real subprocess, its log in a file."""
+
+    def __init__(self, config: Path, env: dict | None = None):
+        self.config = Path(config)
+        self.root = self.config.parent
+        self.log_path = self.root / f"daemon-{time.monotonic_ns()}.log"
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        text = self.config.read_text()
+        self.port = int(next(line.split(":", 1)[1] for line in text.splitlines() if line.startswith("metrics_port")))
+        for room in ("inbox", "work", "done", "failed", "out"):
+            setattr(self, room, self.root / room)
+
+    def start(self) -> "Daemon":
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "augd", "serve", "--config", str(self.config)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=self.root)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, n: int = 40) -> str:
+        return "--- daemon log (tail) ---\n" + "\n".join(self.log().splitlines()[-n:])
+
+    def events(self, kind: str) -> list[str]:
+        return [ln for ln in self.log().splitlines() if kind in ln]
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path: str, headers: dict | None = None) -> tuple[int, str, dict]:
+        req = urllib.request.Request(self.url(path), headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read().decode(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(), dict(e.headers)
+
+    def try_get(self, path: str):
+        try:
+            return self.get(path)
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return None
+
+    def wait_http(self, timeout: float = 30):
+        self.check_alive_on_fail = True
+        return wait_for(lambda: self._alive_or_raise() and self.try_get("/healthz"), timeout, "the HTTP server",
+                        on_fail=self.log_tail)
+
+    def wait_ready(self, timeout: float = 60) -> "Daemon":
+        wait_for(lambda: self._alive_or_raise() and (r := self.try_get("/readyz")) and r[0] == 200, timeout,
+                 "/readyz 200", on_fail=self.log_tail)
+        return self
+
+    def _alive_or_raise(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited with {self.proc.returncode}\n{self.log_tail()}")
+        return True
+
+    def wait_done(self, name: str, timeout: float = 60) -> Path:
+        return wait_for(lambda: self._alive_or_raise() and (self.done / name).is_dir() and self.done / name,
+                        timeout, f"done/{name}", on_fail=self.log_tail)
+
+    def wait_failed(self, name: str, timeout: float = 60) -> Path:
+        return wait_for(lambda: self._alive_or_raise() and (self.failed / name / "failure.json").is_file()
+                        and self.failed / name, timeout, f"failed/{name}", on_fail=self.log_tail)
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"daemon did not exit in {timeout}s\n{self.log_tail()}") from None
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL if it hangs; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+def manifest(out: Path, name: str) -> dict:
+    return json.loads((out / name / "manifest.json").read_text())
+
+
+def children_of(pid: int) -> set[int]:
+    """Live child processes of pid (Linux /proc)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.add(int(entry))
+    return out
+
+
+def reap_new_children(before: set[int]) -> list[int]:
+    """Kill children of this process that were not there before; return their pids."""
+    leaked = sorted(children_of(os.getpid()) - before)
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    return leaked
+
+
+import pytest  # noqa: E402  (fixtures below; the helpers above need no pytest)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_children():
+    """Fail a test that leaves a child process behind (and kill it)."""
+    before = children_of(os.getpid())
+    yield
+    leaked = reap_new_children(before)
+    assert not leaked, f"the test leaked child processes {leaked}; they were killed"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_leaked_children_module():
+    """The same for module-scoped daemons: everything a module started is gone when it ends."""
+    before = children_of(os.getpid())
+    yield
+    leaked = reap_new_children(before)
+    assert not leaked, f"the module leaked child processes {leaked}; they were killed"
+
+
+SLOW = """name: slow
+variants: 2
+keep_original: false
+output: {shards: 1, quality: 50}
+ops:
+  - resize: {size: [1536, 1536]}
+  - gaussian_blur: {sigma: [4, 5]}
+"""
+
+
+def add_slow_pipeline(root: Path) -> None:
+    """A pipeline that takes a good fraction of a second per image on one CPU core: jobs that are still running
+    when a test signals, kills or times out the daemon, without thousands of input files."""
+    (root / "pipelines").mkdir(parents=True, exist_ok=True)
+    (root / "pipelines" / "slow.yaml").write_text(SLOW)
+
+
+def status(d: "Daemon") -> dict:
+    code, body, _ = d.get("/status")
+    assert code == 200
+    return json.loads(body)
+
+
+def running_images(d: "Daemon", name: str) -> int:
+    """Images done so far by job `name` if it is the running one, else -1."""
+    cur = status(d)["current"]
+    return cur.get("done", 0) if cur and cur["job"] == name else -1
