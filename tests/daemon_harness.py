@@ -261,3 +261,28 @@ def running_images(d: "Daemon", name: str) -> int:
     """Images done so far by job `name` if it is the running one, else -1."""
     cur = status(d)["current"]
     return cur.get("done", 0) if cur and cur["job"] == name else -1
+
+
+class NotifySocket:
+    """A systemd stand-in: a datagram socket in the abstract namespace; NOTIFY_SOCKET=@name for the daemon."""
+
+    def __init__(self):
+        self.name = f"@augd-test-{os.getpid()}-{time.monotonic_ns()}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.name[1:])
+        self.sock.setblocking(False)
+        self.received: list[str] = []
+
+    def messages(self) -> list[str]:
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except BlockingIOError:
+                return self.received
+            self.received.extend(data.decode().split("\n"))
+
+    def has(self, prefix: str) -> bool:
+        return any(m.startswith(prefix) for m in self.messages())
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,151 @@
+"""`augd serve` lifecycle with real processes and signals: config errors, kill -9 and restart, two-stage
+SIGTERM, SIGHUP reload, sd_notify."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.daemon_harness import (REPO, Daemon, NotifySocket, add_slow_pipeline, drop_job, manifest,  # noqa: F401
+                                  no_leaked_children, no_leaked_children_module, running_images, status, wait_for,
+                                  write_config)
+
+
+def serve_cli(*args, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "augd", "serve", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def visible(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+
+
+def hidden(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) if folder.exists() else []
+
+
+def drop_slow(inbox, rel, n, seed=0):
+    job = drop_job(inbox, os.path.join(os.path.dirname(rel), "." + os.path.basename(rel)), n=n, seed=seed)
+    (job / "augd.yaml").write_text("pipeline: slow\n")
+    os.rename(job, inbox / rel)
+    return inbox / rel
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("settle_seconds: -1\n", "bad.yaml:1: settle_seconds: Input should be greater than 0; got -1"),
+    ("inbox: in\nsettle_second: 3\n", "bad.yaml:2: settle_second: unknown key 'settle_second'"),
+    ("on_success: keep\n", "bad.yaml:1: on_success: Input should be 'move' or 'delete'"),
+    ("default_pipeline: nope\n", "bad.yaml:1: default_pipeline: cannot be used: pipeline 'nope' not found"),
+    ("inbox: x\nwork: x/y\n", "bad.yaml:2: work: inbox and work must be separate folders"),
+    ("- a list\n", "bad.yaml:1: a daemon config must be a YAML mapping"),
+    ("a: [\n", "bad.yaml:2: invalid YAML"),
+])
+def test_config_errors_name_file_line_and_key(tmp_path, text, expected):
+    (tmp_path / "bad.yaml").write_text(text)
+    r = serve_cli("--config", str(tmp_path / "bad.yaml"), cwd=tmp_path)
+    assert r.returncode == 2, r
+    assert expected in r.stderr, r.stderr
+
+
+def test_no_config_defaults_live_under_the_current_directory(tmp_path):
+    r = serve_cli("--check", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"inbox: {tmp_path}/augd-data/inbox" in r.stdout and f"out: {tmp_path}/augd-data/out" in r.stdout
+    assert "metrics_port: 7464" in r.stdout and "settle_seconds: 10.0" in r.stdout
+
+
+def test_kill_9_during_a_job_then_restart_completes_it_once(tmp_path):
+    add_slow_pipeline(tmp_path)
+    cfg = write_config(tmp_path, polling=True, settle_seconds=1.0)
+    d = Daemon(cfg).start()
+    try:
+        d.wait_ready()
+        drop_slow(d.inbox, "slow/crashy", n=8, seed=3)  # routed by folder *and* by augd.yaml
+        (d.inbox / "slow" / "crashy" / "_READY").write_text("")
+        wait_for(lambda: running_images(d, "crashy") >= 1, 60, "crashy to be half-way", on_fail=d.log_tail)
+        d.proc.kill()
+        assert d.wait_exit() == -signal.SIGKILL
+    finally:
+        d.stop()
+    assert visible(d.work) == ["crashy"]
+    assert visible(d.out) == [], "nothing partial may be visible in out/"
+    assert hidden(d.out), "the killed run's temp output is left behind (hidden) for the restart to clean"
+
+    d2 = Daemon(cfg).start()
+    try:
+        d2.wait_ready()
+        d2.wait_done("crashy", timeout=90)
+        assert d2.events("found in work/: running it again")
+        assert d2.events("removed stale temp output")
+    finally:
+        assert d2.stop() == 0
+    m = manifest(d2.out, "crashy")
+    assert m["inputs"]["written"] == 8 and m["records"]["written"] == 16 and m["pipeline"]["name"] == "slow"
+    assert len(m["shards"]) == 1 and sum(s["records"] for s in m["shards"]) == 16
+    assert visible(d2.out) == ["crashy"] and hidden(d2.out) == []
+    assert visible(d2.done) == ["crashy"] and visible(d2.failed) == [] and visible(d2.work) == []
+    assert visible(d2.inbox) == ["slow"] and visible(d2.inbox / "slow") == []
+
+
+def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
+    cfg = write_config(tmp_path, grace_seconds=60)
+    add_slow_pipeline(tmp_path)
+    sock = NotifySocket()
+    d = Daemon(cfg, env={"NOTIFY_SOCKET": sock.name}).start()
+    try:
+        d.wait_ready()
+        wait_for(lambda: sock.has("READY=1"), 30, "READY=1")
+        wait_for(lambda: sock.has("WATCHDOG=1"), 30, "WATCHDOG=1")
+        assert any(m.startswith("STATUS=") and "queue" in m for m in sock.messages())
+
+        # SIGHUP with a broken config: refused, the daemon runs on with the old one.
+        good = cfg.read_text()
+        cfg.write_text(good + "settle_seconds: oops\n")
+        d.signal(signal.SIGHUP)
+        wait_for(lambda: d.events("config not reloaded"), 30, "the reload to be refused", on_fail=d.log_tail)
+        # SIGHUP with a new default pipeline: the next job uses it.
+        cfg.write_text(good.replace('default_pipeline: "tiny"', 'default_pipeline: "tiny2"'))
+        d.signal(signal.SIGHUP)
+        wait_for(lambda: d.events("config reloaded"), 30, "the reload", on_fail=d.log_tail)
+        drop_job(d.inbox, "afterhup", n=1)
+        d.wait_done("afterhup")
+        assert manifest(d.out, "afterhup")["pipeline"]["name"] == "tiny2"
+
+        job = drop_slow(d.inbox, "interrupted", n=12, seed=9)
+        wait_for(lambda: running_images(d, "interrupted") >= 1, 60, "the job to run", on_fail=d.log_tail)
+        wait_for(lambda: any(m.startswith("STATUS=running interrupted") for m in sock.messages()), 30,
+                 "STATUS= naming the current job")
+        d.signal(signal.SIGTERM)  # first: stop taking jobs, let this one run (grace 60 s)
+        wait_for(lambda: d.events("stopping (SIGTERM)"), 30, "stage one", on_fail=d.log_tail)
+        assert d.get("/readyz")[0] == 503 and status(d)["state"] == "stopping"
+        assert d.proc.poll() is None and (d.work / "interrupted").is_dir()
+        d.signal(signal.SIGTERM)  # second: abort now, requeue
+        assert d.wait_exit() == 0, d.log_tail()
+        assert sock.has("STOPPING=1")
+    finally:
+        d.stop()
+        sock.close()
+    assert job.is_dir() and len(list(job.glob("a/*.png"))) == 12 and (job / "augd.yaml").is_file()
+    assert visible(d.work) == [] and not (d.out / "interrupted").exists() and hidden(d.out) == []
+    assert d.events("back in the inbox")
+
+
+def test_sigterm_lets_the_current_job_finish_within_the_grace_period(tmp_path):
+    add_slow_pipeline(tmp_path)
+    d = Daemon(write_config(tmp_path, grace_seconds=120)).start()
+    try:
+        d.wait_ready()
+        drop_slow(d.inbox, "finishes", n=4)
+        wait_for(lambda: running_images(d, "finishes") >= 1, 60, "the job to run", on_fail=d.log_tail)
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit(120) == 0, d.log_tail()
+    finally:
+        d.stop()
+    assert visible(d.done) == ["finishes"] and (d.out / "finishes" / "_SUCCESS").is_file()
+    assert manifest(d.out, "finishes")["inputs"]["written"] == 4
+    assert visible(d.inbox) == [] and visible(d.work) == []
