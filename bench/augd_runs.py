@@ -1,0 +1,196 @@
+"""augd's side of the benchmark: its real engine and writer (`augd.job.run_job`), timed from the outside.
+
+Imports augd (and so TensorFlow) on first use only, so the OpenCV pools run before TensorFlow is loaded.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import tempfile
+import time
+
+import yaml
+
+from bench.data import link_tree
+
+__all__ = ["SPECS", "make_spec", "run_augd", "size_ratios"]
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
+OUTPUT_Q90 = {"format": "jpeg", "quality": 90, "shards": "auto", "compression": "none"}
+#: tf.image's seed colour ops, as in pipelines/seed-classifier.yaml (hue 0.2 turns = ColorJitter(hue=0.2)).
+SEED_COLOUR = [
+    {"random_saturation": {"lower": 0.8, "upper": 1.2}},
+    {"random_brightness": {"max_delta": 0.125}},
+    {"random_contrast": {"lower": 0.8, "upper": 1.2}},
+    {"random_hue": {"max_delta": 0.2}},
+]
+
+
+def _seed_doc() -> dict:
+    with open(SEED_YAML, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _heavy_doc() -> dict:
+    return {"name": "bench-heavy", "seed": 42, "ops": [
+        {"random_crop": {"size": [224, 224], "area": [0.25, 1.0], "aspect": [0.75, 4 / 3]}},
+        {"random_rotation": {"degrees": 10}},
+        {"random_flip_left_right": {}},
+        *SEED_COLOUR,
+    ]}
+
+
+#: name -> (base document, overrides). Every throughput spec writes exactly one augmented record per image.
+SPECS = {
+    "seed": (_seed_doc, {"name": "bench-seed", "variants": 1, "keep_original": False, "output": OUTPUT_Q90}),
+    "heavy": (_heavy_doc, {"variants": 1, "keep_original": False, "output": OUTPUT_Q90}),
+    # size figures (issue 7 item 4)
+    "originals": (_seed_doc, {"name": "bench-originals", "variants": 0, "keep_original": True,
+                              "output": OUTPUT_Q90}),
+    "mixed": (_seed_doc, {"name": "bench-mixed", "variants": 1, "keep_original": True, "output": OUTPUT_Q90}),
+    "raw": (_seed_doc, {"name": "bench-raw", "variants": 1, "keep_original": False,
+                        "output": {"format": "raw", "shards": "auto", "compression": "none"}}),
+}
+
+
+def make_spec(name: str):
+    from augd.spec import pipeline_from_data
+    base, overrides = SPECS[name]
+    doc = copy.deepcopy(base())
+    doc.update(copy.deepcopy(overrides))
+    return pipeline_from_data(doc, f"<bench:{name}>")
+
+
+def _git_commit() -> str:
+    import subprocess
+    try:
+        sha = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "augd", "pipelines"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def environment() -> dict:
+    """Versions and device, for the JSON figures."""
+    import tensorflow as tf
+
+    from augd.engine import setup_device
+    dev = setup_device()
+    return {"tensorflow": tf.__version__, "device": dev.name, "augd_commit": _git_commit()}
+
+
+def _warm_up(spec, data_dir: str, files: list[str], workers: int, tmp: str) -> None:
+    """One small job first, so TensorFlow's one-off process start-up (kernel registration, thread pools,
+    oneDNN) is not charged to the measured job. Each measured job still pays its own compile."""
+    from augd.job import run_job
+    job = os.path.join(tmp, "warmup-in")
+    link_tree(data_dir, job, files[:max(4, 2 * workers)])
+    run_job(job, spec, os.path.join(tmp, "warmup-out"), name="warmup", workers=workers, overwrite=True)
+    shutil.rmtree(job)
+    shutil.rmtree(os.path.join(tmp, "warmup-out"))
+
+
+def _compile_seconds(spec) -> float:
+    from augd.engine import compile_pipeline
+    t0 = time.perf_counter()
+    compile_pipeline(spec).close()
+    return time.perf_counter() - t0
+
+
+def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: str, warmup: bool = True,
+             keep_output: bool = False) -> dict:
+    """Time one run_job over `files` (relative to data_dir) with spec `name`. img/s = images / wall time of
+    run_job, which includes scanning, compiling the job's graph, writing the shards and committing."""
+    from augd.engine import graph_builds
+    from augd.job import run_job
+
+    spec = make_spec(name)
+    work = tempfile.mkdtemp(prefix=f"augd-bench-{name}-", dir=tmp)
+    try:
+        if warmup:
+            _warm_up(spec, data_dir, files, workers, work)
+        compile_s = _compile_seconds(spec)
+        job = os.path.join(work, "in")
+        link_tree(data_dir, job, files)
+        done: list[float] = []
+        builds0 = graph_builds()
+        t0 = time.perf_counter()
+        res = run_job(job, spec, os.path.join(work, "out"), name=name, workers=workers, overwrite=True,
+                      on_image=lambda _r: done.append(time.perf_counter()))
+        wall = time.perf_counter() - t0
+        builds = graph_builds() - builds0
+        m = res.manifest
+        n = m["inputs"]["written"]
+        steady = (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 and done[-1] > done[0] else None
+        out = {
+            "images": n, "records": m["records"]["written"], "rejected": m["inputs"]["rejected"],
+            "workers": workers, "wall_seconds": round(wall, 3), "images_per_second": round(n / wall, 2),
+            "includes": "scan + compile + augment + write + commit (after a warm-up job)",
+            "first_image_seconds": round(done[0] - t0, 3) if done else None,
+            "steady_images_per_second": round(steady, 2) if steady else None,
+            "compile_seconds_separately": round(compile_s, 3),
+            "manifest_images_per_second": m["timing"]["images_per_second"],
+            "manifest_wall_seconds": m["timing"]["wall_seconds"],
+            "stage_seconds": m["timing"]["stage_seconds"],
+            "stage_share": _shares(m["timing"]["stage_seconds"]),
+            "device": m.get("device"), "graph": m.get("graph"), "graph_builds_counted": builds,
+            "bytes": m.get("bytes"),
+        }
+        if keep_output:
+            out["out_dir"] = res.out_dir
+        return out
+    finally:
+        if not keep_output:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _shares(stages: dict) -> dict:
+    total = sum(stages.values())
+    return {k: round(v / total, 3) for k, v in stages.items()} if total else {}
+
+
+def _payload_sizes(out_dir: str) -> dict:
+    """Sum of stored image bytes per variant kind, read back from the shards; and how many variant-0
+    payloads are the source file byte for byte."""
+    from augd.io import parse_example, read_records
+    sums = {"original": 0, "augmented": 0, "originals_identical": 0, "originals": 0, "augmented_records": 0}
+    for rec in read_records(out_dir):
+        ex = parse_example(rec)
+        payload = ex.get("image/encoded") or ex.get("image/raw") or b""
+        if ex["augd/variant"] == 0:
+            sums["original"] += len(payload)
+            sums["originals"] += 1
+            sums["originals_identical"] += int(ex["image/key/sha256"] == ex["image/source_id"])
+        else:
+            sums["augmented"] += len(payload)
+            sums["augmented_records"] += 1
+    return sums
+
+
+def size_ratios(data_dir: str, files: list[str], *, workers: int, tmp: str) -> dict:
+    """Output bytes / input bytes (issue 7 item 4), from the stored image payloads, plus whole-shard ratios."""
+    in_bytes = sum(os.path.getsize(os.path.join(data_dir, f)) for f in files)
+    out: dict = {"images": len(files), "input_bytes": in_bytes}
+    for name in ("originals", "mixed", "raw"):
+        r = run_augd(name, data_dir, files, workers=workers, tmp=tmp, warmup=False, keep_output=True)
+        try:
+            p = _payload_sizes(r["out_dir"])
+        finally:
+            shutil.rmtree(os.path.dirname(os.path.dirname(r["out_dir"])), ignore_errors=True)
+        out[name] = {"payload": p, "shard_bytes_ratio": r["bytes"]["ratio"] if r["bytes"] else None,
+                     "images_per_second": r["images_per_second"]}
+    o, m, raw = out["originals"]["payload"], out["mixed"]["payload"], out["raw"]["payload"]
+    out["ratios"] = {
+        "originals_only (keep_original, variants 0)": round(o["original"] / in_bytes, 4),
+        "originals_only identical to source": f'{o["originals_identical"]}/{o["originals"]}',
+        "originals beside variants (keep_original, variants 1)": round(m["original"] / in_bytes, 4),
+        "originals beside variants identical to source": f'{m["originals_identical"]}/{m["originals"]}',
+        "augmented q90 (variants 1)": round(m["augmented"] / in_bytes, 4),
+        "raw (variants 1)": round(raw["augmented"] / in_bytes, 4),
+    }
+    return out

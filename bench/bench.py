@@ -1,0 +1,225 @@
+"""augd against the physical floor and against Albumentations, in one run on one machine (issue 7).
+
+    python -m bench.bench --n 1000 --json bench/results/latest.json
+
+Measures, in this order (the OpenCV pools first, before TensorFlow is loaded in this process):
+  codec        OpenCV decode + JPEG q90 encode, a pool of --workers processes         (codec floor)
+  warp         decode + one full-size bilinear rotation (±10°) + encode, same pool    (warp floor)
+  albu_seed    Albumentations ColorJitter(0.125, 0.2, 0.2, 0.2) + Rotate(10), same pool
+  albu_seed_1p the same in one process (OpenCV's own threads left on)
+  albu_heavy   RandomResizedCrop(224, scale 0.25-1) + Rotate(10) + HorizontalFlip + ColorJitter, same pool
+  augd_seed    augd run_job, seed-classifier chain, 1 augmented record per image, --workers threads
+  augd_heavy   augd run_job, random_crop 224 (area 0.25-1) + rotation 10 + flip + seed colour ops
+  size         output bytes / input bytes: originals, augmented q90, raw (on --size-n images)
+Figures only: nothing here asserts a timing. Only ratios from one run mean much on a noisy machine.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+
+from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, dataset_stats
+
+__all__ = ["MEASUREMENTS", "TARGETS", "main"]
+
+POOL = ("codec", "warp", "albu_seed", "albu_seed_1p", "albu_heavy")
+AUGD = ("augd_seed", "augd_heavy")
+MEASUREMENTS = POOL + AUGD + ("size",)
+LABELS = {
+    "codec": "codec floor: cv2 decode + encode q90, pool",
+    "warp": "warp floor: decode + 1 bilinear rotation + encode, pool",
+    "albu_seed": "Albumentations seed chain, pool",
+    "albu_seed_1p": "Albumentations seed chain, one process",
+    "albu_heavy": "Albumentations heavy chain (crop first), pool",
+    "augd_seed": "augd seed chain (run_job, variants 1)",
+    "augd_heavy": "augd heavy chain (run_job, variants 1)",
+}
+#: (numerator, denominator, minimum, label): the issue's targets, ratios from one run.
+TARGETS = (
+    ("augd_seed", "warp", 0.85, "augd seed / warp floor"),
+    ("augd_seed", "albu_seed", 1.4, "augd seed / Albumentations seed pool"),
+    ("augd_heavy", "albu_heavy", 1.3, "augd heavy / Albumentations heavy pool"),
+)
+#: Context ratios, printed without a verdict (the GPU one gets a verdict on a GPU).
+CONTEXT = (
+    ("augd_seed", "codec", 0.8, "augd seed / codec floor (GPU target)"),
+    ("augd_heavy", "codec", None, "augd heavy / codec floor"),
+    ("albu_seed", "albu_seed_1p", None, "Albumentations seed pool / one process"),
+    ("warp", "codec", None, "warp floor / codec floor"),
+)
+SIZE_TARGETS = {"originals_only (keep_original, variants 0)": (0.98, 1.02),
+                "originals beside variants (keep_original, variants 1)": (0.98, 1.02),
+                "augmented q90 (variants 1)": (None, 1.1)}
+
+
+def _measure_pool(name: str, files: list[str], workers: int, seed: int) -> dict:
+    from bench.workloads import run_pool
+    kind = "albu_seed" if name == "albu_seed_1p" else name
+    if name == "albu_seed_1p":
+        return run_pool(kind, files, processes=1, cv_threads=None, warmup=3, seed=seed)
+    return run_pool(kind, files, processes=workers, cv_threads=1, warmup=2, seed=seed)
+
+
+def _one_round(selected, data_dir, rel_files, workers, tmp, seed) -> dict:
+    files = [os.path.join(data_dir, f) for f in rel_files]
+    figures = {}
+    for name in selected:
+        if name in POOL:
+            figures[name] = _measure_pool(name, files, workers, seed)
+        elif name in AUGD:
+            from bench.augd_runs import run_augd
+            figures[name] = run_augd(name.removeprefix("augd_"), data_dir, rel_files, workers=workers, tmp=tmp)
+        else:
+            continue
+        print(f"  {name:<13} {figures[name]['images_per_second']:>8.1f} img/s", file=sys.stderr, flush=True)
+    return figures
+
+
+def _ratio(rnd: dict, a: str, b: str) -> float | None:
+    if a in rnd and b in rnd and rnd[b]["images_per_second"]:
+        return rnd[a]["images_per_second"] / rnd[b]["images_per_second"]
+    return None
+
+
+def _summarize(rounds: list[dict], device: str | None) -> dict:
+    names = [n for n in MEASUREMENTS if any(n in r for r in rounds)]
+    rates = {n: [r[n]["images_per_second"] for r in rounds if n in r] for n in names}
+    summary = {"images_per_second": {n: round(statistics.median(v), 2) for n, v in rates.items()},
+               "images_per_second_all_rounds": rates, "targets": [], "context": []}
+    on_gpu = bool(device and device.startswith("GPU"))
+    for key, table in (("targets", TARGETS), ("context", CONTEXT)):
+        for a, b, minimum, label in table:
+            per_round = [x for r in rounds if (x := _ratio(r, a, b)) is not None]
+            if not per_round:
+                continue
+            value = statistics.median(per_round)
+            judged = minimum is not None and (key == "targets" or on_gpu)
+            summary[key].append({"ratio": label, "value": round(value, 3), "rounds": [round(x, 3) for x in per_round],
+                                 "target": minimum, "verdict": ("PASS" if value >= minimum else "FAIL")
+                                 if judged else ("info" if minimum is None else "info (GPU only)")})
+    return summary
+
+
+def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.stdout) -> None:
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p(f"\n{'pipeline':<58} {'img/s':>9}  {'runs':<20}")
+    p("-" * 92)
+    for name, v in summary["images_per_second"].items():
+        allr = summary["images_per_second_all_rounds"][name]
+        runs = " ".join(f"{x:.0f}" for x in allr) if len(allr) > 1 else ""
+        p(f"{LABELS[name]:<58} {v:>9.1f}  {runs:<20}")
+    for name in AUGD:
+        r = rounds[-1].get(name)
+        if r:
+            sh = " ".join(f"{k} {v:.0%}" for k, v in r["stage_share"].items())
+            p(f"  {name}: steady {r['steady_images_per_second']} img/s, first image after "
+              f"{r['first_image_seconds']} s, compile {r['compile_seconds_separately']} s, manifest "
+              f"{r['manifest_images_per_second']} img/s, graph builds {r['graph_builds_counted']}, "
+              f"device {r['device']}; stage time: {sh}")
+    p(f"\n{'ratio':<58} {'value':>9}  {'target':>7}  verdict")
+    p("-" * 92)
+    for row in summary["targets"] + summary["context"]:
+        tgt = f">= {row['target']}" if row["target"] is not None else ""
+        p(f"{row['ratio']:<58} {row['value']:>9.3f}  {tgt:>7}  {row['verdict']}")
+    if sizes:
+        p(f"\n{'size: output bytes / input bytes (' + str(sizes['images']) + ' images)':<58} {'value':>9}  "
+          f"{'target':>7}  verdict")
+        p("-" * 92)
+        for label, value in sizes["ratios"].items():
+            lo, hi = SIZE_TARGETS.get(label, (None, None))
+            verdict, tgt = "", ""
+            if isinstance(value, float) and hi is not None:
+                tgt = f"<= {hi}" if lo is None else f"~ 1.0"
+                verdict = "PASS" if value <= hi and (lo is None or value >= lo) else "FAIL"
+            shown = f"{value:>9.3f}" if isinstance(value, float) else f"{value:>9}"
+            p(f"{label:<58} {shown}  {tgt:>7}  {verdict}")
+
+
+def _machine() -> dict:
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    import cv2
+    import numpy
+    info = {"cpu_count": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
+            "python": platform.python_version(), "opencv": cv2.__version__, "numpy": numpy.__version__,
+            "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    try:
+        import albumentations
+        info["albumentations"] = albumentations.__version__
+    except ImportError:
+        info["albumentations"] = None
+    return info
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.bench", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--n", type=int, default=1000, help="images in the data set (default 1000)")
+    ap.add_argument("--only", default=",".join(MEASUREMENTS),
+                    help=f"comma-separated subset of: {', '.join(MEASUREMENTS)} (default: all)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of every measurement; figures and ratios "
+                                                          "are medians over rounds (default 1)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="pool processes and augd workers (default: all cores)")
+    ap.add_argument("--size-n", type=int, default=100, help="images for the size ratios (default 100)")
+    ap.add_argument("--seed", type=int, default=0, help="data set seed (default 0)")
+    ap.add_argument("--cache", default=DEFAULT_CACHE, help="data set cache folder (default bench/.data)")
+    ap.add_argument("--tmp", default=None, help="folder for augd's temporary outputs (default: system temp)")
+    ap.add_argument("--json", default=None, help="write every figure to this JSON file")
+    args = ap.parse_args(argv)
+    selected = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in selected if s not in MEASUREMENTS]
+    if unknown:
+        ap.error(f"--only: unknown measurement(s) {', '.join(unknown)}; known: {', '.join(MEASUREMENTS)}")
+    selected = [m for m in MEASUREMENTS if m in selected]  # pools before TensorFlow, always in this order
+
+    data_dir = build_dataset(args.n, args.seed, args.cache)
+    rel_files = dataset_files(data_dir)
+    meta = dataset_stats(data_dir)
+    print(f"data set: {len(rel_files)} images, {meta['distinct_shapes']} distinct shapes, mean "
+          f"{meta['megapixels']['mean']} MP ({meta['megapixels']['min']}-{meta['megapixels']['max']}), "
+          f"{meta['bytes'] / 1e6:.1f} MB, {data_dir}", file=sys.stderr)
+    result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              "command": " ".join(["python -m bench.bench", *(argv if argv is not None else sys.argv[1:])]),
+              "machine": _machine(), "dataset": {**meta, "path": data_dir}, "workers": args.workers,
+              "rounds": []}
+    tmp = args.tmp or tempfile.gettempdir()
+    for i in range(args.repeat):
+        print(f"round {i + 1}/{args.repeat}", file=sys.stderr, flush=True)
+        result["rounds"].append(_one_round(selected, data_dir, rel_files, args.workers, tmp, args.seed))
+    sizes = None
+    if "size" in selected:
+        from bench.augd_runs import size_ratios
+        sizes = size_ratios(data_dir, rel_files[:args.size_n], workers=args.workers, tmp=tmp)
+        result["size"] = sizes
+    if any(m in selected for m in AUGD + ("size",)):
+        from bench.augd_runs import environment
+        result["machine"].update(environment())
+    device = result["machine"].get("device")
+    result["summary"] = _summarize(result["rounds"], device)
+    print(f"\nmachine: {result['machine']['cpu_count']} cpus ({result['machine']['cpu_model']}), "
+          f"device {device or 'n/a'}, TF {result['machine'].get('tensorflow', 'n/a')}, augd "
+          f"{result['machine'].get('augd_commit', 'n/a')}; {len(rel_files)} images, workers {args.workers}, "
+          f"{args.repeat} round(s)")
+    _print_table(result["summary"], result["rounds"], sizes)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+            fh.write("\n")
+        print(f"\nfigures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

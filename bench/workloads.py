@@ -1,0 +1,130 @@
+"""What a user would write instead of augd: OpenCV and Albumentations loops over files, in a process pool.
+
+Every workload reads the file, decodes it with cv2.imdecode, transforms it, encodes JPEG q90 with
+cv2.imencode and returns the encoded size (the bytes are not written anywhere: augd also hashes, wraps and
+writes its records, so this favours the alternatives). Imports no TensorFlow, so spawned workers stay light.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check on import
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["WORKLOADS", "run_pool"]
+
+JPEG_Q = [cv2.IMWRITE_JPEG_QUALITY, 90]
+
+# Per-process state, set by _init in each worker.
+_state: dict = {}
+
+
+def _seed_chain(seed: int):
+    import albumentations as A
+    return A.Compose([
+        A.ColorJitter(brightness=0.125, contrast=0.2, saturation=0.2, hue=0.2, p=1.0),
+        A.Rotate(limit=10, interpolation=cv2.INTER_LINEAR, border_mode=cv2.BORDER_CONSTANT, p=1.0),
+    ], seed=seed)
+
+
+def _heavy_chain(seed: int):
+    import albumentations as A
+    return A.Compose([
+        A.RandomResizedCrop(size=(224, 224), scale=(0.25, 1.0), ratio=(0.75, 4 / 3),
+                            interpolation=cv2.INTER_LINEAR, p=1.0),
+        A.Rotate(limit=10, interpolation=cv2.INTER_LINEAR, border_mode=cv2.BORDER_CONSTANT, p=1.0),
+        A.HorizontalFlip(p=0.5),
+        A.ColorJitter(brightness=0.125, contrast=0.2, saturation=0.2, hue=0.2, p=1.0),
+    ], seed=seed)
+
+
+def _decode(path: str) -> tuple[np.ndarray, int]:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if img is None:
+        raise ValueError(f"{path}: cv2.imdecode failed")
+    return img, len(data)
+
+
+def _encode(img: np.ndarray) -> int:
+    ok, buf = cv2.imencode(".jpg", img, JPEG_Q)
+    if not ok:
+        raise ValueError("cv2.imencode failed")
+    return int(buf.size)
+
+
+def _codec(path: str) -> tuple[int, int]:
+    img, n_in = _decode(path)
+    return n_in, _encode(img)
+
+
+def _warp(path: str) -> tuple[int, int]:
+    img, n_in = _decode(path)
+    h, w = img.shape[:2]
+    angle = float(_state["rng"].uniform(-10.0, 10.0))
+    m = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), angle, 1.0)
+    out = cv2.warpAffine(img, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    return n_in, _encode(out)
+
+
+def _albu(path: str) -> tuple[int, int]:
+    # Albumentations runs on the BGR array as decoded: channel order does not change the cost, and a real
+    # loop would also pay two cvtColor passes that are not charged here.
+    img, n_in = _decode(path)
+    return n_in, _encode(_state["transform"](image=img)["image"])
+
+
+#: name -> (per-image function, transform factory or None)
+WORKLOADS = {
+    "codec": (_codec, None),
+    "warp": (_warp, None),
+    "albu_seed": (_albu, _seed_chain),
+    "albu_heavy": (_albu, _heavy_chain),
+}
+
+
+def _init(kind: str, seed: int, cv_threads: int | None, counter) -> None:
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    if cv_threads is not None:
+        cv2.setNumThreads(cv_threads)
+    factory = WORKLOADS[kind][1]
+    _state.update(kind=kind, rng=np.random.default_rng([seed, index]),
+                  transform=factory(seed * 1000 + index) if factory else None, cv_threads=cv2.getNumThreads())
+
+
+def _run(args: tuple[str, str]) -> tuple[int, int]:
+    kind, path = args
+    return WORKLOADS[kind][0](path)
+
+
+def _info(_) -> int:
+    return _state["cv_threads"]
+
+
+def run_pool(kind: str, files: list[str], *, processes: int, cv_threads: int | None = 1, warmup: int = 0,
+             seed: int = 0) -> dict:
+    """Time `kind` over every file in a pool of `processes` spawned workers. The pool is started and warmed
+    up (`warmup` images per worker, not counted) before the clock starts; the clock stops when the last
+    result is back. cv_threads: cv2.setNumThreads in each worker (None: OpenCV's default)."""
+    ctx = mp.get_context("spawn")  # never fork a parent that may hold TensorFlow's threads
+    counter = ctx.Value("i", 0)
+    chunk = max(1, min(16, len(files) // (processes * 8)))
+    with ctx.Pool(processes, initializer=_init, initargs=(kind, seed, cv_threads, counter)) as pool:
+        threads = sorted(set(pool.map(_info, range(processes), chunksize=1)))
+        if warmup:
+            pool.map(_run, [(kind, f) for f in files[:warmup * processes]], chunksize=1)
+        t0 = time.perf_counter()
+        sizes = list(pool.imap_unordered(_run, [(kind, f) for f in files], chunksize=chunk))
+        wall = time.perf_counter() - t0
+    n_in = sum(s[0] for s in sizes)
+    n_out = sum(s[1] for s in sizes)
+    return {"images": len(files), "wall_seconds": round(wall, 3), "images_per_second": round(len(files) / wall, 2),
+            "processes": processes, "cv2_threads_per_process": threads, "chunksize": chunk,
+            "bytes_in": n_in, "bytes_out": n_out, "size_ratio": round(n_out / n_in, 4) if n_in else None}
