@@ -137,7 +137,7 @@ def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
 
 def test_sigterm_lets_the_current_job_finish_within_the_grace_period(tmp_path):
     add_slow_pipeline(tmp_path)
-    d = Daemon(write_config(tmp_path, grace_seconds=120)).start()
+    d = Daemon(write_config(tmp_path, grace_seconds=120, log_format="json")).start()
     try:
         d.wait_ready()
         drop_slow(d.inbox, "finishes", n=4)
@@ -149,3 +149,9 @@ def test_sigterm_lets_the_current_job_finish_within_the_grace_period(tmp_path):
     assert visible(d.done) == ["finishes"] and (d.out / "finishes" / "_SUCCESS").is_file()
     assert manifest(d.out, "finishes")["inputs"]["written"] == 4
     assert visible(d.inbox) == [] and visible(d.work) == []
+    lines = [json.loads(ln) for ln in d.log().splitlines() if ln.startswith("{")]  # TF's own lines are not ours
+    events = [ln.get("event") for ln in lines if ln.get("job") == "finishes"]
+    assert events[:4] == ["job_seen", "job_ready", "job_claimed", "job_started"] and "job_done" in events
+    done = next(ln for ln in lines if ln.get("event") == "job_done")
+    assert done["images"] == 4 and done["records"] == 8 and done["level"] == "info" and "time" in done
+    assert {"stopping", "stopped"} <= {ln.get("event") for ln in lines}
