@@ -288,6 +288,15 @@ def test_cancel_mid_write_leaves_no_output(job, tmp_path):
     assert os.listdir(out) == []
 
 
+def test_existing_output_fails_before_the_graph_is_built(job, runs):
+    from augd.engine import graph_builds
+    before = graph_builds()
+    with pytest.raises(JobFailed, match="--overwrite") as err:
+        run_job(job, spec(fmt="jpeg"), os.path.dirname(runs["jpeg"].out_dir))
+    assert err.value.reason == "output_exists"
+    assert graph_builds() == before
+
+
 def test_no_decodable_image_fails_and_leaves_nothing(tmp_path):
     make_job(tmp_path / "bad", {"a.jpg": "truncated", "b.jpg": "truncated", "c.txt": "text"})
     with pytest.raises(JobFailed, match="could be decoded") as err:

@@ -245,11 +245,13 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     order = [scan.images[i] for i in shuffled_order([i.relpath for i in scan.images], spec.seed)]
     count = shard_count(_estimate_bytes(spec, order), spec.output.shards)
     state = JobProgress(name=name, total=len(order))
-    compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
     tally = _Tally(state)
     tally.add_scan(scan)
+    compiled = None
     try:
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
+            # Built once the output is known to be writable: a run that may not write fails before the graph.
+            compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
             with ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
                 _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image)
             if state.written == 0:
@@ -273,6 +275,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         msg = _tf_message(exc) if not isinstance(exc, OSError) else str(exc)
         raise JobFailed(f"cannot write output under {out_root}: {msg}", reason="output_error") from None
     finally:
-        compiled.close()
+        if compiled is not None:
+            compiled.close()
     return JobResult(name=name, out_dir=out.dest, manifest=manifest)
 
