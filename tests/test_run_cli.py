@@ -202,21 +202,27 @@ def test_sigkill_mid_write_leaves_no_visible_output_and_a_rerun_succeeds(tmp_pat
 def test_inspect_prints_counts_keys_labels_and_dumps_images(cli, tmp_path):
     dest = cli["base"] / "w1" / "train"
     m = json.loads((dest / "manifest.json").read_text())
-    r = augd("inspect", "--dump", 3, tmp_path / "dump", dest)
+    one_shard = dest / m["shards"][1]["file"]
+    r = augd("inspect", "--dump", 3, tmp_path / "dump", dest, one_shard)
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert f"{dest}: {N_GOOD * N_VARIANTS} records in 2 shard(s)" in out, out
+    folder, single = r.stdout.split(f"{one_shard}: ")
+    assert f"{dest}: {N_GOOD * N_VARIANTS} records in 2 shard(s)" in folder, folder
+    assert single.startswith(f"{m['shards'][1]['records']} records in 1 shard(s)"), single
     for s in m["shards"]:
-        assert f"{s['file']}: {s['records']}" in out
-    (keys,) = [ln for ln in out.splitlines() if ln.strip().startswith("keys:")]
+        assert f"{s['file']}: {s['records']}" in folder
+    lines = [ln.strip() for ln in folder.splitlines()]
+    (keys,) = [ln for ln in lines if ln.startswith("keys:")]
     assert keys.split(":", 1)[1].strip().split(", ") == SCHEMA
-    (labels,) = [ln for ln in out.splitlines() if ln.strip().startswith("labels:")]
+    (labels,) = [ln for ln in lines if ln.startswith("labels:")]
     assert labels.split(":", 1)[1].strip() == ", ".join(f"{c['label']}:{c['name']}={c['records']}"
                                                          for c in m["classes"])
+    from augd.io import parse_example
+    examples = [parse_example(rec) for rec in records(str(dest))]
+    heights = sorted(ex["image/height"] for ex in examples)
+    assert any(ln.startswith(f"height min/median/max: {heights[0]}/") and f"/{heights[-1]};" in ln
+               for ln in lines), folder
     dumped = sorted(os.listdir(tmp_path / "dump"))
     assert len(dumped) == 3, dumped
-    from augd.io import parse_example
-    first = [parse_example(rec) for rec in records(str(dest))[:3]]
-    for name, ex in zip(dumped, first):
+    for name, ex in zip(dumped, examples[:3]):
         img = cv2.imread(str(tmp_path / "dump" / name))
         assert img is not None and img.shape == (ex["image/height"], ex["image/width"], 3), name
