@@ -127,7 +127,12 @@ class JobRunner:
                     continue
                 if self._stop.is_set():
                     break  # it stays in the inbox; the next start finds it again
-                self._take(job)
+                try:
+                    self._take(job)
+                except OSError as exc:  # e.g. a room not writable: the job stays where it is, the daemon goes on
+                    log.error("job %s: %s; it stays where it is (a restart retries it)", job.relpath, exc)
+                    self.current = None
+                    self.metrics.inflight.set(0)
         except Exception:  # noqa: BLE001 - log it; the main thread sees the runner gone and exits non-zero
             log.exception("job runner crashed")
             raise

@@ -107,8 +107,12 @@ class Daemon:
         self._prepare_folders()
         if s.metrics_port is not None:
             from augd.http import StatusServer
-            self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
-                                     ready=self.readiness, status=self.status, version=augd.__version__).start()
+            try:
+                self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
+                                         ready=self.readiness, status=self.status, version=augd.__version__).start()
+            except OSError as exc:
+                raise AugdError(f"cannot serve metrics on {s.metrics_bind}:{s.metrics_port}: "
+                                f"{exc.strerror or exc} (set metrics_port, or null to turn the server off)") from None
             event("http_listening", "serving /metrics /healthz /readyz /status on http://%s:%d/", s.metrics_bind,
                   self.http.port, bind=s.metrics_bind, port=self.http.port)
         hold("startup", lambda: self.signals.stops > 0)

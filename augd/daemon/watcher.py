@@ -131,6 +131,7 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._observer = None
         self.scans = 0
+        self._warned: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> "Watcher":
@@ -221,6 +222,13 @@ class Watcher:
                     subs = list(os.scandir(e.path))
                 except OSError:
                     continue
+                loose = [s.name for s in subs if not s.name.startswith(".") and s.is_file(follow_symlinks=False)]
+                if loose and e.name not in self._warned:
+                    self._warned.add(e.name)
+                    log.warning("inbox/%s is a routing folder (a pipeline has that name), so only the folders "
+                                "inside it are jobs; its files (%s) are ignored. To run a job named %r, put it "
+                                "in inbox/%s/%s/ or rename it.", e.name, ", ".join(sorted(loose)[:3]), e.name,
+                                e.name, e.name)
                 for s in subs:
                     if not s.name.startswith(".") and s.is_dir(follow_symlinks=False):
                         rel = f"{e.name}/{s.name}"
