@@ -116,7 +116,7 @@ def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
         d.wait_done("afterhup")
         assert manifest(d.out, "afterhup")["pipeline"]["name"] == "tiny2"
 
-        job = drop_slow(d.inbox, "interrupted", n=12, seed=9)
+        job = drop_slow(d.inbox, "interrupted", n=20, seed=9)
         wait_for(lambda: running_images(d, "interrupted") >= 1, 60, "the job to run", on_fail=d.log_tail)
         wait_for(lambda: any(m.startswith("STATUS=running interrupted") for m in sock.messages()), 30,
                  "STATUS= naming the current job")
@@ -130,7 +130,7 @@ def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
     finally:
         d.stop()
         sock.close()
-    assert job.is_dir() and len(list(job.glob("a/*.png"))) == 12 and (job / "augd.yaml").is_file()
+    assert job.is_dir() and len(list(job.glob("a/*.png"))) == 20 and (job / "augd.yaml").is_file()
     assert visible(d.work) == [] and not (d.out / "interrupted").exists() and hidden(d.out) == []
     assert d.events("back in the inbox")
 

@@ -11,15 +11,15 @@ import time
 
 import pytest
 
-from tests.daemon_harness import (Daemon, add_slow_pipeline, drop_job, make_image, make_job, manifest,  # noqa: F401
-                            no_leaked_children, no_leaked_children_module, running_images, wait_for, write_config)
+from tests.daemon_harness import (Daemon, add_slow_pipeline, drop_job, make_job, manifest,  # noqa: F401
+                                  no_leaked_children, no_leaked_children_module, write_config)
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     add_slow_pipeline(root)
-    d = Daemon(write_config(root, settle_seconds=1.5, job_timeout_seconds=5)).start()
+    d = Daemon(write_config(root, settle_seconds=1.5, job_timeout_seconds=8)).start()
     try:
         d.wait_ready()
         yield d
@@ -152,13 +152,13 @@ def test_output_name_clash_fails_instead_of_overwriting(daemon):
 
 def test_job_over_timeout_fails_and_the_daemon_continues(daemon):
     job = drop_job(daemon.inbox, ".toolong", n=40, seed=41)
-    (job / "augd.yaml").write_text("pipeline: slow\n")  # ~0.5 s an image on one core: far over 5 s
+    (job / "augd.yaml").write_text("pipeline: slow\n")  # ~0.5 s an image on one core: far over 8 s
     os.rename(job, daemon.inbox / "toolong")
     drop_job(daemon.inbox, "aftertimeout", n=1, seed=42)
     failed = daemon.wait_failed("toolong", timeout=90)
     failure = json.loads((failed / "failure.json").read_text())
     assert failure["reason"] == "timeout", failure
-    assert "job_timeout_seconds=5" in (failed / "error.txt").read_text()
+    assert "job_timeout_seconds=8" in (failed / "error.txt").read_text()
     daemon.wait_done("aftertimeout")
     assert not (daemon.out / "toolong").exists()
     assert not [p for p in daemon.out.iterdir() if p.name.startswith(".")]

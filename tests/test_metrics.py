@@ -13,7 +13,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from augd.metrics import METRIC_NAMES, STAGES, Metrics
-from tests.daemon_harness import (REPO, Daemon, drop_job, make_image, manifest, no_leaked_children,  # noqa: F401
+from tests.daemon_harness import (REPO, Daemon, make_image, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, wait_for, write_config)
 
 DOCS = REPO / "docs" / "metrics.md"
