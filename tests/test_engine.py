@@ -96,6 +96,11 @@ KERNEL_CHAINS = [
     [{"resize": {"size": [17, 23]}}],                 # 5x+ downscale: box prefilter in both kernels
     [{"resize": {"size": [90, 200], "method": "nearest"}}],
     [{"center_crop": {"size": [150, 150]}}],          # larger than the image: padded with fill
+    # colour runs: one NumPy/OpenCV call on CPU hosts, tf.image kernels on GPUs
+    [{"random_saturation": {"lower": 0.5, "upper": 1.8}}, {"random_brightness": {"max_delta": 0.3}},
+     {"random_contrast": {"lower": 0.5, "upper": 1.8}}, {"random_hue": {"max_delta": 0.5}}],
+    [{"random_gamma": {"gamma": [0.5, 2.0]}}, {"random_grayscale": {"p": 0.5}},
+     {"random_brightness": {"max_delta": 0.2, "p": 0.5}}, {"gaussian_noise": {}}, {"random_hue": {}}],
 ]
 
 

@@ -160,6 +160,42 @@ def _apply_pixel(node: OpNode, st: _State, seed) -> _State:
     return _State(image=out, kernel=st.kernel)
 
 
+def _cv_colour_capable(node: OpNode) -> bool:
+    cls = REGISTRY[node.name]
+    return cls.kind is Kind.COLOUR and not node.children and getattr(cls, "apply_np", None) is not None
+
+
+def _apply_colour_group_cv(nodes, st: _State, seeds) -> _State:
+    """A run of colour ops in ONE call into NumPy/OpenCV (CPU hosts): one uint8 -> float32 -> uint8
+    round trip, OpenCV's SIMD colour conversions, and no TF op boundaries between the ops.
+    Parameters and p-coins are drawn in the graph exactly as the TF path draws them."""
+    import numpy as np
+    st = _flush(st)
+    ops = [REGISTRY[n.name](n.params) for n in nodes]
+    vecs, sizes = [], []
+    for op, node, seed in zip(ops, nodes, seeds):
+        s_p, s_op = split(seed, 2)
+        on = coin(s_p, node.params.p) if node.params.p < 1.0 else tf.constant(True)
+        vec = tf.concat([[tf.cast(on, tf.float32)], tf.cast(op.draw(s_op), tf.float32)], 0)
+        vecs.append(vec)
+        sizes.append(int(vec.shape[0]))
+
+    def run(img, flat):
+        import cv2
+        x = img.astype(np.float32)
+        x *= np.float32(1.0 / 255.0)
+        i = 0
+        for op, k in zip(ops, sizes):
+            if flat[i] > 0.5:
+                x = op.apply_np(x, flat[i + 1:i + k])
+            i += k
+        return cv2.convertScaleAbs(x, alpha=255.0)  # rounds and saturates
+
+    out = tf.numpy_function(run, [to_uint8(st.image), tf.concat(vecs, 0)], tf.uint8, stateful=False)
+    out.set_shape([None, None, 3])
+    return _State(image=out, kernel=st.kernel)
+
+
 def _apply_composite(node: OpNode, st: _State, seed, s_p) -> _State:
     """A composite mixing kinds: each child runs as its own sub-chain behind a tf.cond."""
     s_choose, s_kids = split(seed, 2)
@@ -183,10 +219,24 @@ def run_chain(nodes, st, seed, kernel: str = "tf"):
     warp implementation (augd.engine.kernels)."""
     if not isinstance(st, _State):
         st = _State(image=st, kernel=kernel)
-    for i, node in enumerate(nodes):
+    nodes = list(nodes)
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
         if node.params.p <= 0.0:
+            i += 1
             continue  # p=0 is the identity: nothing is traced
+        if st.kernel == "opencv" and _cv_colour_capable(node):
+            j = i
+            while j < len(nodes) and (_cv_colour_capable(nodes[j]) or nodes[j].params.p <= 0.0):
+                j += 1
+            group = [(k, n) for k, n in enumerate(nodes[i:j], start=i) if n.params.p > 0.0]
+            st = _apply_colour_group_cv([n for _, n in group], st,
+                                        [tf.random.experimental.stateless_fold_in(seed, k) for k, _ in group])
+            i = j
+            continue
         op_seed = tf.random.experimental.stateless_fold_in(seed, i)
+        i += 1
         if _geometric(node):
             leaf = _first_leaf(node)
             fill, interp = _fill(leaf), _interp(leaf)

@@ -1,5 +1,10 @@
 """Colour ops. They run on float32 images in [0, 1] (the engine converts once per run of colour ops,
-not once per op as tf.image does) and clip after every op so each keeps tf.image's meaning."""
+not once per op as tf.image does) and clip after every op so each keeps tf.image's meaning.
+
+Sampling is split from applying (as Keras does): `draw(seed)` returns the op's random parameters as a
+small float32 vector, `apply_tf` and `apply_np` apply them. The engine draws in the graph on every
+device, so both kernels see the same numbers; on CPU hosts it hands a whole run of colour ops to
+OpenCV/numpy in one call (`apply_np`), on GPUs it keeps `apply_tf`."""
 from __future__ import annotations
 
 from pydantic import Field
@@ -13,18 +18,70 @@ def _clip(x):
     return tf.clip_by_value(x, 0.0, 1.0)
 
 
+def _np_clip(x):
+    """Clamp a float32 image to [0, 1] in place with two OpenCV passes (much faster than np.clip)."""
+    import cv2
+    cv2.threshold(x, 1.0, 1.0, cv2.THRESH_TRUNC, dst=x)
+    cv2.threshold(x, 0.0, 0.0, cv2.THRESH_TOZERO, dst=x)
+    return x
+
+
+class ColourOp(Op):
+    """A colour op with a parameter draw shared by its TF and NumPy/OpenCV kernels."""
+
+    def draw(self, seed):
+        return tf.zeros([0], tf.float32)
+
+    def apply_tf(self, image, params):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    #: None when the op has no NumPy/OpenCV kernel (the engine then keeps it in TF).
+    apply_np = None
+
+    def apply(self, image, seed):
+        return self.apply_tf(image, self.draw(seed))
+
+
+def _hsv_adjust_np(x, saturation: float = 1.0, hue_turns: float = 0.0):
+    """tf.image.adjust_saturation / adjust_hue on a float32 RGB image with OpenCV's SIMD kernels.
+    Only the plane being adjusted is pulled out (contiguous), changed, and put back."""
+    import cv2
+    hsv = cv2.cvtColor(x, cv2.COLOR_RGB2HSV)  # H in [0, 360), S and V in [0, 1]
+    if saturation != 1.0:
+        s = cv2.extractChannel(hsv, 1)
+        cv2.multiply(s, saturation, dst=s)
+        cv2.min(s, 1.0, dst=s)  # saturation is clipped to 1, as tf.image does
+        cv2.insertChannel(s, hsv, 1)
+    if hue_turns:
+        h = cv2.extractChannel(hsv, 0)
+        cv2.add(h, hue_turns * 360.0, dst=h)
+        # OpenCV's HSV2RGB does not wrap hue outside [0, 360): wrap it with two masked passes.
+        cv2.subtract(h, 360.0, dst=h, mask=cv2.compare(h, 360.0, cv2.CMP_GE))
+        cv2.add(h, 360.0, dst=h, mask=cv2.compare(h, 0.0, cv2.CMP_LT))
+        cv2.insertChannel(h, hsv, 0)
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+
+
 @register_op("random_brightness", Kind.COLOUR)
-class RandomBrightness(Op):
+class RandomBrightness(ColourOp):
     """Add a random delta in [-max_delta, max_delta] to every channel (tf.image.random_brightness)."""
     class Params(OpParams):
         max_delta: float = Field(0.125, ge=0.0, le=1.0, description="largest brightness shift, in [0, 1] units")
 
-    def apply(self, image, seed):
-        return _clip(image + uniform(seed, -self.params.max_delta, self.params.max_delta))
+    def draw(self, seed):
+        return tf.stack([uniform(seed, -self.params.max_delta, self.params.max_delta)])
+
+    def apply_tf(self, image, params):
+        return _clip(image + params[0])
+
+    def apply_np(self, x, params):
+        import cv2
+        d = float(params[0])
+        return _np_clip(cv2.add(x, (d, d, d, 0.0), dst=x))
 
 
 @register_op("random_contrast", Kind.COLOUR)
-class RandomContrast(Op):
+class RandomContrast(ColourOp):
     """Scale each channel's distance from its mean by a factor in [lower, upper] (tf.image.random_contrast)."""
     class Params(OpParams):
         lower: float = Field(0.8, ge=0.0, le=10.0)
@@ -34,14 +91,25 @@ class RandomContrast(Op):
             if self.lower > self.upper:
                 raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
 
-    def apply(self, image, seed):
-        f = uniform(seed, self.params.lower, self.params.upper)
+    def draw(self, seed):
+        return tf.stack([uniform(seed, self.params.lower, self.params.upper)])
+
+    def apply_tf(self, image, params):
         mean = tf.reduce_mean(image, axis=[0, 1], keepdims=True)
-        return _clip((image - mean) * f + mean)
+        return _clip((image - mean) * params[0] + mean)
+
+    def apply_np(self, x, params):
+        import cv2
+        import numpy as np
+        f = float(params[0])
+        mean = cv2.mean(x)[:3]
+        m = np.array([[f, 0, 0, mean[0] * (1 - f)], [0, f, 0, mean[1] * (1 - f)], [0, 0, f, mean[2] * (1 - f)]],
+                     np.float32)
+        return _np_clip(cv2.transform(x, m))
 
 
 @register_op("random_saturation", Kind.COLOUR)
-class RandomSaturation(Op):
+class RandomSaturation(ColourOp):
     """Multiply HSV saturation by a factor in [lower, upper] (tf.image.random_saturation)."""
     class Params(OpParams):
         lower: float = Field(0.8, ge=0.0, le=10.0)
@@ -51,45 +119,70 @@ class RandomSaturation(Op):
             if self.lower > self.upper:
                 raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
 
-    def apply(self, image, seed):
-        return _clip(tf.image.adjust_saturation(image, uniform(seed, self.params.lower, self.params.upper)))
+    def draw(self, seed):
+        return tf.stack([uniform(seed, self.params.lower, self.params.upper)])
+
+    def apply_tf(self, image, params):
+        return _clip(tf.image.adjust_saturation(image, params[0]))
+
+    def apply_np(self, x, params):
+        return _hsv_adjust_np(x, saturation=float(params[0]))
 
 
 @register_op("random_hue", Kind.COLOUR)
-class RandomHue(Op):
+class RandomHue(ColourOp):
     """Rotate HSV hue by a delta in [-max_delta, max_delta] turns (tf.image.random_hue)."""
     class Params(OpParams):
         max_delta: float = Field(0.2, ge=0.0, le=0.5, description="largest hue shift, in turns")
 
-    def apply(self, image, seed):
+    def draw(self, seed):
         d = self.params.max_delta
-        return _clip(tf.image.adjust_hue(image, uniform(seed, -d, d)))
+        return tf.stack([uniform(seed, -d, d)])
+
+    def apply_tf(self, image, params):
+        return _clip(tf.image.adjust_hue(image, params[0]))
+
+    def apply_np(self, x, params):
+        return _hsv_adjust_np(x, hue_turns=float(params[0]))
 
 
 @register_op("random_gamma", Kind.COLOUR)
-class RandomGamma(Op):
+class RandomGamma(ColourOp):
     """out = gain * in ** gamma, gamma drawn log-uniformly from the range (tf.image.adjust_gamma)."""
     class Params(OpParams):
         gamma: range_of(0.05, 20.0) = Field((0.8, 1.25), description="[low, high] gamma")
         gain: float = Field(1.0, gt=0.0, le=10.0)
 
-    def apply(self, image, seed):
-        g = log_uniform(seed, *self.params.gamma)
-        return _clip(self.params.gain * tf.pow(image, g))
+    def draw(self, seed):
+        return tf.stack([log_uniform(seed, *self.params.gamma)])
+
+    def apply_tf(self, image, params):
+        return _clip(self.params.gain * tf.pow(image, params[0]))
+
+    def apply_np(self, x, params):
+        import cv2
+        x = cv2.pow(x, float(params[0]))
+        if self.params.gain != 1.0:
+            x *= self.params.gain
+        return _np_clip(x)
 
 
 @register_op("random_grayscale", Kind.COLOUR)
-class RandomGrayscale(Op):
+class RandomGrayscale(ColourOp):
     """Replace the image by its luma (ITU-R 601) in all three channels; use p for how often."""
     class Params(OpParams):
         pass
 
-    def apply(self, image, seed):
+    def apply_tf(self, image, params):
         return tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image))
+
+    def apply_np(self, x, params):
+        import cv2
+        return cv2.cvtColor(cv2.cvtColor(x, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
 
 
 @register_op("gaussian_noise", Kind.COLOUR)
-class GaussianNoise(Op):
+class GaussianNoise(ColourOp):
     """Add zero-mean Gaussian noise whose std is drawn from the range ([0, 1] pixel units)."""
     class Params(OpParams):
         std: range_of(0.0, 1.0) = Field((0.01, 0.05), description="[low, high] noise std")
@@ -106,7 +199,7 @@ class GaussianNoise(Op):
 
 
 @register_op("gaussian_blur", Kind.COLOUR)
-class GaussianBlur(Op):
+class GaussianBlur(ColourOp):
     """Separable Gaussian blur with sigma drawn from the range; borders renormalised (no dark edges)."""
     class Params(OpParams):
         sigma: range_of(0.05, 20.0) = Field((0.1, 2.0), description="[low, high] sigma in pixels")
