@@ -14,7 +14,7 @@ import yaml
 
 from bench.data import link_tree
 
-__all__ = ["SPECS", "make_spec", "run_augd", "size_ratios"]
+__all__ = ["SPECS", "environment", "git_commit", "make_spec", "run_augd", "size_ratios"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
@@ -63,7 +63,8 @@ def make_spec(name: str):
     return pipeline_from_data(doc, f"<bench:{name}>")
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
+    """HEAD of the checkout, with +dirty when augd/ or pipelines/ hold uncommitted changes."""
     import subprocess
     try:
         sha = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -81,7 +82,7 @@ def environment() -> dict:
 
     from augd.engine import setup_device
     dev = setup_device()
-    return {"tensorflow": tf.__version__, "device": dev.name, "augd_commit": _git_commit()}
+    return {"tensorflow": tf.__version__, "device": dev.name}
 
 
 def _warm_up(spec, data_dir: str, files: list[str], workers: int, tmp: str) -> None:

@@ -150,7 +150,9 @@ def _machine() -> dict:
         pass
     import cv2
     import numpy
+    from bench.augd_runs import git_commit  # no TensorFlow: that loads only when augd runs
     info = {"cpu_count": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
+            "augd_commit": git_commit(),
             "python": platform.python_version(), "opencv": cv2.__version__, "numpy": numpy.__version__,
             "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None}
     try:
