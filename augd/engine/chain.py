@@ -16,7 +16,7 @@ from augd.ops._tf import tf
 from augd.ops.sampling import coin, split
 from augd.spec import OpNode
 
-__all__ = ["run_chain", "warp", "to_uint8"]
+__all__ = ["finish", "first_geometry_run", "run_chain", "warp", "to_uint8"]
 
 def _fill(node: OpNode):
     return getattr(node.params, "fill", 0)
@@ -214,9 +214,30 @@ def _apply_composite(node: OpNode, st: _State, seed, s_p) -> _State:
     return _State(image=image, kernel=st.kernel)
 
 
-def run_chain(nodes, st, seed, kernel: str = "tf"):
-    """Apply `nodes` to a state (or an image) with per-op seeds folded from `seed`; `kernel` names the
-    warp implementation (augd.engine.kernels)."""
+def border_rule(node: OpNode):
+    """(fill, interpolation) a geometric node's warp uses."""
+    leaf = _first_leaf(node)
+    return _fill(leaf), _interp(leaf)
+
+
+def first_geometry_run(nodes) -> int:
+    """How many leading nodes form one fusable geometric run (same fill and interpolation; p > 0)."""
+    n, key = 0, None
+    for node in nodes:
+        if node.params.p <= 0.0 or not _geometric(node):
+            break
+        leaf = _first_leaf(node)
+        k = (repr(_fill(leaf)), _interp(leaf))
+        if key is not None and k != key:
+            break
+        key, n = k, n + 1
+    return n
+
+
+def run_chain(nodes, st, seed, kernel: str = "tf", start: int = 0):
+    """Apply `nodes` to a state (or an image) with per-op seeds folded from `seed` (node i of the whole
+    chain uses fold_in(seed, i); `start` is the index of nodes[0]); `kernel` names the warp
+    implementation (augd.engine.kernels)."""
     if not isinstance(st, _State):
         st = _State(image=st, kernel=kernel)
     nodes = list(nodes)
@@ -232,10 +253,11 @@ def run_chain(nodes, st, seed, kernel: str = "tf"):
                 j += 1
             group = [(k, n) for k, n in enumerate(nodes[i:j], start=i) if n.params.p > 0.0]
             st = _apply_colour_group_cv([n for _, n in group], st,
-                                        [tf.random.experimental.stateless_fold_in(seed, k) for k, _ in group])
+                                        [tf.random.experimental.stateless_fold_in(seed, k + start)
+                                         for k, _ in group])
             i = j
             continue
-        op_seed = tf.random.experimental.stateless_fold_in(seed, i)
+        op_seed = tf.random.experimental.stateless_fold_in(seed, i + start)
         i += 1
         if _geometric(node):
             leaf = _first_leaf(node)

@@ -8,11 +8,12 @@ is traced exactly once; finalizing it makes any later attempt to add an op raise
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from augd.engine.chain import finish, run_chain
+from augd.engine.decode import decode_for_chain, decode_full
 from augd.engine.device import setup_device
 from augd.engine.kernels import select_kernels
 from augd.engine.seeds import image_seed
@@ -39,26 +40,6 @@ class Result:
     stage_seconds: tuple[float, float, float]   # decode, augment, encode
 
 
-def _orient(image, orientation):
-    """Apply EXIF orientation (1-8) exactly, with no resampling."""
-    t = lambda x: tf.transpose(x, [1, 0, 2])  # noqa: E731
-    branches = [
-        lambda: image,                                   # 0: invalid -> as is
-        lambda: image,                                   # 1: normal
-        lambda: tf.reverse(image, [1]),                  # 2: mirrored
-        lambda: tf.reverse(image, [0, 1]),               # 3: rotated 180
-        lambda: tf.reverse(image, [0]),                  # 4: mirrored vertically
-        lambda: t(image),                                # 5: transposed
-        lambda: tf.reverse(t(image), [1]),               # 6: rotated 90 CW to display
-        lambda: tf.reverse(t(image), [0, 1]),            # 7: transversed
-        lambda: tf.reverse(t(image), [0]),               # 8: rotated 90 CCW to display
-    ]
-    idx = tf.where((orientation >= 1) & (orientation <= 8), orientation, 0)
-    out = tf.switch_case(idx, branches)
-    out.set_shape([None, None, 3])
-    return out
-
-
 class Compiled:
     """One job's graph. Thread-safe: workers call process() concurrently."""
 
@@ -69,7 +50,7 @@ class Compiled:
         self.traces = 0
         self.kernel = kernel = select_kernels(self.device.kind)
         out = spec.output
-        nodes = spec.ops
+        nodes = list(spec.ops)
 
         def encode(img):
             if out.format == "jpeg":
@@ -84,15 +65,24 @@ class Compiled:
         def process(data, seed, orientation, augment):
             self.traces += 1  # Python side effect: runs once per trace, never per image
             t0 = tf.timestamp()
-            with tf.control_dependencies([t0]):
-                img = tf.io.decode_image(data, channels=3, expand_animations=False)
-            img.set_shape([None, None, 3])
-            img = _orient(img, orientation)
-            with tf.control_dependencies([img]):
-                t1 = tf.timestamp()
-            with tf.control_dependencies([t1]):
-                img = tf.identity(img)
-            aug = tf.cond(augment, lambda: finish(run_chain(nodes, img, seed, kernel)), lambda: img)
+
+            def decoded(img):
+                with tf.control_dependencies([img]):
+                    t1 = tf.timestamp()
+                with tf.control_dependencies([t1]):
+                    return tf.identity(img), t1
+
+            def augmented():
+                with tf.control_dependencies([t0]):
+                    st, n = decode_for_chain(data, seed, orientation, nodes, kernel)
+                img, t1 = decoded(st.image)
+                return finish(run_chain(nodes[n:], replace(st, image=img), seed, kernel, start=n)), t1
+
+            def original():
+                with tf.control_dependencies([t0]):
+                    return decoded(decode_full(data, orientation))
+
+            aug, t1 = tf.cond(augment, augmented, original)
             aug.set_shape([None, None, 3])
             with tf.control_dependencies([aug]):
                 t2 = tf.timestamp()
