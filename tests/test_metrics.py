@@ -16,7 +16,7 @@ from augd.metrics import METRIC_NAMES, STAGES, Metrics
 from tests.daemon_harness import (REPO, Daemon, make_image, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, wait_for, write_config)
 
-DOCS = REPO / "docs" / "metrics.md"
+DOCS = REPO / "README.md"  # the Metrics section
 
 
 @pytest.fixture(scope="module")
