@@ -5,10 +5,10 @@ import os
 
 from augd.errors import SpecError
 from augd.spec.model import NAME_RE, OpNode, OutputSpec, PipelineSpec, parse_doc
-from augd.spec.yamlsrc import YamlDoc, format_path, load_yaml
+from augd.spec.yamlsrc import YamlDoc, format_path, load_yaml, read_yaml_file
 
-__all__ = ["builtin_pipelines", "find_pipeline", "OpNode", "OutputSpec", "PipelineSpec", "SpecError", "load_pipeline", "parse_pipeline",
-           "pipeline_from_data", "format_path", "NAME_RE", "load_yaml", "YamlDoc"]
+__all__ = ["builtin_pipelines", "find_pipeline", "parse_doc", "OpNode", "OutputSpec", "PipelineSpec", "SpecError", "load_pipeline", "parse_pipeline",
+           "pipeline_from_data", "format_path", "NAME_RE", "load_yaml", "read_yaml_file", "YamlDoc"]
 
 
 def parse_pipeline(text: str, source: str = "<string>") -> PipelineSpec:
@@ -21,16 +21,7 @@ def pipeline_from_data(data: dict, source: str) -> PipelineSpec:
 
 
 def load_pipeline(path: str | os.PathLike) -> PipelineSpec:
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read pipeline file: {exc.strerror or exc}", source=path) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: pipeline file is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                        source=path) from None
-    return parse_pipeline(text, path)
+    return parse_doc(read_yaml_file(os.fspath(path), "pipeline file"))
 
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipelines")

@@ -7,7 +7,7 @@ import yaml
 
 from augd.errors import SpecError
 
-__all__ = ["YamlDoc", "load_yaml", "format_path"]
+__all__ = ["YamlDoc", "load_yaml", "read_yaml_file", "format_path"]
 
 
 def format_path(loc: tuple) -> str:
@@ -74,3 +74,16 @@ def load_yaml(text: str, source: str = "<string>") -> YamlDoc:
     if node is not None:
         _index_lines(node, (), lines)
     return YamlDoc(source=source, data=data, lines=lines)
+
+
+def read_yaml_file(path: str, what: str) -> YamlDoc:
+    """Read and safe-load a YAML file; unreadable or non-UTF-8 files become SpecError naming `what`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read {what}: {exc.strerror or exc}", source=path) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                        source=path) from None
+    return load_yaml(text, path)
