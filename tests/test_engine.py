@@ -209,3 +209,22 @@ def test_crop_aware_jpeg_decode_matches_full_decode(chain, monkeypatch):
         x = np.frombuffer(a.payload, np.uint8).astype(int)
         y = np.frombuffer(b.payload, np.uint8).astype(int)
         assert np.abs(x - y).mean() <= 4.0 and abs((x - y).mean()) <= 2.0, (np.abs(x - y).mean(), (x - y).mean())
+
+
+@pytest.mark.parametrize("preset", [None, "1"])
+def test_device_setup_logs_once_and_respects_the_users_autotune_setting(preset):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CUDNN_USE_AUTOTUNE"}
+    env.update(PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
+    if preset:
+        env["TF_CUDNN_USE_AUTOTUNE"] = preset
+    code = ("import logging, os; logging.basicConfig(level=logging.INFO); import augd; "
+            "from augd.engine import setup_device; a = setup_device(); b = setup_device(); "
+            "print(a.kind, a is b, os.environ['TF_CUDNN_USE_AUTOTUNE'])")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["CPU", "True", preset or "0"]
+    assert res.stderr.count("running on the CPU") == 1
