@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from augd.errors import Rejected
 
-__all__ = ["FORMATS", "ImageHeader", "NeedMoreData", "passthrough_ok", "read_header", "sniff_format"]
+__all__ = ["FORMATS", "ImageHeader", "NeedMoreData", "passthrough_ok", "read_header", "sniff_format",
+           "unsupported"]
 
 FORMATS = ("jpeg", "png", "bmp", "gif", "webp")
 
@@ -49,8 +50,11 @@ class ImageHeader:
     #: PNG Adam7 interlacing or progressive JPEG.
     interlaced: bool = False
     #: Coding process where the format has several: JPEG "baseline", "extended", "progressive", "lossless",
-    #: "hierarchical" or "arithmetic"; WebP "lossy", "lossless" or "extended".
+    #: "hierarchical" or "arithmetic"; WebP "lossy", "lossless" or "extended"; BMP "gray" or "palette" (8 bits
+    #: or fewer per pixel), "rle8", "rle4", "jpeg", "png" (compressed), None for plain 24/32-bit pixels.
     coding: str | None = None
+    #: Frames the decoder will decode (GIF: all of them, each at the full canvas); 1 elsewhere.
+    frames: int = 1
 
 
 def sniff_format(head: bytes) -> str | None:
@@ -198,12 +202,77 @@ def _bmp(b: memoryview) -> ImageHeader:
         height = abs(height)  # negative height = rows stored top-down
     else:
         raise Rejected("bad_header", f"truncated or corrupt header (BMP info header of {dib} bytes)")
-    return ImageHeader("bmp", width, height, {24: 3, 32: 4}.get(bpp), 1, bpp)
+    coding = None  # plain pixels (BI_RGB or BI_BITFIELDS)
+    if dib >= 40:
+        (compression,) = struct.unpack_from("<I", b, 30)
+        coding = _BMP_COMPRESSION.get(compression, f"compression {compression}")
+    if bpp <= 8 and coding is None:
+        coding = "gray" if _bmp_gray_palette(b, dib, bpp) else "palette"
+    return ImageHeader("bmp", width, height, {24: 3, 32: 4}.get(bpp), 1, bpp, coding=coding)
+
+
+_BMP_COMPRESSION = {0: None, 1: "rle8", 2: "rle4", 3: None, 4: "jpeg", 5: "png", 6: None}
+
+
+def _bmp_gray_palette(b: memoryview, dib: int, bpp: int) -> bool:
+    """True when an 8-bit BMP's colour table maps every index i to grey (i, i, i): TensorFlow's decoder reads
+    palette indices as grey levels, so only such files decode to their true colours."""
+    if bpp != 8 or dib < 40:
+        return False
+    (used,) = struct.unpack_from("<I", b, 46)
+    n = used or 256
+    table = bytes(b[14 + dib : 14 + dib + 4 * n])
+    if len(table) < 4 * n:
+        raise NeedMoreData()
+    return all(table[4 * i] == table[4 * i + 1] == table[4 * i + 2] == i for i in range(n))
+
+
+def unsupported(h: ImageHeader) -> str | None:
+    """Why TensorFlow's decoder cannot decode this file to its true colours, or None when it can. Checked at
+    scan time: such files are rejected ("undecodable") instead of being misread or failing later."""
+    if h.format == "bmp":
+        if h.coding not in (None, "gray") or h.bit_depth not in (8, 24, 32):
+            what = f"{h.bit_depth}-bit " + ("colour-table" if h.coding == "palette" else h.coding or "")
+            return f"BMP with {what.strip()} pixels is not supported (only 24/32-bit or 8-bit grey); convert it to PNG"
+    return None
 
 
 def _gif(b: memoryview) -> ImageHeader:
+    """The canvas TensorFlow decodes to is the largest extent of any frame, not the logical screen, and it
+    decodes every frame: so every image descriptor is walked (the whole file if need be), and the header
+    gives that canvas and the frame count."""
     width, height = struct.unpack_from("<HH", b, 6)
-    return ImageHeader("gif", width, height, 3, 1, 8)
+    if width == 0 or height == 0:
+        return ImageHeader("gif", width, height, 3, 1, 8)
+    packed = b[10]
+    pos = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
+    frames = 0
+    while True:
+        if pos >= len(b):
+            raise NeedMoreData()
+        block = b[pos]
+        if block == 0x2C:  # image descriptor
+            left, top, w, h, flags = struct.unpack_from("<HHHHB", b, pos + 1)
+            width, height, frames = max(width, left + w), max(height, top + h), frames + 1
+            pos += 10 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
+            pos = _gif_skip_sub_blocks(b, pos + 1)  # + the LZW minimum code size byte
+        elif block == 0x21:  # extension: label byte, then sub-blocks
+            pos = _gif_skip_sub_blocks(b, pos + 2)
+        else:  # 0x3B trailer (or trailing junk, where decoders stop too)
+            break
+    if frames == 0:
+        raise Rejected("bad_header", "truncated or corrupt header (GIF holds no image)")
+    return ImageHeader("gif", width, height, 3, 1, 8, frames=frames)
+
+
+def _gif_skip_sub_blocks(b: memoryview, pos: int) -> int:
+    while True:
+        if pos >= len(b):
+            raise NeedMoreData()
+        size = b[pos]
+        pos += 1 + size
+        if size == 0:
+            return pos
 
 
 # --- WebP --------------------------------------------------------------------------------------------------

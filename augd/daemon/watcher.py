@@ -68,8 +68,8 @@ def tree_signature(root: str) -> str | None:
         if not os.path.isdir(root):
             return None
         return "changing"  # an entry vanished mid-walk: the tree is changing
-    except PermissionError as exc:
-        return f"unreadable:{exc.filename}"
+    except OSError as exc:  # unreadable, a path too long to list, ...: stable, so the job still settles
+        return f"unreadable:{exc.errno}:{exc.filename}:{h.hexdigest()}"
     return h.hexdigest()
 
 

@@ -14,6 +14,7 @@ with a URL scheme ("gs://", "ram://", ...) go through tf.io.gfile, imported lazi
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -22,7 +23,7 @@ from typing import Callable, Iterator
 
 from augd.defaults import MAX_PIXELS
 from augd.errors import JobFailed, Rejected
-from augd.formats import ImageHeader, NeedMoreData, read_header
+from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 
 __all__ = [
     "CONTROL_FILES", "REJECT_REASONS", "InputImage", "RejectedInput", "ScanResult", "is_url", "read_bytes",
@@ -60,6 +61,7 @@ class InputImage:
     label: int
     label_text: str
     header: ImageHeader
+    root: str = ""  # the job folder: a local read must resolve inside it
 
 
 @dataclass(frozen=True)
@@ -122,20 +124,22 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
         except Rejected as e:
             rejected.append(RejectedInput(c.relpath, e.reason, str(e)))
         else:
-            images.append(InputImage(c.relpath, c.path, c.size, c.label, c.label_text, header))
+            images.append(InputImage(c.relpath, c.path, c.size, c.label, c.label_text, header, root))
     images.sort(key=lambda i: i.relpath)
     rejected.sort(key=lambda r: r.relpath)
     return ScanResult(root, tuple(classes), tuple(images), tuple(rejected))
 
 
 def read_bytes(img: InputImage) -> bytes:
-    """The whole file. Locally, anything swapped in that is not a regular file is refused without blocking."""
+    """The whole file. Locally, the file is opened only if it still resolves inside the job folder, without
+    following a symlink swapped in after the scan, and only if it is a regular file (refused without blocking)."""
     if is_url(img.path):
         import tensorflow as tf
 
         with tf.io.gfile.GFile(img.path, "rb") as f:
             return f.read()
-    with _open_regular(local_path(img.path)) as f:
+    root = local_path(img.root) if img.root else os.path.dirname(local_path(img.path))
+    with _open_inside(root, local_path(img.path)) as f:
         return f.read()
 
 
@@ -170,19 +174,51 @@ def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
                     "bad_header", f"no image size in the first {HEADER_RETRY_MAX} bytes of a {c.size}-byte file"
                 ) from None
             header = read_header(fs.read(c.relpath, -1))
+    except OutsideJob as e:
+        raise Rejected("outside_job", e.strerror) from None
     except OSError as e:
         raise Rejected("unreadable", f"cannot read file: {e.strerror or e}") from None
-    pixels = header.width * header.height
+    why = unsupported(header)
+    if why:
+        raise Rejected("undecodable", why)
+    pixels = header.width * header.height * header.frames
     if pixels > max_pixels:
-        raise Rejected(
-            "too_many_pixels", f"{header.width}×{header.height} = {pixels} pixels exceeds max_pixels={max_pixels}"
-        )
+        frames = f" × {header.frames} frames" if header.frames > 1 else ""
+        raise Rejected("too_many_pixels", f"{header.width}×{header.height}{frames} = {pixels} pixels exceeds "
+                                          f"max_pixels={max_pixels}")
     return header
 
 
-def _open_regular(path: str):
-    # O_NONBLOCK: if a FIFO was swapped in after the scan, open() returns at once instead of blocking forever.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class OutsideJob(OSError):
+    """A path that resolves outside the job folder (a symlink swapped in after the listing)."""
+
+
+def _open_inside(root: str, path: str):
+    """Open `path` for reading only if it resolves to a regular file inside `root`. The target is resolved
+    first (a symlink that stays inside the job is fine), then opened from the root one component at a time
+    with O_NOFOLLOW: a symlink swapped in anywhere on the way after the check makes the open fail (ELOOP)
+    instead of reading a file outside the job. A FIFO swapped in is refused without blocking."""
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(path)
+    if os.path.commonpath([real_root, target]) != real_root or target == real_root:
+        raise OutsideJob(errno.EACCES, "the file now resolves outside the job folder (changed since the scan?)")
+    parts = os.path.relpath(target, real_root).split(os.sep)
+    fd = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        leaf = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+    finally:
+        os.close(fd)
+    return _regular(leaf)
+
+
+def _regular(fd: int):
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")
@@ -231,7 +267,9 @@ class _LocalTree:
                     return "outside_job", "symlink points outside the job folder"
                 try:
                     st = os.stat(e.path)
-                except OSError:
+                except OSError as err:
+                    if err.errno == errno.ELOOP:
+                        return "unreadable", "symlink loop (too many levels of symbolic links)"
                     return "unreadable", "broken symlink (its target does not exist)"
                 if stat.S_ISDIR(st.st_mode):  # not followed: it would list images twice or loop
                     return "not_regular_file", "symlink to a folder (not followed; move or copy the images)"
@@ -244,7 +282,7 @@ class _LocalTree:
         return "not_regular_file", f"{_kind_of(st.st_mode)}, not a regular file"
 
     def read(self, rel: str, n: int) -> bytes:
-        with _open_regular(self.path(rel)) as f:
+        with _open_inside(self.root, self.path(rel)) as f:
             return f.read(n)
 
 

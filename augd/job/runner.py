@@ -20,8 +20,8 @@ from typing import Callable
 
 from augd import defaults
 from augd.engine import Compiled, compile_pipeline
-from augd.errors import JobFailed
-from augd.formats import passthrough_ok
+from augd.errors import JobFailed, Rejected
+from augd.formats import passthrough_ok, read_header
 from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, make_example,
                      read_bytes, scan_job, shard_count, shuffled_order, write_text)
 from augd.job.manifest import STAGES, build_manifest, labels_txt
@@ -97,6 +97,20 @@ def _tf_message(exc: Exception) -> str:
     return first
 
 
+def _changed_since_scan(img: InputImage, data: bytes) -> str | None:
+    """Why the bytes read are not the file the scan checked (size, format, dimensions, orientation), or None.
+    A file swapped after the scan (say, for a decompression bomb) is never decoded on the old header's word."""
+    try:
+        header = read_header(data)
+    except Rejected as exc:
+        header, why = None, str(exc)
+    if len(data) == img.size and header == img.header:
+        return None
+    now = f"{len(data)} bytes, " + (f"{header.width}x{header.height} {header.format}" if header else why)
+    return (f"the file changed after the job was scanned (was {img.size} bytes, {img.header.width}x"
+            f"{img.header.height} {img.header.format}; now {now}); drop the job again")
+
+
 def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> ImageOutcome:
     """All records of one image. Never raises for bad input: a bad image becomes a rejection."""
     t0 = time.perf_counter()
@@ -104,6 +118,9 @@ def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> Im
         data = read_bytes(img)
     except OSError as exc:
         return ImageOutcome(img, rejected=RejectedInput(img.relpath, "unreadable", f"cannot read: {exc}"))
+    changed = _changed_since_scan(img, data)
+    if changed:
+        return ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath, "unreadable", changed))
     stages = dict.fromkeys(STAGES, 0.0)
     stages["read"] = time.perf_counter() - t0
     source_sha = hashlib.sha256(data).hexdigest()
