@@ -38,6 +38,8 @@ def _from_job_config(job_dir: str, search_dirs) -> PipelineSpec | None:
     path = os.path.join(job_dir, defaults.JOB_CONFIG)
     if not os.path.isfile(path):
         return None
+    if not _inside(job_dir, path):
+        raise SpecError(f"{path}: refused: it is a symlink that leads outside the job folder", source=path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -64,11 +66,22 @@ def _from_job_config(job_dir: str, search_dirs) -> PipelineSpec | None:
         return _embedded(doc, cfg.pipeline)
     ref = cfg.pipeline
     if os.sep in ref or ref.endswith((".yaml", ".yml")):
+        if os.path.isabs(ref) or not _inside(job_dir, os.path.join(job_dir, ref)):
+            raise doc.error(("pipeline",), f"{ref!r} is outside the job folder; a job may name a pipeline file "
+                                           f"only inside itself (or a pipeline by name)")
         ref = os.path.join(job_dir, ref)
+        if os.path.lexists(ref) and not os.path.isfile(ref):  # a FIFO would block the daemon for ever
+            raise doc.error(("pipeline",), f"{cfg.pipeline!r} is not a regular file")
     try:
         return load_pipeline(find_pipeline(ref, search_dirs))
     except SpecError as exc:
         raise doc.error(("pipeline",), str(exc)) from None
+
+
+def _inside(job_dir: str, path: str) -> bool:
+    """True when path, symlinks resolved, lies inside job_dir: a job never makes the daemon read other files."""
+    root, target = os.path.realpath(job_dir), os.path.realpath(path)
+    return os.path.commonpath([root, target]) == root
 
 
 def _embedded(doc: YamlDoc, data: dict) -> PipelineSpec:
