@@ -228,3 +228,18 @@ def test_device_setup_logs_once_and_respects_the_users_autotune_setting(preset):
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["CPU", "True", preset or "0"]
     assert res.stderr.count("running on the CPU") == 1
+
+
+def test_malloc_tuning_is_applied_on_glibc_and_yields_to_the_user():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = "from augd.engine.device import tune_malloc; print(tune_malloc())"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "AUGD_MALLOC"}
+    runs = {name: subprocess.run([sys.executable, "-c", code], env={**base, "PYTHONPATH": root, **extra},
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            for name, extra in (("default", {}), ("user", {"MALLOC_ARENA_MAX": "2"}), ("off", {"AUGD_MALLOC": "0"}))}
+    import platform
+    assert runs["default"] == ("True" if platform.libc_ver()[0] == "glibc" else "False")
+    assert runs["user"] == runs["off"] == "False"

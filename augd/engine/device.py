@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass
 
@@ -22,6 +23,28 @@ class DeviceInfo:
     tf_version: str
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc mallopt() parameters
+
+
+def tune_malloc() -> bool:
+    """Keep freed image-sized buffers in the heap instead of returning them to the kernel.
+
+    Per image the engine allocates a few buffers of several MB (decoded pixels, float planes). glibc
+    serves those with mmap and unmaps them on free, so every image pays ~1,600 page faults per buffer:
+    measured here, half the time of an OpenCV colour op. Raising the mmap threshold to its maximum (32 MB)
+    and the trim threshold lets the same pages be reused. A user's own MALLOC_* settings win; AUGD_MALLOC=0
+    turns this off. Returns whether it was applied."""
+    if os.environ.get("AUGD_MALLOC", "1") == "0" or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)) and \
+            bool(libc.mallopt(_M_TRIM_THRESHOLD, 256 * 1024 * 1024))
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
+        return False
+
+
 def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:
     """Pick the device: the first GPU with memory growth (or a cap), else the CPU. Logs the choice once.
     Never fails for lack of a GPU."""
@@ -30,6 +53,7 @@ def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:
         if _info is not None:
             return _info
         prepare_environment()
+        tune_malloc()
         import tensorflow as tf
 
         tf.config.set_soft_device_placement(True)
