@@ -1,7 +1,8 @@
 """Trace an op chain into graph code, fusing work:
 
 * consecutive geometric ops (including geometry-only composites) become one matrix and ONE warp;
-* colour ops share one uint8 -> float32 -> uint8 round trip per run instead of one per op;
+* colour ops share one uint8 -> float32 -> uint8 round trip per run instead of one per op (on CPU hosts
+  the whole run is one NumPy/OpenCV call);
 * p < 1 becomes a tf.cond, so skipped ops cost nothing.
 
 Called only while tracing the job's tf.function; nothing here runs per image in Python.
@@ -17,6 +18,7 @@ from augd.ops.sampling import coin, split
 from augd.spec import OpNode
 
 __all__ = ["finish", "first_geometry_run", "run_chain", "warp", "to_uint8"]
+
 
 def _fill(node: OpNode):
     return getattr(node.params, "fill", 0)
@@ -74,7 +76,7 @@ class _State:
 
 def warp(image, m, oh, ow, fill=0, interp="BILINEAR", kernel="tf"):
     """Resample `image` once through matrix m (output -> input) into an (oh, ow) uint8 image.
-    Identity costs nothing, and pure flips/transposes are exact index reversals."""
+    Identity costs nothing, and pure flips are exact index reversals."""
     oh_i, ow_i = tf.cast(tf.round(oh), tf.int32), tf.cast(tf.round(ow), tf.int32)
     image = to_uint8(image)
     shape = tf.shape(image)
@@ -226,8 +228,8 @@ def first_geometry_run(nodes) -> int:
     for node in nodes:
         if node.params.p <= 0.0 or not _geometric(node):
             break
-        leaf = _first_leaf(node)
-        k = (repr(_fill(leaf)), _interp(leaf))
+        fill, interp = border_rule(node)
+        k = (repr(fill), interp)
         if key is not None and k != key:
             break
         key, n = k, n + 1
@@ -260,8 +262,7 @@ def run_chain(nodes, st, seed, kernel: str = "tf", start: int = 0):
         op_seed = tf.random.experimental.stateless_fold_in(seed, i + start)
         i += 1
         if _geometric(node):
-            leaf = _first_leaf(node)
-            fill, interp = _fill(leaf), _interp(leaf)
+            fill, interp = border_rule(node)
             if st.m is not None and (repr(fill) != repr(st.fill) or interp != st.interp):
                 st = _flush(st)  # a different border rule or interpolation needs its own warp
             h, w = st.size()
