@@ -36,7 +36,8 @@ def builtin_pipelines() -> dict[str, str]:
 
 def find_pipeline(ref: str, search_dirs=()) -> str:
     """A pipeline file path from a path or a bare name; search_dirs come before the built-in ones."""
-    if os.path.isfile(ref) or os.sep in ref or ref.endswith((".yaml", ".yml")):
+    # A path has a separator or a YAML suffix; a bare name is never looked up in the working directory.
+    if os.sep in ref or "/" in ref or ref.endswith((".yaml", ".yml")):
         return ref
     for d in search_dirs:
         for ext in (".yaml", ".yml"):
