@@ -16,6 +16,7 @@ Figures only: nothing here asserts a timing. Only ratios from one run mean much 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import datetime as _dt
 import json
 import os
@@ -184,6 +185,13 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"--only: unknown measurement(s) {', '.join(unknown)}; known: {', '.join(MEASUREMENTS)}")
     selected = [m for m in MEASUREMENTS if m in selected]  # pools before TensorFlow, always in this order
+    # A pool worker that cannot import its library dies and is replaced forever: check up front.
+    needs = {"skimage": "scikit-image"} | ({"albumentations": "albumentations"}
+                                           if any(m.startswith("albu") for m in selected) else {})
+    missing = [pkg for mod, pkg in needs.items() if importlib.util.find_spec(mod) is None]
+    if missing:
+        ap.error(f"missing {', '.join(missing)}: install the bench extra (pip install -e '.[bench]'), "
+                 f"or leave the Albumentations rows out with --only")
 
     data_dir = build_dataset(args.n, args.seed, args.cache)
     rel_files = dataset_files(data_dir)
