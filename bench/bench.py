@@ -136,7 +136,7 @@ def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.
             lo, hi = SIZE_TARGETS.get(label, (None, None))
             verdict, tgt = "", ""
             if isinstance(value, float) and hi is not None:
-                tgt = f"<= {hi}" if lo is None else f"~ 1.0"
+                tgt = f"<= {hi}" if lo is None else "~ 1.0"
                 verdict = "PASS" if value <= hi and (lo is None or value >= lo) else "FAIL"
             shown = f"{value:>9.3f}" if isinstance(value, float) else f"{value:>9}"
             p(f"{label:<58} {shown}  {tgt:>7}  {verdict}")

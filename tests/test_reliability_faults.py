@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_harness import (TINY, Daemon, drop_job, manifest, no_leaked_children,  # noqa: F401
+from tests.daemon_harness import (Daemon, drop_job, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, wait_for, write_config)
 from tests.jobfiles import tree
 

@@ -27,7 +27,7 @@ from augd.io import parse_example
 from augd.job import run_job
 from augd.spec import parse_pipeline
 from tests.jobfiles import augd, image_bytes, picture, records
-from tests.test_formats import bmp_header, png_chunk, tiff
+from tests.test_formats import bmp_header, png_chunk
 
 PIPELINE = """\
 name: catalogue

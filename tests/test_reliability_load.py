@@ -7,7 +7,6 @@ import os
 import re
 import time
 
-import pytest
 
 from tests.daemon_harness import (Daemon, make_job, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, wait_for, write_config)

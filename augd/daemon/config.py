@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from augd import defaults
 from augd.errors import SpecError
 from augd.io import is_url
-from augd.spec import YamlDoc, load_yaml
+from augd.spec import YamlDoc, read_yaml_file
 
 __all__ = ["DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
 
@@ -96,13 +96,7 @@ def load_settings(path: str | None) -> Settings:
         doc = YamlDoc(source="<defaults>", data={}, lines={})
         base = os.getcwd()
     else:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(f"{path}: cannot read config file: {getattr(exc, 'strerror', None) or exc}",
-                            source=path) from None
-        doc = load_yaml(text, path)
+        doc = read_yaml_file(path, "config file")
         base = os.path.dirname(os.path.abspath(path))
     data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):

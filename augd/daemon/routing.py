@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from augd import defaults
 from augd.errors import SpecError
-from augd.spec import PipelineSpec, YamlDoc, builtin_pipelines, find_pipeline, load_pipeline, load_yaml
-from augd.spec.model import parse_doc
+from augd.spec import (PipelineSpec, YamlDoc, builtin_pipelines, find_pipeline, load_pipeline, parse_doc,
+                       read_yaml_file)
 
 __all__ = ["JobConfig", "known_pipelines", "resolve_pipeline"]
 
@@ -40,13 +40,7 @@ def _from_job_config(job_dir: str, search_dirs) -> PipelineSpec | None:
         return None
     if not _inside(job_dir, path):
         raise SpecError(f"{path}: refused: it is a symlink that leads outside the job folder", source=path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read job config: {getattr(exc, 'strerror', None) or exc}",
-                        source=path) from None
-    doc = load_yaml(text, path)
+    doc = read_yaml_file(path, "job config")
     data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):
         raise doc.error((), f"a job's {defaults.JOB_CONFIG} must be a mapping such as 'pipeline: normalize'; "

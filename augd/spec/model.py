@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from augd.ops import REGISTRY, Kind, OpParams
-from augd.spec.yamlsrc import YamlDoc, format_path
+from augd.spec.yamlsrc import YamlDoc
 
 __all__ = ["OpNode", "OutputSpec", "PipelineSpec", "parse_doc", "NAME_RE"]
 
