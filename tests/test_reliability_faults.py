@@ -43,9 +43,11 @@ def test_kill_9_at_random_moments_then_a_clean_run_does_every_job_exactly_once(t
     for i in range(4):
         jobs[f"k{i:02d}"] = 2 + i % 3
         drop_ready(d.inbox, f"k{i:02d}", jobs[f"k{i:02d}"], seed=i)
-    kills, deadline = 0, time.monotonic() + 120
-    while kills < 20 or time.monotonic() < deadline - 90:
-        assert time.monotonic() < deadline, f"only {kills} kills in the time bound"
+    # At least 20 kills and at least 30 s of them; the 300 s bound only stops a loop that cannot progress
+    # (a cycle is ~3 s here: TF import, start-up, a random wait).
+    kills, started = 0, time.monotonic()
+    while kills < 20 or time.monotonic() < started + 30:
+        assert time.monotonic() < started + 300, f"only {kills} kills in 300 s: the daemon does not start"
         name = f"k{len(jobs):02d}"  # a new job lands while the daemon starts, runs or dies
         jobs[name] = 1 + len(jobs) % 3
         drop_ready(d.inbox, name, jobs[name], seed=len(jobs))
