@@ -206,3 +206,16 @@ def test_gfile_url_root():
             assert i.path == f"{root}/{i.relpath}" and read_bytes(i) == files[i.relpath]
     finally:
         tf.io.gfile.rmtree("ram://scanjob")
+
+
+def test_a_file_far_bigger_than_its_image_is_refused_before_it_is_read_whole(tmp_path):
+    """A valid 8x6 JPEG header followed by 64 MB (sparse) would be read whole by the engine: refused."""
+    from augd.io.scan import MAX_METADATA_BYTES
+    put(tmp_path, "ok.jpg", jpeg(8, 6))
+    with open(tmp_path / "padded.jpg", "wb") as f:
+        f.write(jpeg(8, 6))
+        f.truncate(MAX_METADATA_BYTES + 8 * 8 * 6 + 1)
+    images, rejected = by_rel(scan_job(str(tmp_path)))
+    assert set(images) == {"ok.jpg"}
+    assert rejected["padded.jpg"].reason == "bad_header"
+    assert "more than a 8×6 jpeg can hold" in rejected["padded.jpg"].message

@@ -38,6 +38,8 @@ REJECT_REASONS = (
 CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt"})
 #: Bytes read for the header; enough for any header short of a JPEG with huge APP segments before its SOF.
 HEADER_PREFIX = 256 * 1024
+#: Room for metadata in a file beyond its pixels (see _check): generous for EXIF, ICC profiles and XMP.
+MAX_METADATA_BYTES = 16 * 1024 * 1024
 #: When the prefix is not enough, the whole file is read, but only up to this size.
 HEADER_RETRY_MAX = 64 * 1024 * 1024
 
@@ -186,6 +188,13 @@ def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
         frames = f" × {header.frames} frames" if header.frames > 1 else ""
         raise Rejected("too_many_pixels", f"{header.width}×{header.height}{frames} = {pixels} pixels exceeds "
                                           f"max_pixels={max_pixels}")
+    # The engine reads a file whole. One far bigger than its image can need (a small header glued onto
+    # gigabytes of anything) is refused here, before it can exhaust memory: 8 bytes a pixel is raw 16-bit
+    # RGBA, the worst encoding, and metadata (EXIF, ICC, XMP) gets MAX_METADATA_BYTES on top.
+    limit = 8 * pixels + MAX_METADATA_BYTES
+    if c.size > limit:
+        raise Rejected("bad_header", f"file is {c.size} bytes, more than a {header.width}×{header.height} "
+                                     f"{header.format} can hold (at most {limit}); not reading it whole")
     return header
 
 
