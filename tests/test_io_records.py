@@ -9,6 +9,7 @@ from PIL import Image
 
 from augd.formats import passthrough_ok, read_header
 from augd.io.records import FEATURES, make_example, parse_example
+from tests.jobfiles import seed_reader
 
 ARR = np.random.default_rng(3).integers(0, 255, (23, 37, 3), np.uint8)
 
@@ -25,18 +26,6 @@ def example(encoded: bytes, fmt: str, **over) -> bytes:
               pipeline="default", pipeline_sha256="ab" * 32)
     kw.update(over)
     return make_example(**kw)
-
-
-def seed_reader(s):
-    """The seed-003 reader, verbatim: it must work unchanged on every non-raw record."""
-    f = tf.io.parse_single_example(s, {
-        "image/encoded": tf.io.FixedLenFeature([], tf.string),
-        "image/height": tf.io.FixedLenFeature([], tf.int64),
-        "image/width": tf.io.FixedLenFeature([], tf.int64),
-        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-    })
-    img = tf.image.decode_jpeg(f["image/encoded"])
-    return tf.reshape(img, [f["image/height"], f["image/width"], 3]), f["image/class/label"]
 
 
 @pytest.mark.parametrize("fmt", ["jpeg", "png"])
