@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from augd.engine.chain import _State, border_rule, first_geometry_run, run_chain
+from augd.engine.kernels import shrink_matrix_tf
 from augd.ops._tf import tf
 
 __all__ = ["crop_decode_enabled", "decode_full", "decode_for_chain", "orient"]
@@ -83,10 +84,7 @@ def _crop_decode(data, lead: _State, h, w):
 
     img = tf.switch_case(ridx, [dec(k) for k in _RATIOS])
     img.set_shape([None, None, 3])
-    # source x -> decoded x: (x + 0.5) / r - 0.5, then minus the window origin.
-    to_window = tf.reshape(tf.stack([1 / r, 0.0, 0.5 / r - 0.5 - u0, 0.0, 1 / r, 0.5 / r - 0.5 - v0,
-                                     0.0, 0.0, 1.0]), [3, 3])
-    return img, to_window @ m
+    return img, shrink_matrix_tf(r, u0, v0) @ m  # a DCT-scaled decode samples like a box shrink
 
 
 def decode_for_chain(data, seed, orientation, nodes, kernel: str):

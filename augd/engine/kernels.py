@@ -13,7 +13,7 @@ import numpy as np
 
 from augd.ops._tf import tf
 
-__all__ = ["KERNELS", "select_kernels", "warp_tf", "warp_cv"]
+__all__ = ["KERNELS", "box_shrink_matrix", "select_kernels", "shrink_matrix_tf", "warp_tf", "warp_cv"]
 
 _FILL_MODES = {"reflect": "REFLECT", "nearest": "NEAREST", "wrap": "WRAP"}
 
@@ -27,6 +27,13 @@ def box_shrink_matrix(k: float):
     return np.array([[1 / k, 0, 0.5 / k - 0.5], [0, 1 / k, 0.5 / k - 0.5], [0, 0, 1]], np.float32)
 
 
+def shrink_matrix_tf(k, x0=0.0, y0=0.0):
+    """box_shrink_matrix in the graph (k a float tensor), then minus a window origin (x0, y0) in the
+    shrunk image: source x -> (x + 0.5) / k - 0.5 - x0."""
+    return tf.reshape(tf.stack([1 / k, 0.0, 0.5 / k - 0.5 - x0, 0.0, 1 / k, 0.5 / k - 0.5 - y0, 0.0, 0.0, 1.0]),
+                      [3, 3])
+
+
 def warp_tf(image, m, oh_i, ow_i, fill, interp):
     """TensorFlow kernel: uint8 in, uint8 out. Resamples in float (the kernel truncates uint8)."""
     scale = tf.minimum(tf.norm(m[:2, 0]), tf.norm(m[:2, 1]))
@@ -37,10 +44,7 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp):
         # Area resize by an integer factor is an exact k x k box average (tail rows/cols dropped):
         # strong downscales then do not alias.
         small = tf.image.resize(src, tf.maximum(tf.shape(src)[:2] // k, 1), method="area")
-        kf = tf.cast(k, tf.float32)
-        s = tf.reshape(tf.stack([1 / kf, 0.0, 0.5 / kf - 0.5, 0.0, 1 / kf, 0.5 / kf - 0.5, 0.0, 0.0, 1.0]),
-                       [3, 3])
-        return small, s @ m
+        return small, shrink_matrix_tf(tf.cast(k, tf.float32)) @ m
 
     src, mm = tf.cond(k >= 2, shrink, lambda: (src, m))
     flat = tf.reshape(mm / mm[2, 2], [9])[:8][tf.newaxis]
