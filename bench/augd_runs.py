@@ -46,6 +46,11 @@ def _heavy_doc() -> dict:
 SPECS = {
     "seed": (_seed_doc, {"name": "bench-seed", "variants": 1, "keep_original": False, "output": OUTPUT_Q90}),
     "heavy": (_heavy_doc, {"variants": 1, "keep_original": False, "output": OUTPUT_Q90}),
+    # the same chains with `colour: fast` (the colour ops folded into one uint8 colour matrix)
+    "seed_fast": (_seed_doc, {"name": "bench-seed-fast", "variants": 1, "keep_original": False,
+                              "output": OUTPUT_Q90, "colour": "fast"}),
+    "heavy_fast": (_heavy_doc, {"name": "bench-heavy-fast", "variants": 1, "keep_original": False,
+                                "output": OUTPUT_Q90, "colour": "fast"}),
     # size figures (issue 7 item 4)
     "originals": (_seed_doc, {"name": "bench-originals", "variants": 0, "keep_original": True,
                               "output": OUTPUT_Q90}),

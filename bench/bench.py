@@ -30,7 +30,7 @@ from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, dataset_stat
 __all__ = ["MEASUREMENTS", "TARGETS", "main"]
 
 POOL = ("codec", "warp", "albu_seed", "albu_seed_1p", "albu_heavy")
-AUGD = ("augd_seed", "augd_heavy")
+AUGD = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast")
 MEASUREMENTS = POOL + AUGD + ("size",)
 LABELS = {
     "codec": "codec floor: cv2 decode + encode q90, pool",
@@ -40,6 +40,8 @@ LABELS = {
     "albu_heavy": "Albumentations heavy chain (crop first), pool",
     "augd_seed": "augd seed chain (run_job, variants 1)",
     "augd_heavy": "augd heavy chain (run_job, variants 1)",
+    "augd_seed_fast": "augd seed chain, colour: fast",
+    "augd_heavy_fast": "augd heavy chain, colour: fast",
 }
 #: (numerator, denominator, minimum, label): the issue's targets, ratios from one run.
 TARGETS = (

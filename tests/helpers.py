@@ -9,8 +9,9 @@ import numpy as np
 from augd.spec import parse_pipeline
 
 
-def spec_for(ops: list, *, fmt: str = "raw", seed: int = 1, variants: int = 1, keep_original: bool = False):
-    return parse_pipeline(json.dumps({"name": "t", "seed": seed, "variants": variants,
+def spec_for(ops: list, *, fmt: str = "raw", seed: int = 1, variants: int = 1, keep_original: bool = False,
+             colour: str = "exact"):
+    return parse_pipeline(json.dumps({"name": "t", "seed": seed, "variants": variants, "colour": colour,
                                       "keep_original": keep_original, "output": {"format": fmt}, "ops": ops}))
 
 
@@ -18,11 +19,11 @@ def spec_for(ops: list, *, fmt: str = "raw", seed: int = 1, variants: int = 1, k
 def _compiled(key: str):
     from augd.engine import compile_pipeline
     d = json.loads(key)
-    return compile_pipeline(spec_for(d["ops"], fmt=d["fmt"], seed=d["seed"]))
+    return compile_pipeline(spec_for(d["ops"], fmt=d["fmt"], seed=d["seed"], colour=d["colour"]))
 
 
-def compiled(ops: list, *, fmt: str = "raw", seed: int = 1):
-    return _compiled(json.dumps({"ops": ops, "fmt": fmt, "seed": seed}, sort_keys=True))
+def compiled(ops: list, *, fmt: str = "raw", seed: int = 1, colour: str = "exact"):
+    return _compiled(json.dumps({"ops": ops, "fmt": fmt, "seed": seed, "colour": colour}, sort_keys=True))
 
 
 def png(img: np.ndarray) -> bytes:
@@ -32,9 +33,10 @@ def png(img: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
-def run(ops: list, img: np.ndarray, *, variant: int = 1, relpath: str = "x.png", seed: int = 1) -> np.ndarray:
+def run(ops: list, img: np.ndarray, *, variant: int = 1, relpath: str = "x.png", seed: int = 1,
+        colour: str = "exact") -> np.ndarray:
     """Pixels the real compiled graph produces for one image (raw output: exact)."""
-    r = compiled(ops, seed=seed).process(png(img), relpath, variant)
+    r = compiled(ops, seed=seed, colour=colour).process(png(img), relpath, variant)
     return np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
 
 

@@ -243,3 +243,29 @@ def test_malloc_tuning_is_applied_on_glibc_and_yields_to_the_user():
     import platform
     assert runs["default"] == ("True" if platform.libc_ver()[0] == "glibc" else "False")
     assert runs["user"] == runs["off"] == "False"
+
+
+def test_a_header_that_lies_about_the_size_is_replanned_from_the_decoded_image():
+    """The plan is made from the scan's header; if the decoded image has another size, the graph re-plans
+    (a wrong plan would crop or warp the wrong window)."""
+    from dataclasses import replace
+
+    from augd.formats import read_header
+    img = make_image(60, 80, seed=2)
+    data = png(img)
+    chain = [{"random_crop": {"size": [30, 30], "area": [0.3, 0.6]}}, {"random_rotation": {"degrees": 10}}]
+    c = compiled(chain)
+    good = c.process(data, "h.png", 1)
+    liar = replace(read_header(data), width=800, height=20)
+    bad = c.process(data, "h.png", 1, header=liar)
+    assert bad.payload == good.payload and (bad.height, bad.width) == (30, 30)
+
+
+def test_one_bad_image_in_a_batch_does_not_fail_the_others():
+    c = compiled([{"random_rotation": {"degrees": 10}}])
+    good = png(make_image(30, 40, seed=1))
+    items = [(good, "a.png", 1, None), (good[: len(good) // 2], "b.png", 1, None), (good, "c.png", 1, None)]
+    out = c.process_many(items)
+    assert isinstance(out[1], tf.errors.InvalidArgumentError)
+    assert out[0].payload == c.process(good, "a.png", 1).payload
+    assert out[2].payload == c.process(good, "c.png", 1).payload

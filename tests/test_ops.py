@@ -84,7 +84,7 @@ def test_same_seed_same_pixels_other_seed_differs(name):
     img = make_image(H, W)
     a = run([_op(name)], img, relpath="a.png")
     assert np.array_equal(a, run([_op(name)], img, relpath="a.png"))
-    others = [run([_op(name)], img, relpath=f"o{i}.png") for i in range(4)]
+    others = [run([_op(name)], img, relpath=f"o{i}.png") for i in range(10)]  # one_of: 2 outcomes
     assert any(o.shape != a.shape or not np.array_equal(o, a) for o in others)
     assert not np.array_equal(a, run([_op(name)], img, relpath="a.png", seed=2)) or name == "one_of"
 
@@ -98,8 +98,9 @@ def test_p_half_applies_about_half_the_time():
 
 # ---- sampled parameters stay inside their ranges (property checks over many seeds) ----
 
-def _seeds(n):
-    return [tf.constant([i, 7 * i + 1], tf.int64) for i in range(n)]
+def _rngs(n):
+    from augd.ops.sampling import generator
+    return [generator((i, 7 * i + 1)) for i in range(n)]
 
 
 def test_brightness_delta_within_range():
@@ -114,8 +115,8 @@ def test_brightness_delta_within_range():
 def test_rotation_angle_within_range(degrees):
     op = REGISTRY["random_rotation"](REGISTRY["random_rotation"].Params(degrees=degrees))
     angles = []
-    for s in _seeds(100):
-        m, oh, ow = op.sample(s, tf.constant(48.0), tf.constant(64.0))
+    for rng in _rngs(100):
+        m, oh, ow = op.sample(rng, 48.0, 64.0)
         angles.append(math.degrees(math.atan2(float(m[1, 0]), float(m[0, 0]))))
         assert (float(oh), float(ow)) == (48.0, 64.0)
     assert degrees[0] - 1e-4 <= min(angles) and max(angles) <= degrees[1] + 1e-4
@@ -126,9 +127,9 @@ def test_random_crop_window_inside_image_and_area_in_range():
     P = REGISTRY["random_crop"].Params
     op = REGISTRY["random_crop"](P(size=[50, 50], area=[0.2, 0.5], aspect=[0.75, 1.333]))
     h, w = 120.0, 200.0
-    for s in _seeds(100):
-        m, oh, ow = op.sample(s, tf.constant(h), tf.constant(w))
-        corners = np.array([[-0.5, -0.5, 1], [49.5, 49.5, 1]], np.float32) @ m.numpy().T
+    for rng in _rngs(100):
+        m, oh, ow = op.sample(rng, h, w)
+        corners = np.array([[-0.5, -0.5, 1], [49.5, 49.5, 1]]) @ m.T
         (x0, y0, _), (x1, y1, _) = corners
         assert -0.5 - 1e-3 <= x0 < x1 <= w - 0.5 + 1e-3 and -0.5 - 1e-3 <= y0 < y1 <= h - 0.5 + 1e-3
         area = (x1 - x0) * (y1 - y0) / (h * w)

@@ -1,22 +1,19 @@
 """Decoding inside the job graph, including crop-aware JPEG decoding.
 
 When a chain starts with geometry (a random crop, a resize, ...), the matrix of that leading run can be
-sampled from the JPEG header's size alone. Its output then covers a known window of the source, so
+planned from the JPEG header's size alone. Its output then covers a known window of the source, so
 only that window is decoded (tf.io.decode_and_crop_jpeg), and at a reduced DCT scale (1/2, 1/4, 1/8)
 when each output pixel spans that many source pixels: pixels that will be cropped or averaged away are
-never decoded. The warp that follows gets the matrix re-expressed in the decoded window's coordinates.
+never decoded. The plan (augd.engine.plan) re-expresses the warp's matrix in the window's coordinates.
 """
 from __future__ import annotations
 
 import os
 
-from augd.engine.chain import _State, border_rule, first_geometry_run, run_chain
-from augd.engine.kernels import shrink_matrix_tf
+from augd.engine.plan import DECODE_RATIOS, Program
 from augd.ops._tf import tf
 
-__all__ = ["crop_decode_enabled", "decode_full", "decode_for_chain", "orient"]
-
-_RATIOS = (1, 2, 4, 8)
+__all__ = ["crop_decode_enabled", "decode_full", "decode_planned", "orient"]
 
 
 def crop_decode_enabled() -> bool:
@@ -50,71 +47,40 @@ def decode_full(data, orientation):
     return orient(img, orientation)
 
 
-def _footprint(m, oh, ow):
-    """Bounding box (x0, y0, x1, y1) in source pixel coordinates of everything the warp samples."""
-    xs = tf.stack([-0.5, ow - 0.5, -0.5, ow - 0.5])
-    ys = tf.stack([-0.5, -0.5, oh - 0.5, oh - 0.5])
-    pts = m @ tf.stack([xs, ys, tf.ones([4])])
-    px, py = pts[0] / pts[2], pts[1] / pts[2]
-    return tf.reduce_min(px), tf.reduce_min(py), tf.reduce_max(px), tf.reduce_max(py)
+def decode_planned(data, seed, orientation, program: Program, floats, ints):
+    """Decode for the augmentation chain under the plan made from the header: (image, floats, ints).
+    When the plan chose a window (the chain starts with geometry and the source is a JPEG in its stored
+    orientation), only that window is decoded, at the plan's DCT scale. A full decode whose size differs
+    from the plan's (a header that cannot be trusted, or no header) is re-planned in the graph."""
 
+    def replan(h, w):
+        f, i = tf.numpy_function(program.plan, [seed, h, w, tf.constant(False)], [tf.float64, tf.int64],
+                                 stateful=False)
+        f.set_shape([program.n_floats])
+        i.set_shape([program.n_ints])
+        return f, i
 
-def _crop_decode(data, lead: _State, h, w):
-    """Decode only the window the leading warp reads, at the coarsest DCT scale that keeps at least
-    one decoded pixel per output pixel. Returns the image and the matrix in its coordinates."""
-    m = lead.m
-    scale = tf.minimum(tf.norm(m[:2, 0]), tf.norm(m[:2, 1]))
-    ridx = tf.reduce_sum(tf.cast(tf.constant(_RATIOS[1:], tf.float32) <= scale, tf.int32))
-    r = tf.gather(tf.constant(_RATIOS, tf.float32), ridx)
-    x0, y0, x1, y1 = _footprint(m, lead.h, lead.w)
-    inside = (x0 >= 0.0) & (y0 >= 0.0) & (x1 <= w - 1.0) & (y1 <= h - 1.0)
-    if not isinstance(lead.fill, int):
-        # reflect / wrap / nearest borders need the image's own edges: keep the whole frame.
-        x0, y0, x1, y1 = (tf.where(inside, v, d) for v, d in ((x0, 0.0), (y0, 0.0), (x1, w), (y1, h)))
-    # Window in decoded (1/r scale) pixels, with a one-pixel margin for bilinear taps, clamped.
-    sh, sw = tf.math.ceil(h / r), tf.math.ceil(w / r)
-    u0 = tf.clip_by_value(tf.floor((x0 + 0.5) / r - 0.5) - 1.0, 0.0, sw - 1.0)
-    v0 = tf.clip_by_value(tf.floor((y0 + 0.5) / r - 0.5) - 1.0, 0.0, sh - 1.0)
-    u1 = tf.clip_by_value(tf.math.ceil((x1 + 0.5) / r - 0.5) + 2.0, u0 + 1.0, sw)
-    v1 = tf.clip_by_value(tf.math.ceil((y1 + 0.5) / r - 0.5) + 2.0, v0 + 1.0, sh)
-    window = tf.cast(tf.stack([v0, u0, v1 - v0, u1 - u0]), tf.int32)
-
-    def dec(ratio):
-        return lambda: tf.io.decode_and_crop_jpeg(data, window, channels=3, ratio=ratio)
-
-    img = tf.switch_case(ridx, [dec(k) for k in _RATIOS])
-    img.set_shape([None, None, 3])
-    return img, shrink_matrix_tf(r, u0, v0) @ m  # a DCT-scaled decode samples like a box shrink
-
-
-def decode_for_chain(data, seed, orientation, nodes, kernel: str):
-    """Decode for the augmentation chain. Returns (state, n) where state may hold a pending warp for the
-    chain's first n nodes (already sampled); the caller runs nodes[n:] on it."""
-    n = first_geometry_run(nodes) if crop_decode_enabled() else 0
-    if n == 0:
-        return _State(image=decode_full(data, orientation), kernel=kernel), 0
-    lead_nodes = nodes[:n]
-    fill, interp = border_rule(nodes[0])
-
-    def sample_lead(h, w):  # the leading run's matrix needs only the source size
-        return run_chain(lead_nodes, _State(image=None, m=tf.eye(3), h=h, w=w, fill=fill, interp=interp,
-                                            kernel=kernel), seed)
-
-    is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-
-    def fast():
-        shape = tf.cast(tf.io.extract_jpeg_shape(data), tf.float32)
-        h, w = shape[0], shape[1]
-        lead = sample_lead(h, w)
-        img, m = _crop_decode(data, lead, h, w)
-        return img, m, lead.h, lead.w
+    # A plan that chose a window has a non-zero ratio or origin, or a window smaller than the source.
+    windowed = tf.reduce_any(tf.not_equal(ints[0:5], tf.concat([tf.zeros([3], tf.int64), ints[5:7]], 0)))
 
     def full():
         img = decode_full(data, orientation)
-        shape = tf.cast(tf.shape(img), tf.float32)
-        lead = sample_lead(shape[0], shape[1])
-        return img, lead.m, lead.h, lead.w
+        shape = tf.cast(tf.shape(img)[:2], tf.int64)
+        same = tf.reduce_all(tf.equal(shape, ints[5:7])) & tf.logical_not(windowed)
+        f, i = tf.cond(same, lambda: (floats, ints), lambda: replan(shape[0], shape[1]))
+        return img, f, i
 
-    img, m, oh, ow = tf.cond(is_jpeg & tf.equal(orientation, 1), fast, full)
+    if not (program.leads_with_geometry and crop_decode_enabled()):
+        return full()
+
+    def window():
+        win = tf.cast(ints[1:5], tf.int32)
+        img = tf.switch_case(tf.cast(ints[0], tf.int32), [
+            (lambda r=r: tf.io.decode_and_crop_jpeg(data, win, channels=3, ratio=r)) for r in DECODE_RATIOS])
+        img.set_shape([None, None, 3])
+        return img, floats, ints
+
+    is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
+    img, floats, ints = tf.cond(windowed & is_jpeg & tf.equal(orientation, 1), window, full)
     img.set_shape([None, None, 3])
-    return _State(image=img, m=m, h=oh, w=ow, fill=fill, interp=interp, kernel=kernel), n
+    return img, floats, ints

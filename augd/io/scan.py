@@ -205,16 +205,23 @@ class OutsideJob(OSError):
     """A path that resolves outside the job folder (a symlink swapped in after the listing)."""
 
 
-def _open_inside(root: str, path: str):
-    """Open `path` for reading only if it resolves to a regular file inside `root`. The target is resolved
-    first (a symlink that stays inside the job is fine), then opened from the root one component at a time
-    with O_NOFOLLOW: a symlink swapped in anywhere on the way after the check makes the open fail (ELOOP)
-    instead of reading a file outside the job. A FIFO swapped in is refused without blocking."""
-    real_root = os.path.realpath(root)
-    target = os.path.realpath(path)
-    if os.path.commonpath([real_root, target]) != real_root or target == real_root:
-        raise OutsideJob(errno.EACCES, "the file now resolves outside the job folder (changed since the scan?)")
-    parts = os.path.relpath(target, real_root).split(os.sep)
+_real_roots: dict = {}
+
+
+def _real_root(root: str) -> str:
+    """realpath(root), cached per (path, device, inode): the job root is the same for every image, and
+    resolving it costs an lstat per component."""
+    st = os.stat(root)
+    key = (root, st.st_dev, st.st_ino)
+    real = _real_roots.get(key)
+    if real is None:
+        if len(_real_roots) > 256:
+            _real_roots.clear()
+        real = _real_roots[key] = os.path.realpath(root)
+    return real
+
+
+def _open_components(real_root: str, parts: list[str]):
     fd = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     try:
         for part in parts[:-1]:
@@ -225,6 +232,27 @@ def _open_inside(root: str, path: str):
     finally:
         os.close(fd)
     return _regular(leaf)
+
+
+def _open_inside(root: str, path: str):
+    """Open `path` for reading only if it resolves to a regular file inside `root`. It is opened from the
+    root one component at a time with O_NOFOLLOW, so a symlink swapped in anywhere on the way after the
+    scan makes the open fail (ELOOP) instead of reading a file outside the job. A path that holds a
+    symlink is resolved first (one that stays inside the job is fine) and then opened the same way.
+    A FIFO swapped in is refused without blocking."""
+    real_root = _real_root(root)
+    rel = path[len(root):].lstrip("/") if path.startswith(root.rstrip("/") + "/") else ""
+    parts = rel.split("/")
+    if rel and ".." not in parts and "." not in parts and "" not in parts:
+        try:
+            return _open_components(real_root, parts)  # the common case: no symlink on the way
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+    target = os.path.realpath(path)
+    if os.path.commonpath([real_root, target]) != real_root or target == real_root:
+        raise OutsideJob(errno.EACCES, "the file now resolves outside the job folder (changed since the scan?)")
+    return _open_components(real_root, os.path.relpath(target, real_root).split(os.sep))
 
 
 def _regular(fd: int):

@@ -1,8 +1,9 @@
 """One job end to end: scan -> engine -> records -> shards -> atomic commit -> manifest.
 
-The same function serves `augd run`, the daemon, and (later) a Beam runner's per-image DoFn via
-`ImageTask`. Memory is bounded: at most workers * INFLIGHT_PER_WORKER images are in flight, results
-are written in a fixed order as soon as they are ready.
+The same function serves `augd run`, the daemon, and (later) a Beam runner's DoFn via
+`process_images`. Images go to the graph in small batches (one call per ~GRAPH_BATCH records); memory
+is bounded: at most workers * INFLIGHT_PER_WORKER batches are in flight, and results are written in a
+fixed order as soon as they are ready.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from augd.spec import PipelineSpec
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["JobProgress", "JobResult", "ImageOutcome", "run_job", "process_image", "variants_of"]
+__all__ = ["JobProgress", "JobResult", "ImageOutcome", "run_job", "process_image", "process_images", "variants_of"]
 
 
 @dataclass
@@ -111,48 +112,86 @@ def _changed_since_scan(img: InputImage, data: bytes) -> str | None:
             f"{img.header.height} {img.header.format}; now {now}); drop the job again")
 
 
-def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> ImageOutcome:
-    """All records of one image. Never raises for bad input: a bad image becomes a rejection."""
-    t0 = time.perf_counter()
+def _read_checked(img: InputImage):
+    """(bytes, None) or (None, ImageOutcome rejecting the image) when it cannot be read or has changed."""
     try:
         data = read_bytes(img)
     except OSError as exc:
-        return ImageOutcome(img, rejected=RejectedInput(img.relpath, "unreadable", f"cannot read: {exc}"))
+        return None, ImageOutcome(img, rejected=RejectedInput(img.relpath, "unreadable", f"cannot read: {exc}"))
     changed = _changed_since_scan(img, data)
     if changed:
-        return ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath, "unreadable", changed))
-    stages = dict.fromkeys(STAGES, 0.0)
-    stages["read"] = time.perf_counter() - t0
-    source_sha = hashlib.sha256(data).hexdigest()
-    fmt = spec.output.format
-    records = []
+        return None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath, "unreadable",
+                                                                                    changed))
+    return data, None
+
+
+def _graph_variants(spec: PipelineSpec, img: InputImage) -> tuple[list[int], bool]:
+    """(variants that go through the graph, whether variant 0 stores the source bytes). The original is
+    stored as its own bytes when they already decode to the stored RGB image (no generation loss, no
+    encode). With augmented variants, decoding them proves the image sound; with none, variant 0 goes
+    through the graph once to prove the same, and its re-encoded payload is dropped for the source bytes."""
     variants = variants_of(spec)
-    # The original is stored as its own bytes when they already decode to the stored RGB image (no
-    # generation loss, no encode). Augmented variants run first: decoding the image proves it sound before
-    # the original passes through undecoded. With no augmented variant, variant 0 goes through the graph
-    # once to prove the same, and its re-encoded payload is dropped for the source bytes.
-    passthrough = 0 in variants and fmt != "raw" and passthrough_ok(img.header)
-    for v in sorted(variants, key=lambda v: v == 0):
-        if v == 0 and passthrough and len(variants) > 1:
-            payload, out_fmt, h, w = data, img.header.format, img.header.height, img.header.width
-        else:
-            try:
-                r = compiled.process(data, img.relpath, v, orientation=img.header.orientation)
-            except Exception as exc:  # noqa: BLE001 - TF raises many types for bad data; all mean "reject"
-                return ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
-                    img.relpath, "undecodable", _tf_message(exc)))
-            for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
-                stages[name] += sec
+    passthrough = 0 in variants and spec.output.format != "raw" and passthrough_ok(img.header)
+    if passthrough and len(variants) > 1:
+        return [v for v in variants if v != 0], True
+    return variants, passthrough
+
+
+def process_images(compiled: Compiled, spec: PipelineSpec, imgs) -> list[ImageOutcome]:
+    """All records of a few images, with one graph call for all of their variants. Never raises for bad
+    input: a bad image becomes a rejection and the others are unaffected."""
+    fmt = spec.output.format
+    work, outcomes = [], {}
+    for k, img in enumerate(imgs):
+        t0 = time.perf_counter()
+        data, rejected = _read_checked(img)
+        if rejected:
+            outcomes[k] = rejected
+            continue
+        stages = dict.fromkeys(STAGES, 0.0)
+        stages["read"] = time.perf_counter() - t0
+        graph_variants, passthrough = _graph_variants(spec, img)
+        work.append((k, img, data, stages, graph_variants, passthrough))
+    items = [(data, img.relpath, v, img.header) for _, img, data, _, vs, _ in work for v in vs]
+    results = iter(compiled.process_many(items))
+    for k, img, data, stages, graph_variants, passthrough in work:
+        got = {v: next(results) for v in graph_variants}
+        bad = next((r for r in got.values() if isinstance(r, Exception)), None)
+        if bad is not None:
+            outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+                img.relpath, "undecodable", _tf_message(bad)))
+            continue
+        source_sha = hashlib.sha256(data).hexdigest()
+        records = []
+        for v in variants_of(spec):
+            r = got.get(v)
+            if r is not None:
+                for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
+                    stages[name] += sec
             if v == 0 and passthrough:
-                payload, out_fmt, h, w = data, img.header.format, r.height, r.width
+                payload, out_fmt = data, img.header.format
+                h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
             else:
                 payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-        records.append((v, make_example(
-            encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
-            filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
-            pipeline_sha256=spec.sha256)))
-    records.sort(key=lambda r: r[0])
-    return ImageOutcome(img, records=tuple(r for _, r in records), bytes_read=len(data), stage_seconds=stages)
+            records.append(make_example(
+                encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
+                filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
+                pipeline_sha256=spec.sha256))
+        outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages)
+    return [outcomes[k] for k in range(len(imgs))]
+
+
+def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> ImageOutcome:
+    """All records of one image (process_images for one)."""
+    return process_images(compiled, spec, [img])[0]
+
+
+def _batches(order, spec: PipelineSpec):
+    """Images grouped so each graph call carries ~GRAPH_BATCH images' worth of variants."""
+    per_image = max(1, len(variants_of(spec)))
+    size = max(1, defaults.GRAPH_BATCH // per_image)
+    for i in range(0, len(order), size):
+        yield order[i:i + size]
 
 
 def _tf_errors():
@@ -210,33 +249,33 @@ class _Tally:
 
 
 def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image) -> None:
-    """Process images on a thread pool (TF releases the GIL) and write their records in `order`.
-    A bounded window of futures keeps memory flat whatever the job size."""
+    """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
+    `order`. A bounded window of batches keeps memory flat whatever the job size."""
     window = workers * defaults.INFLIGHT_PER_WORKER
-    todo = iter(order)
+    todo = _batches(order, spec)
     index = 0
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
         pending: deque = deque()
         try:
             while True:
-                while len(pending) < window and (img := next(todo, None)) is not None:
-                    pending.append(pool.submit(process_image, compiled, spec, img))
+                while len(pending) < window and (batch := next(todo, None)) is not None:
+                    pending.append(pool.submit(process_images, compiled, spec, batch))
                 if not pending:
                     return
                 if cancel is not None and cancel.is_set():
                     raise JobFailed("job cancelled before it finished", reason="cancelled")
-                res: ImageOutcome = pending.popleft().result()
-                if not res.rejected:
-                    t_w = time.perf_counter()
-                    for rec in res.records:
-                        writer.write(index, rec)
-                        index += 1
-                    res.stage_seconds["write"] = time.perf_counter() - t_w
-                tally.add(res)
-                if on_image:
-                    on_image(res)
-                if progress:
-                    progress(tally.progress)
+                for res in pending.popleft().result():
+                    if not res.rejected:
+                        t_w = time.perf_counter()
+                        for rec in res.records:
+                            writer.write(index, rec)
+                            index += 1
+                        res.stage_seconds["write"] = time.perf_counter() - t_w
+                    tally.add(res)
+                    if on_image:
+                        on_image(res)
+                    if progress:
+                        progress(tally.progress)
         finally:
             for f in pending:
                 f.cancel()

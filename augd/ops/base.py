@@ -2,7 +2,8 @@
 
 An op is a small class: a frozen pydantic `Params` model (the model *is* the YAML form and the
 serialized form) plus either `sample()` (geometry: returns a 3x3 matrix, fused by the engine into
-one warp) or `apply()` (pixel ops: image -> image). Nothing here imports TensorFlow.
+one warp), `draw()` + kernels (colour ops) or `apply()` (pixel ops: image -> image). Nothing here
+imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -80,11 +81,14 @@ class Op:
     def summary(cls) -> str:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
 
-    # Geometry ops: seed -> (3x3 float32 matrix mapping output pixel coords to input coords, out_h, out_w).
-    def sample(self, seed, h, w):  # pragma: no cover - interface
+    # Geometry ops: (NumPy generator, input h, w) -> (3x3 float64 matrix mapping output pixel coords to
+    # input coords, out_h, out_w). Runs in the engine's per-image plan, not in the graph.
+    def sample(self, rng, h, w):  # pragma: no cover - interface
         raise NotImplementedError
 
-    # Colour / pixel ops: image -> image of the same dtype, 3 channels.
+    # Pixel ops (and colour ops that draw per-pixel noise): graph code, image -> image of the same dtype,
+    # 3 channels; `seed` is a [2] int64 tensor for TF's stateless kernels. Colour ops with a NumPy
+    # draw() subclass augd.ops.colour.ColourOp instead.
     def apply(self, image, seed):  # pragma: no cover - interface
         raise NotImplementedError
 

@@ -1,17 +1,31 @@
 """Colour ops. They run on float32 images in [0, 1] (the engine converts once per run of colour ops,
 not once per op as tf.image does) and clip after every op so each keeps tf.image's meaning.
 
-Sampling is split from applying (as Keras does): `draw(seed)` returns the op's random parameters as a
-small float32 vector, `apply_tf` and `apply_np` apply them. The engine draws in the graph on every
-device, so both kernels see the same numbers; on CPU hosts it hands a whole run of colour ops to
-OpenCV/numpy in one call (`apply_np`), on GPUs it keeps `apply_tf`."""
+Sampling is split from applying (as Keras does): `draw(rng)` returns the op's random parameters (NumPy,
+in the engine's per-image plan), `apply_tf` and `apply_np` apply them. On CPU hosts the engine hands a
+whole run of colour ops to OpenCV/NumPy in one call (`apply_np`), on GPUs it keeps `apply_tf`.
+
+`colour: fast` (a pipeline setting) folds every op that has an `affine` into ONE 3x4 colour matrix per
+run, applied in one pass over uint8 pixels: brightness and contrast keep their meaning, saturation is a
+blend with the luma (as PIL / torchvision do), hue a rotation about the grey axis in YIQ space, and the
+image is clipped once at the end instead of after each op."""
 from __future__ import annotations
 
+import math
+from typing import ClassVar
+
+import numpy as np
 from pydantic import Field
 
 from augd.ops._tf import tf
 from augd.ops.base import Kind, Op, OpParams, range_of, register_op
 from augd.ops.sampling import log_uniform, uniform
+from augd.ops.tfrand import split as tf_split, uniform as tf_uniform
+
+#: ITU-R 601 luma weights (tf.image.rgb_to_grayscale's).
+LUMA = np.array([0.2989, 0.5870, 0.1140])
+_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
+_YIQ_INV = np.linalg.inv(_YIQ)
 
 
 def _clip(x):
@@ -27,10 +41,12 @@ def _np_clip(x):
 
 
 class ColourOp(Op):
-    """A colour op with a parameter draw shared by its TF and NumPy/OpenCV kernels."""
+    """A colour op with a NumPy parameter draw shared by its TF and NumPy/OpenCV kernels."""
+    #: how many floats draw() returns
+    n_params: ClassVar[int] = 0
 
-    def draw(self, seed):
-        return tf.zeros([0], tf.float32)
+    def draw(self, rng) -> tuple[float, ...]:
+        return ()
 
     def apply_tf(self, image, params):  # pragma: no cover - interface
         raise NotImplementedError
@@ -38,8 +54,10 @@ class ColourOp(Op):
     #: None when the op has no NumPy/OpenCV kernel (the engine then keeps it in TF).
     apply_np = None
 
-    def apply(self, image, seed):
-        return self.apply_tf(image, self.draw(seed))
+    def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
+        """(A, b) with out = A @ rgb + b in [0, 1] units, for `colour: fast`; `mean` is the image's
+        per-channel mean at this point. None: the op is not affine and runs on its own."""
+        return None
 
 
 def _hsv_adjust_np(x, saturation: float = 1.0, hue_turns: float = 0.0):
@@ -68,11 +86,16 @@ class RandomBrightness(ColourOp):
     class Params(OpParams):
         max_delta: float = Field(0.125, ge=0.0, le=1.0, description="largest brightness shift, in [0, 1] units")
 
-    def draw(self, seed):
-        return tf.stack([uniform(seed, -self.params.max_delta, self.params.max_delta)])
+    n_params = 1
+
+    def draw(self, rng):
+        return (uniform(rng, -self.params.max_delta, self.params.max_delta),)
 
     def apply_tf(self, image, params):
         return _clip(image + params[0])
+
+    def affine(self, params, mean):
+        return np.eye(3), np.full(3, params[0])
 
     def apply_np(self, x, params):
         import cv2
@@ -91,12 +114,18 @@ class RandomContrast(ColourOp):
             if self.lower > self.upper:
                 raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
 
-    def draw(self, seed):
-        return tf.stack([uniform(seed, self.params.lower, self.params.upper)])
+    n_params = 1
+
+    def draw(self, rng):
+        return (uniform(rng, self.params.lower, self.params.upper),)
 
     def apply_tf(self, image, params):
         mean = tf.reduce_mean(image, axis=[0, 1], keepdims=True)
         return _clip((image - mean) * params[0] + mean)
+
+    def affine(self, params, mean):
+        f = params[0]
+        return f * np.eye(3), (1.0 - f) * np.asarray(mean, np.float64)
 
     def apply_np(self, x, params):
         import cv2
@@ -119,11 +148,17 @@ class RandomSaturation(ColourOp):
             if self.lower > self.upper:
                 raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
 
-    def draw(self, seed):
-        return tf.stack([uniform(seed, self.params.lower, self.params.upper)])
+    n_params = 1
+
+    def draw(self, rng):
+        return (uniform(rng, self.params.lower, self.params.upper),)
 
     def apply_tf(self, image, params):
         return _clip(tf.image.adjust_saturation(image, params[0]))
+
+    def affine(self, params, mean):
+        s = params[0]  # fast mode: blend with the luma (weights normalised so greys stay exactly grey)
+        return s * np.eye(3) + (1.0 - s) * np.outer(np.ones(3), LUMA / LUMA.sum()), np.zeros(3)
 
     def apply_np(self, x, params):
         return _hsv_adjust_np(x, saturation=float(params[0]))
@@ -135,12 +170,21 @@ class RandomHue(ColourOp):
     class Params(OpParams):
         max_delta: float = Field(0.2, ge=0.0, le=0.5, description="largest hue shift, in turns")
 
-    def draw(self, seed):
+    n_params = 1
+
+    def draw(self, rng):
         d = self.params.max_delta
-        return tf.stack([uniform(seed, -d, d)])
+        return (uniform(rng, -d, d),)
 
     def apply_tf(self, image, params):
         return _clip(tf.image.adjust_hue(image, params[0]))
+
+    def affine(self, params, mean):
+        # fast mode: rotate the chroma plane of YIQ; -angle turns the same way as HSV hue (red -> yellow)
+        a = -2.0 * math.pi * params[0]
+        c, s = math.cos(a), math.sin(a)
+        rot = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+        return _YIQ_INV @ rot @ _YIQ, np.zeros(3)
 
     def apply_np(self, x, params):
         return _hsv_adjust_np(x, hue_turns=float(params[0]))
@@ -153,8 +197,10 @@ class RandomGamma(ColourOp):
         gamma: range_of(0.05, 20.0) = Field((0.8, 1.25), description="[low, high] gamma")
         gain: float = Field(1.0, gt=0.0, le=10.0)
 
-    def draw(self, seed):
-        return tf.stack([log_uniform(seed, *self.params.gamma)])
+    n_params = 1
+
+    def draw(self, rng):
+        return (log_uniform(rng, *self.params.gamma),)
 
     def apply_tf(self, image, params):
         return _clip(self.params.gain * tf.pow(image, params[0]))
@@ -176,22 +222,24 @@ class RandomGrayscale(ColourOp):
     def apply_tf(self, image, params):
         return tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image))
 
+    def affine(self, params, mean):
+        return np.outer(np.ones(3), LUMA), np.zeros(3)
+
     def apply_np(self, x, params):
         import cv2
         return cv2.cvtColor(cv2.cvtColor(x, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
 
 
 @register_op("gaussian_noise", Kind.COLOUR)
-class GaussianNoise(ColourOp):
+class GaussianNoise(Op):
     """Add zero-mean Gaussian noise whose std is drawn from the range ([0, 1] pixel units)."""
     class Params(OpParams):
         std: range_of(0.0, 1.0) = Field((0.01, 0.05), description="[low, high] noise std")
         per_channel: bool = Field(True, description="independent noise per channel (else the same for R, G, B)")
 
     def apply(self, image, seed):
-        from augd.ops.sampling import split
-        s_std, s_noise = split(seed, 2)
-        std = uniform(s_std, *self.params.std)
+        s_std, s_noise = tf_split(seed, 2)
+        std = tf_uniform(s_std, *self.params.std)
         shape = tf.shape(image)
         if not self.params.per_channel:
             shape = tf.concat([shape[:2], [1]], 0)
@@ -199,7 +247,7 @@ class GaussianNoise(ColourOp):
 
 
 @register_op("gaussian_blur", Kind.COLOUR)
-class GaussianBlur(ColourOp):
+class GaussianBlur(Op):
     """Separable Gaussian blur with sigma drawn from the range; borders renormalised (no dark edges)."""
     class Params(OpParams):
         sigma: range_of(0.05, 20.0) = Field((0.1, 2.0), description="[low, high] sigma in pixels")
@@ -212,7 +260,7 @@ class GaussianBlur(ColourOp):
     def apply(self, image, seed):
         import math
         k = self.params.kernel_size or 2 * math.ceil(3 * self.params.sigma[1]) + 1
-        sigma = uniform(seed, *self.params.sigma)
+        sigma = tf_uniform(seed, *self.params.sigma)
         x = tf.range(k, dtype=tf.float32) - (k - 1) / 2
         g = tf.exp(-0.5 * tf.square(x / sigma))
         g = g / tf.reduce_sum(g)

@@ -1,6 +1,7 @@
 """Geometric ops. Each samples a 3x3 matrix mapping *output* pixel coordinates to *input* ones
 (pixel centres at integers, the convention of ImageProjectiveTransformV3) plus its output size.
-The engine multiplies consecutive matrices and resamples once: one warp, one interpolation."""
+The engine multiplies consecutive matrices and resamples once: one warp, one interpolation.
+Sampling is plain NumPy (float64) on the image's generator: it runs in the engine's per-image plan."""
 from __future__ import annotations
 
 import math
@@ -8,9 +9,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from augd.ops._tf import tf
+import numpy as np
+
 from augd.ops.base import Kind, Op, OpParams, Size, range_of, register_op
-from augd.ops.sampling import coin, log_uniform, split, uniform
+from augd.ops.sampling import coin, log_uniform, uniform
 
 #: fill: a grey level 0-255 for the area outside the source, or how to extend the border.
 Fill = int | Literal["reflect", "nearest", "wrap"]
@@ -21,7 +23,7 @@ def fill_field(default: Fill = 0):
 
 
 def mat(rows):
-    return tf.reshape(tf.stack([tf.cast(v, tf.float32) for r in rows for v in r]), [3, 3])
+    return np.array(rows, np.float64)
 
 
 def translate(tx, ty):
@@ -35,7 +37,7 @@ def about_centre(a, h, w):
 
 
 def rotation(radians):
-    c, s = tf.cos(radians), tf.sin(radians)
+    c, s = math.cos(radians), math.sin(radians)
     return mat([[c, -s, 0], [s, c, 0], [0, 0, 1]])
 
 
@@ -51,10 +53,8 @@ class FlipLeftRight(Op):
     class Params(OpParams):
         pass
 
-    def sample(self, seed, h, w):
-        flip = coin(seed, 0.5)
-        m = tf.where(flip, mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]), tf.eye(3))
-        return m, h, w
+    def sample(self, rng, h, w):
+        return (mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]) if coin(rng, 0.5) else np.eye(3)), h, w
 
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
@@ -63,10 +63,8 @@ class FlipUpDown(Op):
     class Params(OpParams):
         pass
 
-    def sample(self, seed, h, w):
-        flip = coin(seed, 0.5)
-        m = tf.where(flip, mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]), tf.eye(3))
-        return m, h, w
+    def sample(self, rng, h, w):
+        return (mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]) if coin(rng, 0.5) else np.eye(3)), h, w
 
 
 @register_op("random_rotation", Kind.GEOMETRY)
@@ -76,8 +74,8 @@ class RandomRotation(Op):
         degrees: range_of(-360.0, 360.0, symmetric=True) = Field((-10.0, 10.0), description="angle range")
         fill: Fill = fill_field()
 
-    def sample(self, seed, h, w):
-        a = uniform(seed, *self.params.degrees) * (math.pi / 180.0)
+    def sample(self, rng, h, w):
+        a = uniform(rng, *self.params.degrees) * (math.pi / 180.0)
         return about_centre(rotation(a), h, w), h, w
 
 
@@ -91,17 +89,16 @@ class RandomAffine(Op):
         rotate: range_of(-360.0, 360.0, symmetric=True) = Field((0.0, 0.0), description="angle range, degrees")
         fill: Fill = fill_field()
 
-    def sample(self, seed, h, w):
-        s_sc, s_sh, s_rot, s_tx, s_ty = split(seed, 5)
+    def sample(self, rng, h, w):
         pr = self.params
-        sc = log_uniform(s_sc, *pr.scale)
-        sh = tf.tan(uniform(s_sh, *pr.shear) * (math.pi / 180.0))
-        rot = uniform(s_rot, *pr.rotate) * (math.pi / 180.0)
-        tx = uniform(s_tx, -pr.translate[0], pr.translate[0]) * w
-        ty = uniform(s_ty, -pr.translate[1], pr.translate[1]) * h
+        sc = log_uniform(rng, *pr.scale)
+        sh = math.tan(uniform(rng, *pr.shear) * (math.pi / 180.0))
+        rot = uniform(rng, *pr.rotate) * (math.pi / 180.0)
+        tx = uniform(rng, -pr.translate[0], pr.translate[0]) * w
+        ty = uniform(rng, -pr.translate[1], pr.translate[1]) * h
         fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
                                                @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)
-        return tf.linalg.inv(fwd), h, w
+        return np.linalg.inv(fwd), h, w
 
 
 @register_op("random_crop", Kind.GEOMETRY)
@@ -112,17 +109,16 @@ class RandomCrop(Op):
         area: range_of(0.001, 1.0) = Field((0.08, 1.0), description="window area as a fraction of the image")
         aspect: range_of(0.05, 20.0) = Field((3 / 4, 4 / 3), description="window width/height (log-uniform)")
 
-    def sample(self, seed, h, w):
-        s_a, s_r, s_x, s_y = split(seed, 4)
-        area = uniform(s_a, *self.params.area) * h * w
-        r = log_uniform(s_r, *self.params.aspect)
+    def sample(self, rng, h, w):
+        area = uniform(rng, *self.params.area) * h * w
+        r = log_uniform(rng, *self.params.aspect)
         # Clamping keeps the window inside the image; it slightly favours full-width/height windows.
-        cw = tf.minimum(tf.sqrt(area * r), w)
-        ch = tf.minimum(tf.sqrt(area / r), h)
-        x0 = uniform(s_x, 0.0, 1.0) * (w - cw)
-        y0 = uniform(s_y, 0.0, 1.0) * (h - ch)
+        cw = min(math.sqrt(area * r), w)
+        ch = min(math.sqrt(area / r), h)
+        x0 = uniform(rng, 0.0, 1.0) * (w - cw)
+        y0 = uniform(rng, 0.0, 1.0) * (h - ch)
         oh, ow = (float(v) for v in self.params.size)
-        return window(y0, x0, ch, cw, oh, ow), tf.constant(oh), tf.constant(ow)
+        return window(y0, x0, ch, cw, oh, ow), oh, ow
 
 
 @register_op("center_crop", Kind.GEOMETRY)
@@ -132,10 +128,10 @@ class CenterCrop(Op):
         size: Size = Field(description="output [height, width]")
         fill: Fill = fill_field()
 
-    def sample(self, seed, h, w):
+    def sample(self, rng, h, w):
         oh, ow = (float(v) for v in self.params.size)
-        x0, y0 = tf.floor((w - ow) / 2.0), tf.floor((h - oh) / 2.0)
-        return translate(x0, y0), tf.constant(oh), tf.constant(ow)
+        x0, y0 = math.floor((w - ow) / 2.0), math.floor((h - oh) / 2.0)
+        return translate(x0, y0), oh, ow
 
 
 @register_op("resize", Kind.GEOMETRY)
@@ -146,11 +142,11 @@ class Resize(Op):
         keep_aspect: bool = Field(False, description="scale uniformly to fit inside size")
         method: Literal["bilinear", "nearest"] = Field("bilinear", description="interpolation")
 
-    def sample(self, seed, h, w):
+    def sample(self, rng, h, w):
         bh, bw = (float(v) for v in self.params.size)
         if self.params.keep_aspect:
-            s = tf.minimum(bh / h, bw / w)
-            oh, ow = tf.maximum(tf.round(h * s), 1.0), tf.maximum(tf.round(w * s), 1.0)
+            s = min(bh / h, bw / w)
+            oh, ow = max(float(round(h * s)), 1.0), max(float(round(w * s)), 1.0)
         else:
-            oh, ow = tf.constant(bh), tf.constant(bw)
+            oh, ow = bh, bw
         return window(0.0, 0.0, h, w, oh, ow), oh, ow

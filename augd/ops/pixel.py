@@ -7,7 +7,7 @@ from pydantic import Field
 
 from augd.ops._tf import tf
 from augd.ops.base import Kind, Op, OpParams, range_of, register_op
-from augd.ops.sampling import log_uniform, split, uniform
+from augd.ops.tfrand import log_uniform, split, uniform
 
 
 @register_op("solarize", Kind.PIXEL)

@@ -1,22 +1,64 @@
-"""Stateless sampling helpers: every random number is a pure function of a seed tensor."""
-from augd.ops._tf import tf
+"""Sampling helpers. Every random number of an image comes from one counter-based generator keyed by
+the image's seed, drawn once per image before any pixel is touched (the engine's plan): a pure function
+of the seed, the same on every device, with no graph op per number."""
+from __future__ import annotations
+
+import math
+
+__all__ = ["ImageRng", "coin", "generator", "log_uniform", "tf_seed", "uniform"]
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
-def split(seed, n: int):
-    """n independent seeds from one, as a Python list of shape-[2] tensors."""
-    return tf.unstack(tf.random.experimental.stateless_split(seed, num=n))
+def _mix(z: int) -> int:
+    """SplitMix64's finalizer: a bijection of 64-bit words with full avalanche."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
 
 
-def uniform(seed, lo: float, hi: float):
-    return tf.random.stateless_uniform([], seed, minval=lo, maxval=hi, dtype=tf.float32)
+class ImageRng:
+    """SplitMix64 in counter mode over a key mixed from both seed words. Plain Python integers: creating
+    one and drawing the ~20 numbers a chain needs costs a few microseconds, where a NumPy Generator costs
+    tens (this runs once per image while holding the GIL)."""
+    __slots__ = ("_key", "_n")
+
+    def __init__(self, seed):
+        s0, s1 = (int(v) & _M64 for v in seed)
+        self._key = _mix(_mix(s0) ^ s1)
+        self._n = 0
+
+    def next64(self) -> int:
+        self._n += 1
+        return _mix((self._key + self._n * _GOLDEN) & _M64)
+
+    def random(self, n: int | None = None):
+        """A float in [0, 1), or a list of n of them."""
+        if n is None:
+            return (self.next64() >> 11) * (1.0 / (1 << 53))
+        return [self.random() for _ in range(n)]
 
 
-def log_uniform(seed, lo: float, hi: float):
+def generator(seed) -> ImageRng:
+    """The image's generator, keyed by its two 63-bit seed words."""
+    return ImageRng(seed)
+
+
+def uniform(rng: ImageRng, lo: float, hi: float) -> float:
+    return lo + (hi - lo) * rng.random()
+
+
+def log_uniform(rng: ImageRng, lo: float, hi: float) -> float:
     """Uniform in log space: aspect ratios and scales are symmetric around 1 this way."""
-    import math
-    return tf.exp(uniform(seed, math.log(lo), math.log(hi)))
+    return math.exp(uniform(rng, math.log(lo), math.log(hi)))
 
 
-def coin(seed, p: float):
-    """A boolean that is True with probability p."""
-    return uniform(seed, 0.0, 1.0) < p
+def coin(rng: ImageRng, p: float) -> bool:
+    """True with probability p (always consumes one number, so later draws do not depend on p)."""
+    return rng.random() < p
+
+
+def tf_seed(rng: ImageRng) -> tuple[int, int]:
+    """A seed for the stateless TF kernels of ops whose noise is drawn per pixel in the graph."""
+    return rng.next64() >> 1, rng.next64() >> 1

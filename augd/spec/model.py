@@ -1,6 +1,8 @@
 """The pipeline spec: YAML -> frozen, validated objects. TensorFlow is never imported here."""
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 
@@ -40,6 +42,11 @@ class _Header(_Strict):
     variants: int = Field(1, ge=0, le=1000, description="augmented copies per input image")
     keep_original: bool = Field(True, description="also write the untouched image as variant 0")
     output: OutputSpec = OutputSpec()
+    colour: Literal["exact", "fast"] = Field(
+        "exact", description="exact: every colour op means what the same-named tf.image function means "
+                             "(clipped after each op); fast: runs of brightness, contrast, saturation (luma "
+                             "blend), hue (YIQ rotation) and grayscale fold into one colour matrix applied in one "
+                             "pass over uint8 pixels, clipped once")
     ops: list[Any] = Field(default_factory=list, description="the augmentation chain, applied in order")
 
 
@@ -71,22 +78,24 @@ class PipelineSpec:
     output: OutputSpec
     ops: tuple[OpNode, ...]
     source: str = "<string>"
+    colour: str = "exact"
 
     def normalized(self) -> dict:
         """Every default filled in: the form hashed into records and written to manifests."""
         return {
             "name": self.name, "description": self.description, "seed": self.seed,
             "variants": self.variants, "keep_original": self.keep_original,
-            "output": self.output.model_dump(mode="json"), "ops": [n.to_dict() for n in self.ops],
+            "output": self.output.model_dump(mode="json"), "colour": self.colour,
+            "ops": [n.to_dict() for n in self.ops],
         }
 
-    @property
-    def sha256(self) -> str:
+    @functools.cached_property
+    def sha256(self) -> str:  # cached: records carry it, once per image
         canon = json.dumps(self.normalized(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()
 
     def with_seed(self, seed: int) -> "PipelineSpec":
-        return PipelineSpec(**{**self.__dict__, "seed": seed})
+        return dataclasses.replace(self, seed=seed)
 
 
 def _pydantic_error(doc: YamlDoc, base: tuple, exc: ValidationError, allowed_keys=()):
@@ -150,6 +159,6 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
     ops = tuple(_parse_op(doc, raw, ("ops", i)) for i, raw in enumerate(head.ops))
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
                         variants=head.variants, keep_original=head.keep_original,
-                        output=head.output, ops=ops, source=doc.source)
+                        output=head.output, ops=ops, source=doc.source, colour=head.colour)
 
 
