@@ -6,9 +6,11 @@ MAX_PIXELS = 89_478_485
 TARGET_SHARD_BYTES = 128 * 1024 * 1024
 #: Graph calls (batches) in flight per worker: bounds memory while keeping every core busy.
 INFLIGHT_PER_WORKER = 2
-#: Records per graph call: one call per image costs ~0.2 ms of Python and GIL time (measured: batching
-#: 16 doubled the heavy chain's throughput on 2 cores); more adds latency and memory, not speed.
+#: Records per graph call at most: one call per image costs ~0.2 ms of Python and GIL time (measured:
+#: batching 16 doubled the heavy chain's throughput on 2 cores); more adds latency and memory, not speed.
 GRAPH_BATCH = 16
+#: Batches are sized to take about this long, so slow chains still report progress image by image.
+BATCH_SECONDS = 0.05
 #: Default JPEG quality of augmented variants.
 JPEG_QUALITY = 90
 

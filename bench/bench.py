@@ -9,7 +9,9 @@ Measures, in this order (the OpenCV pools first, before TensorFlow is loaded in 
   albu_seed_1p the same in one process (OpenCV's own threads left on)
   albu_heavy   RandomResizedCrop(224, scale 0.25-1) + Rotate(10) + HorizontalFlip + ColorJitter, same pool
   augd_seed    augd run_job, seed-classifier chain, 1 augmented record per image, --workers threads
+  augd_seed_fast   the same with `colour: fast` (colour ops folded into one uint8 colour matrix)
   augd_heavy   augd run_job, random_crop 224 (area 0.25-1) + rotation 10 + flip + seed colour ops
+  augd_heavy_fast  the same with `colour: fast`
   size         output bytes / input bytes: originals, augmented q90, raw (on --size-n images)
 Figures only: nothing here asserts a timing. Only ratios from one run mean much on a noisy machine.
 """
@@ -48,10 +50,14 @@ TARGETS = (
     ("augd_seed", "warp", 0.85, "augd seed / warp floor"),
     ("augd_seed", "albu_seed", 1.4, "augd seed / Albumentations seed pool"),
     ("augd_heavy", "albu_heavy", 1.3, "augd heavy / Albumentations heavy pool"),
+    ("augd_seed_fast", "warp", 0.85, "augd seed, colour: fast / warp floor"),
+    ("augd_seed_fast", "albu_seed", 1.4, "augd seed, colour: fast / Albumentations seed pool"),
+    ("augd_heavy_fast", "albu_heavy", 1.3, "augd heavy, colour: fast / Albumentations heavy pool"),
 )
 #: Context ratios, printed without a verdict (the GPU one gets a verdict on a GPU).
 CONTEXT = (
     ("augd_seed", "codec", 0.8, "augd seed / codec floor (GPU target)"),
+    ("augd_seed_fast", "codec", None, "augd seed, colour: fast / codec floor"),
     ("augd_heavy", "codec", None, "augd heavy / codec floor"),
     ("albu_seed", "albu_seed_1p", None, "Albumentations seed pool / one process"),
     ("warp", "codec", None, "warp floor / codec floor"),

@@ -3,7 +3,6 @@ import math
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from augd.ops import REGISTRY, Kind
 from tests.helpers import make_image, run

@@ -1,7 +1,7 @@
 """One job end to end: scan -> engine -> records -> shards -> atomic commit -> manifest.
 
 The same function serves `augd run`, the daemon, and (later) a Beam runner's DoFn via
-`process_images`. Images go to the graph in small batches (one call per ~GRAPH_BATCH records); memory
+`process_images`. Images go to the graph in small batches (one call per ~50 ms of work); memory
 is bounded: at most workers * INFLIGHT_PER_WORKER batches are in flight, and results are written in a
 fixed order as soon as they are ready.
 """
@@ -186,12 +186,35 @@ def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> Im
     return process_images(compiled, spec, [img])[0]
 
 
-def _batches(order, spec: PipelineSpec):
-    """Images grouped so each graph call carries ~GRAPH_BATCH images' worth of variants."""
-    per_image = max(1, len(variants_of(spec)))
-    size = max(1, defaults.GRAPH_BATCH // per_image)
-    for i in range(0, len(order), size):
-        yield order[i:i + size]
+class _Batches:
+    """Hands out the next batch of images, sized so one graph call takes ~BATCH_SECONDS: fast chains get
+    up to GRAPH_BATCH records a call (the per-call cost vanishes), slow ones one image a call (progress,
+    cancellation and the spread over workers stay fine-grained). Starts at one image until timed."""
+
+    def __init__(self, order, spec: PipelineSpec):
+        self.order, self.next_index = order, 0
+        self.per_image = max(1, len(variants_of(spec)))
+        self.seconds_per_record: float | None = None
+
+    def take(self):
+        if self.next_index >= len(self.order):
+            return None
+        records = 1
+        if self.seconds_per_record is not None:
+            records = int(defaults.BATCH_SECONDS / max(self.seconds_per_record, 1e-6))
+        size = max(1, min(records, defaults.GRAPH_BATCH) // self.per_image)
+        batch = self.order[self.next_index:self.next_index + size]
+        self.next_index += len(batch)
+        return batch
+
+    def timed(self, compiled, spec, batch):
+        """process_images, timed for the next batches' size (run on a worker thread)."""
+        t0 = time.perf_counter()
+        out = process_images(compiled, spec, batch)
+        per_record = (time.perf_counter() - t0) / (len(batch) * self.per_image)
+        old = self.seconds_per_record
+        self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
+        return out
 
 
 def _tf_errors():
@@ -252,14 +275,14 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
     `order`. A bounded window of batches keeps memory flat whatever the job size."""
     window = workers * defaults.INFLIGHT_PER_WORKER
-    todo = _batches(order, spec)
+    batches = _Batches(order, spec)
     index = 0
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
         pending: deque = deque()
         try:
             while True:
-                while len(pending) < window and (batch := next(todo, None)) is not None:
-                    pending.append(pool.submit(process_images, compiled, spec, batch))
+                while len(pending) < window and (batch := batches.take()) is not None:
+                    pending.append(pool.submit(batches.timed, compiled, spec, batch))
                 if not pending:
                     return
                 if cancel is not None and cancel.is_set():
