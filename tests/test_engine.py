@@ -269,3 +269,13 @@ def test_one_bad_image_in_a_batch_does_not_fail_the_others():
     assert isinstance(out[1], tf.errors.InvalidArgumentError)
     assert out[0].payload == c.process(good, "a.png", 1).payload
     assert out[2].payload == c.process(good, "c.png", 1).payload
+
+
+def test_without_a_header_the_graph_plans_from_the_decoded_size():
+    """process() on bytes whose header is not parsed first (orientation given): the graph re-plans."""
+    img = make_image(50, 70, seed=4)
+    chain = [{"resize": {"size": [20, 30], "keep_aspect": True}}, {"random_rotation": {"degrees": 5}}]
+    c = compiled(chain)
+    a = c.process(png(img), "n.png", 1)
+    b = c.process(png(img), "n.png", 1, orientation=1)
+    assert a.payload == b.payload and (b.height, b.width) == (20, 28)

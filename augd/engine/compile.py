@@ -165,13 +165,13 @@ class Compiled:
         return out
 
     def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool):
-        """The image's plan from its header (upright size). Without a header, a plan for size 0 x 0
-        makes the graph re-plan from the decoded size."""
+        """The image's plan from its header (upright size). Without a header, a plan for 1 x 1 (right for
+        a 1 x 1 image, and no op divides by it) makes the graph re-plan from the decoded size."""
         program = self.program
         if not augment:
             return self._empty_plan
         if header is None or not header.width or not header.height:
-            return program.plan(seed, 0, 0, False)
+            return program.plan(seed, 1, 1, False)
         h, w = header.height, header.width
         if orientation in (5, 6, 7, 8):
             h, w = w, h
