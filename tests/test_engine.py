@@ -279,3 +279,46 @@ def test_without_a_header_the_graph_plans_from_the_decoded_size():
     a = c.process(png(img), "n.png", 1)
     b = c.process(png(img), "n.png", 1, orientation=1)
     assert a.payload == b.payload and (b.height, b.width) == (20, 28)
+
+
+@pytest.mark.parametrize("kernel", ["opencv", "tf"])
+def test_strong_downscale_keeps_the_last_row_and_column(kernel, monkeypatch):
+    """The box prefilter extends the image to a multiple of its factor instead of dropping the tail, so
+    the output's last row and column are not blended with the fill (they were: 16 on a flat 200)."""
+    from augd.engine import compile_pipeline
+    monkeypatch.setenv("AUGD_KERNELS", kernel)
+    flat = np.full((1003, 1501, 3), 200, np.uint8)
+    c = compile_pipeline(spec_for([{"resize": {"size": [100, 150]}}]))
+    r = c.process(png(flat), "f.png", 1)
+    out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
+    assert out.min() >= 199, (out[-1].min(), out[:, -1].min())
+
+
+def test_crop_decode_windows_cover_the_warps_taps():
+    """Small crops of a large JPEG (decoded at 1/8 scale, then box-shrunk again): no dark edges."""
+    flat = np.full((2048, 2048, 3), 200, np.uint8)
+    data = cv2.imencode(".jpg", flat, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+    c = compiled([{"random_crop": {"size": [16, 16], "area": [0.5, 1.0]}}])
+    for i in range(6):
+        r = c.process(data, f"w{i}.jpg", 1)
+        out = np.frombuffer(r.payload, np.uint8)
+        assert out.min() >= 195, out.min()
+
+
+def test_a_jpeg_header_that_lies_is_not_used_for_the_decode_window(monkeypatch):
+    """libjpeg's size disagrees with the header the plan used: the graph decodes the whole image and
+    re-plans, giving exactly what the full-decode path gives for the true size."""
+    from dataclasses import replace
+
+    from augd.engine import compile_pipeline
+    from augd.formats import read_header
+    img = cv2.resize(make_image(120, 160, seed=11), (640, 480), interpolation=cv2.INTER_CUBIC)
+    data = cv2.imencode(".jpg", img[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+    chain = [{"random_crop": {"size": [64, 64], "area": [0.25, 1.0]}}, {"random_rotation": {"degrees": 10}}]
+    c = compile_pipeline(spec_for(chain))
+    monkeypatch.setenv("AUGD_CROP_DECODE", "0")
+    full = compile_pipeline(spec_for(chain)).process(data, "j.jpg", 1)
+    assert c.process(data, "j.jpg", 1).payload != full.payload  # the honest header gets the window
+    for w, h in ((600, 400), (700, 500)):
+        liar = replace(read_header(data), width=w, height=h)
+        assert c.process(data, "j.jpg", 1, header=liar).payload == full.payload

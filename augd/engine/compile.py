@@ -113,6 +113,7 @@ class Compiled:
             _builds += 1
         self.builds = 1
         self._empty_plan = (np.zeros(program.n_floats), np.zeros(program.n_ints, np.int64))
+        self._crop = program.leads_with_geometry and crop_decode_enabled()  # as traced
         from tensorflow.core.framework import tensor_pb2
         self._raw_proto = tensor_pb2.TensorProto if out.format == "raw" else None
 
@@ -127,27 +128,34 @@ class Compiled:
     def process_many(self, items) -> list:
         """process() for many (data, relpath, variant, header) at once, in one graph call: a Result per
         item, or the exception that item raised (a bad image does not fail the others)."""
-        prepared = [self._item(d, r, v, None, h) for d, r, v, h in items]
-        if not prepared:
-            return []
+        prepared = []
+        for d, r, v, h in items:
+            try:
+                prepared.append(self._item(d, r, v, None, h))
+            except Exception as exc:  # noqa: BLE001 - a plan that cannot be made rejects that image only
+                prepared.append(exc)
+        ok = [it for it in prepared if not isinstance(it, Exception)]
+        if not ok:
+            return prepared
         try:
-            return self._run(prepared)
+            results = iter(self._run(ok))
+            return [it if isinstance(it, Exception) else next(results) for it in prepared]
         except Exception:  # noqa: BLE001 - one bad image fails the whole call: find it, item by item
             out = []
             for it in prepared:
                 try:
-                    out.append(self._run([it])[0])
+                    out.append(it if isinstance(it, Exception) else self._run([it])[0])
                 except Exception as exc:  # noqa: BLE001 - TF raises many types for bad data
                     out.append(exc)
             return out
 
     def _item(self, data, relpath, variant, orientation, header):
-        if header is None and orientation is None:
+        if header is None:
             try:
                 header = read_header(data)
             except Rejected:
                 header = None  # the graph's decoder says what is wrong with it
-        if orientation is None:
+        if orientation is None:  # an explicit orientation overrides the header's
             orientation = header.orientation if header is not None else 1
         seed = image_seed(self.spec.seed, relpath, variant)
         floats, ints = self._plan(seed, header, orientation, variant > 0)
@@ -175,9 +183,7 @@ class Compiled:
         h, w = header.height, header.width
         if orientation in (5, 6, 7, 8):
             h, w = w, h
-        crop = program.leads_with_geometry and header.format == "jpeg" and orientation == 1 and \
-            crop_decode_enabled()
-        return program.plan(seed, h, w, crop)
+        return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1)
 
     def close(self) -> None:
         """Drop the graph so its memory goes back at the job's end."""

@@ -80,7 +80,12 @@ def decode_planned(data, seed, orientation, program: Program, floats, ints):
         img.set_shape([None, None, 3])
         return img, floats, ints
 
+    def jpeg_as_planned():  # libjpeg's own reading of the size agrees with the header the plan used
+        shape = tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64)
+        return tf.reduce_all(tf.equal(shape, ints[5:7]))
+
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-    img, floats, ints = tf.cond(windowed & is_jpeg & tf.equal(orientation, 1), window, full)
+    use_window = tf.cond(windowed & is_jpeg & tf.equal(orientation, 1), jpeg_as_planned, lambda: False)
+    img, floats, ints = tf.cond(use_window, window, full)
     img.set_shape([None, None, 3])
     return img, floats, ints

@@ -49,7 +49,11 @@ def _single_threaded_opencv() -> None:
     """The engine runs one image per worker thread; OpenCV's own thread pool on top of that only adds
     hand-offs and oversubscription (measured: ~5 % slower on 2 cores). AUGD_OPENCV_THREADS overrides."""
     import cv2
-    cv2.setNumThreads(int(os.environ.get("AUGD_OPENCV_THREADS", "1")))
+    raw = os.environ.get("AUGD_OPENCV_THREADS", "1").strip()
+    if not raw.isdigit():
+        raise ValueError(f"AUGD_OPENCV_THREADS must be a whole number of threads (0 = OpenCV's default); "
+                         f"got {raw!r}")
+    cv2.setNumThreads(int(raw))
 
 
 def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:

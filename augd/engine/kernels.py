@@ -41,9 +41,13 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp):
     src = tf.cast(image, tf.float32)
 
     def shrink():
-        # Area resize by an integer factor is an exact k x k box average (tail rows/cols dropped):
-        # strong downscales then do not alias.
-        small = tf.image.resize(src, tf.maximum(tf.shape(src)[:2] // k, 1), method="area")
+        # Area resize by an integer factor is an exact k x k box average: strong downscales then do not
+        # alias. The image is first extended to a multiple of k by repeating its last row and column.
+        shape = tf.shape(src)
+        ph, pw = -shape[0] % k, -shape[1] % k
+        padded = tf.concat([src, tf.repeat(src[-1:], ph, axis=0)], 0)
+        padded = tf.concat([padded, tf.repeat(padded[:, -1:], pw, axis=1)], 1)
+        small = tf.image.resize(padded, tf.stack([(shape[0] + ph) // k, (shape[1] + pw) // k]), method="area")
         return small, shrink_matrix_tf(tf.cast(k, tf.float32)) @ m
 
     src, mm = tf.cond(k >= 2, shrink, lambda: (src, m))
@@ -62,8 +66,14 @@ def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: st
               "wrap": cv2.BORDER_WRAP}[fill if not isinstance(fill, int) else 0]
     k = int(np.floor(min(np.hypot(m[0, 0], m[1, 0]), np.hypot(m[0, 1], m[1, 1]))))
     if k >= 2:
+        # An exact k x k box average. The image is first extended to a multiple of k by repeating its
+        # last row and column: dropping the tail instead would leave the last output pixels sampling
+        # past the shrunk image, i.e. blended with the fill.
         h, w = image.shape[:2]
-        image = cv2.resize(image, (max(w // k, 1), max(h // k, 1)), interpolation=cv2.INTER_AREA)
+        ph, pw = -h % k, -w % k
+        if ph or pw:
+            image = cv2.copyMakeBorder(image, 0, ph, 0, pw, cv2.BORDER_REPLICATE)
+        image = cv2.resize(image, ((w + pw) // k, (h + ph) // k), interpolation=cv2.INTER_AREA)
         m = box_shrink_matrix(k) @ m
     nearest = interp == "NEAREST"
     flags = (cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR) | cv2.WARP_INVERSE_MAP
