@@ -30,7 +30,7 @@ from augd.spec import PipelineSpec
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["JobProgress", "JobResult", "ImageOutcome", "run_job", "process_image", "process_images", "variants_of"]
+__all__ = ["JobProgress", "JobResult", "ImageOutcome", "run_job", "process_images", "variants_of"]
 
 
 @dataclass
@@ -179,11 +179,6 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs) -> list[ImageOu
                 pipeline_sha256=spec.sha256))
         outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages)
     return [outcomes[k] for k in range(len(imgs))]
-
-
-def process_image(compiled: Compiled, spec: PipelineSpec, img: InputImage) -> ImageOutcome:
-    """All records of one image (process_images for one)."""
-    return process_images(compiled, spec, [img])[0]
 
 
 class _Batches:
