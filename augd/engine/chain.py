@@ -73,10 +73,11 @@ def _geo_np(step: Geo, img, floats, ints):
     return warp_np(img, m, oh, ow, step.fill, step.interp)
 
 
-def _colour_np(step: Colour, fast: bool, img, floats, ints):
+def _colour_np(groups, img, floats, ints):
+    """groups: the step's ops as (foldable, ops) runs (_fast_groups, or one exact run)."""
     import cv2
     x = None  # float32 image in [0, 1] while exact ops run
-    for foldable, ops in (_fast_groups(step.ops) if fast else [(False, step.ops)]):
+    for foldable, ops in groups:
         if not any(ints[i] for _, _, i in ops):
             continue
         if foldable:
@@ -95,10 +96,10 @@ def _colour_np(step: Colour, fast: bool, img, floats, ints):
     return img if x is None else cv2.convertScaleAbs(x, alpha=255.0)  # rounds and saturates
 
 
-def _run_np(steps, fast, img, floats, ints):
+def _run_np(steps, img, floats, ints):
+    """steps: Geo steps and colour groups (see apply_program), run in order on one image."""
     for step in steps:
-        img = _geo_np(step, img, floats, ints) if isinstance(step, Geo) else \
-            _colour_np(step, fast, img, floats, ints)
+        img = _geo_np(step, img, floats, ints) if isinstance(step, Geo) else _colour_np(step, img, floats, ints)
     return img
 
 
@@ -156,11 +157,12 @@ def apply_program(program: Program, image, floats, ints, kernel: str, colour: st
     while k < len(steps):
         step = steps[k]
         if kernel == "opencv" and _np_capable(step):
-            run = []
+            run = []  # grouped here, once, not per image
             while k < len(steps) and _np_capable(steps[k]):
-                run.append(steps[k])
+                s = steps[k]
+                run.append(s if isinstance(s, Geo) else (_fast_groups(s.ops) if fast else [(False, s.ops)]))
                 k += 1
-            image = tf.numpy_function(functools.partial(_run_np, tuple(run), fast),
+            image = tf.numpy_function(functools.partial(_run_np, tuple(run)),
                                       [to_uint8(image), floats, ints], tf.uint8, stateful=False)
         else:
             k += 1
