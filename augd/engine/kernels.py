@@ -19,7 +19,7 @@ KERNELS = ("tf", "opencv")
 _FILL_MODES = {"reflect": "REFLECT", "nearest": "NEAREST", "wrap": "WRAP"}
 
 
-def fill_value(fill) -> float:
+def _fill_value(fill) -> float:
     return float(fill) if isinstance(fill, int) else 0.0
 
 
@@ -55,7 +55,7 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp):
     mode = "CONSTANT" if isinstance(fill, int) else _FILL_MODES[fill]
     out = tf.raw_ops.ImageProjectiveTransformV3(
         images=src[tf.newaxis], transforms=flat, output_shape=tf.stack([oh_i, ow_i]),
-        fill_value=fill_value(fill), interpolation=interp, fill_mode=mode)[0]
+        fill_value=_fill_value(fill), interpolation=interp, fill_mode=mode)[0]
     return tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
 
 
@@ -83,7 +83,7 @@ def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: st
     four = not nearest and oh * ow * 2 >= image.shape[0] * image.shape[1]
     if four:
         image = cv2.cvtColor(image, cv2.COLOR_RGB2RGBA)
-    value = (fill_value(fill),) * 4
+    value = (_fill_value(fill),) * 4
     if abs(m[2, 0]) < 1e-12 and abs(m[2, 1]) < 1e-12:
         out = cv2.warpAffine(image, m[:2] / m[2, 2], (ow, oh), flags=flags, borderMode=border, borderValue=value)
     else:

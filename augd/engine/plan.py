@@ -71,6 +71,7 @@ class _Leaf:
     slot: tuple = ()                            # (floats offset, ints offset) for colour ops
     children: list = field(default_factory=list)
     node: OpNode | None = None
+    cum_weights: np.ndarray | None = None       # one_of: cumulative choice probabilities
 
 
 def _fill(node: OpNode):
@@ -105,7 +106,7 @@ class Program:
             if node.name == "one_of":
                 w = np.asarray(node.params.weights or (1.0,) * len(node.children), np.float64)
                 cum = np.cumsum(w)
-                leaf.op = cum / cum[-1]
+                leaf.cum_weights = cum / cum[-1]
             return leaf
         cls = REGISTRY[node.name]
         op = cls(node.params)
@@ -175,7 +176,7 @@ class Program:
         n = len(leaf.children)
         name = leaf.node.name
         if name == "one_of":
-            idx = int(np.searchsorted(leaf.op, rng.random(), side="right"))
+            idx = int(np.searchsorted(leaf.cum_weights, rng.random(), side="right"))
             return [k == min(idx, n - 1) for k in range(n)]
         if name == "some_of":
             picked = set(sorted(range(n), key=rng.random(n).__getitem__)[:leaf.node.params.n])
