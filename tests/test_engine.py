@@ -212,21 +212,24 @@ def test_crop_aware_jpeg_decode_matches_full_decode(chain, monkeypatch):
 
 
 @pytest.mark.parametrize("preset", [None, "1"])
-def test_device_setup_logs_once_and_respects_the_users_autotune_setting(preset):
+def test_device_setup_logs_once_and_respects_the_users_settings(preset):
+    """Autotune off unless the user set it; on CPU hosts Grappler is skipped unless AUGD_GRAPPLER=1."""
     import os
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {k: v for k, v in os.environ.items() if k != "TF_CUDNN_USE_AUTOTUNE"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CUDNN_USE_AUTOTUNE", "AUGD_GRAPPLER")}
     env.update(PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
     if preset:
-        env["TF_CUDNN_USE_AUTOTUNE"] = preset
+        env["TF_CUDNN_USE_AUTOTUNE"] = env["AUGD_GRAPPLER"] = preset
     code = ("import logging, os; logging.basicConfig(level=logging.INFO); import augd; "
             "from augd.engine import setup_device; a = setup_device(); b = setup_device(); "
-            "print(a.kind, a is b, os.environ['TF_CUDNN_USE_AUTOTUNE'])")
+            "import tensorflow as tf; skip = tf.config.optimizer.get_experimental_options()"
+            ".get('disable_meta_optimizer', False); "
+            "print(a.kind, a is b, os.environ['TF_CUDNN_USE_AUTOTUNE'], skip)")
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["CPU", "True", preset or "0"]
+    assert res.stdout.split() == ["CPU", "True", preset or "0", "False" if preset else "True"]
     assert res.stderr.count("running on the CPU") == 1
 
 
@@ -322,3 +325,18 @@ def test_a_jpeg_header_that_lies_is_not_used_for_the_decode_window(monkeypatch):
     for w, h in ((600, 400), (700, 500)):
         liar = replace(read_header(data), width=w, height=h)
         assert c.process(data, "j.jpg", 1, header=liar).payload == full.payload
+
+
+def test_the_plan_names_its_decode_mode():
+    """ints[0] is 0 (decode the whole image) unless a smaller window or a DCT scale pays; the graph then
+    decodes only ints[1:5] at 1/DECODE_RATIOS[ints[0] - 1]."""
+    from augd.engine.plan import DECODE_RATIOS, Program
+    whole = Program(spec_for([{"random_rotation": {"degrees": 0}}]).ops)
+    _, ints = whole.plan((1, 2), 480, 640, True)
+    assert ints[0] == 0 and list(ints[1:7]) == [0, 0, 480, 640, 480, 640]
+    small = Program(spec_for([{"random_crop": {"size": [64, 64], "area": [0.25, 0.3]}}]).ops)
+    _, ints = small.plan((1, 2), 480, 640, True)
+    ratio = DECODE_RATIOS[ints[0] - 1]
+    assert ints[0] >= 1 and ints[3] * ints[4] < 0.5 * (480 // ratio) * (640 // ratio)
+    _, ints = small.plan((1, 2), 480, 640, False)  # not a JPEG in its stored orientation
+    assert ints[0] == 0

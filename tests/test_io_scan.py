@@ -11,7 +11,7 @@ from PIL import Image
 
 from augd.errors import JobFailed
 from augd.io import REJECT_REASONS, read_bytes, scan_job
-from augd.io.scan import HEADER_PREFIX, HEADER_RETRY_MAX
+from augd.io.scan import HEADER_FIRST, HEADER_PREFIX, HEADER_RETRY_MAX
 
 
 def jpeg(w=8, h=6, seed=0) -> bytes:
@@ -167,6 +167,18 @@ def test_only_a_prefix_is_read_to_reject_a_huge_file(tmp_path):
         f.truncate(8 * 1024**3)  # sparse: reading it whole would take far longer than this test's budget
     r = scan_job(str(tmp_path))
     assert [(x.relpath, x.reason) for x in r.rejected] == [("huge.bin", "unknown_format")]
+
+
+def test_header_past_the_first_read_is_found_in_the_longer_prefix(tmp_path):
+    """The scan reads HEADER_FIRST bytes, then HEADER_PREFIX: a SOF behind a 40 KB APP segment (a big EXIF
+    thumbnail) is found, with the right size."""
+    src = jpeg(8, 6)
+    app = b"\xff\xe2" + (0x9C42).to_bytes(2, "big") + b"a" * (0x9C42 - 2)
+    data = src[:2] + app + src[2:]
+    assert HEADER_FIRST < len(app) < HEADER_PREFIX
+    put(tmp_path, "late.jpg", data)
+    images, rejected = by_rel(scan_job(str(tmp_path)))
+    assert not rejected and (images["late.jpg"].header.width, images["late.jpg"].header.height) == (8, 6)
 
 
 def test_header_past_the_prefix_is_found_up_to_the_retry_limit(tmp_path):

@@ -21,22 +21,18 @@ def crop_decode_enabled() -> bool:
     return os.environ.get("AUGD_CROP_DECODE", "1").strip() not in ("0", "false", "no")
 
 
+# EXIF orientation -> (transpose?, flip rows?, flip columns?); 0 and 9 stand for any value outside 1-8.
+_ORIENT = ((0, 0, 0), (0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 1, 0), (1, 0, 0), (1, 0, 1), (1, 1, 1), (1, 1, 0),
+           (0, 0, 0))
+
+
 def orient(image, orientation):
-    """Apply EXIF orientation (1-8) exactly, with no resampling."""
-    t = lambda x: tf.transpose(x, [1, 0, 2])  # noqa: E731
-    branches = [
-        lambda: image,                                   # 0: invalid -> as is
-        lambda: image,                                   # 1: normal
-        lambda: tf.reverse(image, [1]),                  # 2: mirrored
-        lambda: tf.reverse(image, [0, 1]),               # 3: rotated 180
-        lambda: tf.reverse(image, [0]),                  # 4: mirrored vertically
-        lambda: t(image),                                # 5: transposed
-        lambda: tf.reverse(t(image), [1]),               # 6: rotated 90 CW to display
-        lambda: tf.reverse(t(image), [0, 1]),            # 7: transversed
-        lambda: tf.reverse(t(image), [0]),               # 8: rotated 90 CCW to display
-    ]
-    idx = tf.where((orientation >= 1) & (orientation <= 8), orientation, 0)
-    out = tf.switch_case(idx, branches)
+    """Apply EXIF orientation (1-8) exactly, with no resampling: a transpose for 5-8, then the flips.
+    Looked up rather than branched on: for orientation 1 both kernels hand the image through untouched,
+    and a handful of ops trace in a fraction of the time of an 8-way branch."""
+    row = tf.gather(tf.constant(_ORIENT, tf.int32), tf.clip_by_value(tf.cast(orientation, tf.int32), 0, 9))
+    image = tf.transpose(image, tf.where(row[0] > 0, [1, 0, 2], [0, 1, 2]))
+    out = tf.raw_ops.Reverse(tensor=image, dims=tf.concat([row[1:] > 0, [False]], 0))
     out.set_shape([None, None, 3])
     return out
 
@@ -50,8 +46,9 @@ def decode_full(data, orientation):
 def decode_planned(data, seed, orientation, program: Program, floats, ints):
     """Decode for the augmentation chain under the plan made from the header: (image, floats, ints).
     When the plan chose a window (the chain starts with geometry and the source is a JPEG in its stored
-    orientation), only that window is decoded, at the plan's DCT scale. A full decode whose size differs
-    from the plan's (a header that cannot be trusted, or no header) is re-planned in the graph."""
+    orientation), only that window is decoded, at the plan's DCT scale, provided libjpeg reads the size
+    the plan was made for. A full decode whose size differs from the plan's (a header that cannot be
+    trusted, or no header), or that replaces a planned window, is re-planned in the graph."""
 
     def replan(h, w):
         f, i = tf.numpy_function(program.plan, [seed, h, w, tf.constant(False)], [tf.float64, tf.int64],
@@ -60,32 +57,27 @@ def decode_planned(data, seed, orientation, program: Program, floats, ints):
         i.set_shape([program.n_ints])
         return f, i
 
-    # A plan that chose a window has a non-zero ratio or origin, or a window smaller than the source.
-    windowed = tf.reduce_any(tf.not_equal(ints[0:5], tf.concat([tf.zeros([3], tf.int64), ints[5:7]], 0)))
-
     def full():
         img = decode_full(data, orientation)
         shape = tf.cast(tf.shape(img)[:2], tf.int64)
-        same = tf.reduce_all(tf.equal(shape, ints[5:7])) & tf.logical_not(windowed)
-        f, i = tf.cond(same, lambda: (floats, ints), lambda: replan(shape[0], shape[1]))
+        stale = tf.reduce_any(tf.not_equal(shape, ints[5:7])) | (ints[0] > 0)
+        f, i = tf.cond(stale, lambda: replan(shape[0], shape[1]), lambda: (floats, ints))
         return img, f, i
 
     if not (program.leads_with_geometry and crop_decode_enabled()):
         return full()
 
-    def window():
-        win = tf.cast(ints[1:5], tf.int32)
-        img = tf.switch_case(tf.cast(ints[0], tf.int32), [
-            (lambda r=r: tf.io.decode_and_crop_jpeg(data, win, channels=3, ratio=r)) for r in DECODE_RATIOS])
+    def window(ratio):
+        img = tf.io.decode_and_crop_jpeg(data, tf.cast(ints[1:5], tf.int32), channels=3, ratio=ratio)
         img.set_shape([None, None, 3])
         return img, floats, ints
 
-    def jpeg_as_planned():  # libjpeg's own reading of the size agrees with the header the plan used
-        shape = tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64)
-        return tf.reduce_all(tf.equal(shape, ints[5:7]))
+    def as_planned():  # libjpeg's own reading of the size agrees with the header the plan used
+        return tf.reduce_all(tf.equal(tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64), ints[5:7]))
 
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-    use_window = tf.cond(windowed & is_jpeg & tf.equal(orientation, 1), jpeg_as_planned, lambda: False)
-    img, floats, ints = tf.cond(use_window, window, full)
+    use = tf.cond((ints[0] > 0) & is_jpeg, as_planned, lambda: False)
+    img, floats, ints = tf.switch_case(tf.cast(tf.where(use, ints[0], 0), tf.int32),
+                                       [full] + [(lambda r=r: window(r)) for r in DECODE_RATIOS])
     img.set_shape([None, None, 3])
     return img, floats, ints

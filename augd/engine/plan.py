@@ -38,8 +38,9 @@ __all__ = ["Colour", "Geo", "Program", "Seeded", "DECODE_RATIOS", "IDENTITY", "F
 DECODE_RATIOS = (1, 2, 4, 8)
 #: Geo step codes: what the warp amounts to for this image (identity and flips are exact, no resampling).
 IDENTITY, FLIP_X, FLIP_Y, FLIP_XY, GENERAL = range(5)
-#: ints[0:5]: decode DCT ratio index, window y, x, height, width (in DCT-scaled pixels); ints[5:7]: the
-#: source height and width the plan was made for (the graph re-plans if the decoded image differs).
+#: ints[0:5]: decode mode (0: the whole image; k > 0: only the window that follows, at DCT scale
+#: 1/DECODE_RATIOS[k - 1]), window y, x, height, width (in DCT-scaled pixels); ints[5:7]: the source height
+#: and width the plan was made for (the graph re-plans if the decoded image differs).
 _DECODE_INTS = 7
 
 
@@ -205,7 +206,8 @@ class Program:
         v0 = min(max(math.floor((y0 + 0.5) / r - 0.5) - pad, 0.0), sh - 1.0)
         u1 = min(max(math.ceil((x1 + 0.5) / r - 0.5) + pad + 1.0, u0 + 1.0), sw)
         v1 = min(max(math.ceil((y1 + 0.5) / r - 0.5) + pad + 1.0, v0 + 1.0), sh)
-        ints[0:5] = (ridx, v0, u0, v1 - v0, u1 - u0)
+        whole = ridx == 0 and (v0, u0, v1, u1) == (0.0, 0.0, sh, sw)
+        ints[0:5] = (0 if whole else ridx + 1, v0, u0, v1 - v0, u1 - u0)
         # A DCT-scaled decode samples like a box shrink by r.
         return box_shrink_matrix(r, u0, v0) @ m, v1 - v0, u1 - u0
 

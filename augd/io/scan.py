@@ -36,7 +36,10 @@ REJECT_REASONS = (
 )
 #: Files at a job's root that belong to the drop-folder protocol, not to the data.
 CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt"})
-#: Bytes read for the header; enough for any header short of a JPEG with huge APP segments before its SOF.
+#: Bytes read for the header: first a little (most headers sit in the first few hundred bytes, so the
+#: scan does not read every file twice), then HEADER_PREFIX, enough for any header short of a JPEG with
+#: huge APP segments before its SOF.
+HEADER_FIRST = 16 * 1024
 HEADER_PREFIX = 256 * 1024
 #: Room for metadata in a file beyond its pixels (see _check): generous for EXIF, ICC profiles and XMP.
 MAX_METADATA_BYTES = 16 * 1024 * 1024
@@ -165,12 +168,16 @@ def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
     if c.size == 0:
         raise Rejected("empty", "file is empty (0 bytes)")
     try:
-        head = fs.read(c.relpath, HEADER_PREFIX)
-        try:
-            header = read_header(head)
-        except NeedMoreData:
-            if len(head) < HEADER_PREFIX:  # that was the whole file
-                raise
+        header = None
+        for n in (HEADER_FIRST, HEADER_PREFIX):
+            head = fs.read(c.relpath, n)
+            try:
+                header = read_header(head)
+                break
+            except NeedMoreData:
+                if len(head) < n:  # that was the whole file
+                    raise
+        if header is None:
             if c.size > HEADER_RETRY_MAX:
                 raise Rejected(
                     "bad_header", f"no image size in the first {HEADER_RETRY_MAX} bytes of a {c.size}-byte file"
