@@ -28,11 +28,17 @@ _ORIENT = ((0, 0, 0), (0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 1, 0), (1, 0, 0), (1,
 
 def orient(image, orientation):
     """Apply EXIF orientation (1-8) exactly, with no resampling: a transpose for 5-8, then the flips.
-    Looked up rather than branched on: for orientation 1 both kernels hand the image through untouched,
-    and a handful of ops trace in a fraction of the time of an 8-way branch."""
-    row = tf.gather(tf.constant(_ORIENT, tf.int32), tf.clip_by_value(tf.cast(orientation, tf.int32), 0, 9))
-    image = tf.transpose(image, tf.where(row[0] > 0, [1, 0, 2], [0, 1, 2]))
-    out = tf.raw_ops.Reverse(tensor=image, dims=tf.concat([row[1:] > 0, [False]], 0))
+    Looked up rather than branched eight ways (a few ops trace in a fraction of the time), and only
+    for images that need it: orientation 1 passes through untouched."""
+    o = tf.clip_by_value(tf.cast(orientation, tf.int32), 0, 9)
+
+    def turn():
+        row = tf.gather(tf.constant(_ORIENT, tf.int32), o)
+        x = tf.transpose(image, tf.where(row[0] > 0, [1, 0, 2], [0, 1, 2]))
+        x = tf.cond(row[1] > 0, lambda: tf.reverse(x, [0]), lambda: x)
+        return tf.cond(row[2] > 0, lambda: tf.reverse(x, [1]), lambda: x)
+
+    out = tf.cond((o >= 2) & (o <= 8), turn, lambda: image)
     out.set_shape([None, None, 3])
     return out
 
