@@ -131,6 +131,9 @@ def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.
               f"{r['first_image_seconds']} s, compile {r['compile_seconds_separately']} s, manifest "
               f"{r['manifest_images_per_second']} img/s, graph builds {r['graph_builds_counted']}, "
               f"device {r['device']}; stage time: {sh}")
+            devs = (r.get("graph") or {}).get("stage_devices")
+            if devs:
+                p("    stages run on: " + ", ".join(f"{k} {v}" for k, v in devs.items()))
     p(f"\n{'ratio':<58} {'value':>9}  {'target':>7}  verdict")
     p("-" * 92)
     for row in summary["targets"] + summary["context"]:

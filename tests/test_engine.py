@@ -340,3 +340,36 @@ def test_the_plan_names_its_decode_mode():
     assert ints[0] >= 1 and ints[3] * ints[4] < 0.5 * (480 // ratio) * (640 // ratio)
     _, ints = small.plan((1, 2), 480, 640, False)  # not a JPEG in its stored orientation
     assert ints[0] == 0
+
+
+def test_stage_devices_are_read_back_from_the_graph(monkeypatch):
+    """CPU host: every stage on the CPU, the steps in OpenCV (or TF with AUGD_KERNELS=tf)."""
+    chain = [{"random_crop": {"size": [32, 32], "area": [0.5, 1.0]}}, {"random_brightness": {"max_delta": 0.1}}]
+    assert compiled(chain).stage_devices == {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"}
+    monkeypatch.setenv("AUGD_KERNELS", "tf")
+    from augd.engine import compile_pipeline
+    assert compile_pipeline(spec_for(chain)).stage_devices == {"decode": "CPU", "augment": "CPU", "encode": "CPU"}
+
+
+def test_stage_devices_name_the_ops_a_gpu_leaves_to_the_cpu(monkeypatch):
+    """A graph whose steps are placed on a GPU: the report names the GPU, and lists the op types that have
+    no GPU kernel (they run on the CPU under soft placement). The kernel registry is that of a GPU build."""
+    from augd.engine import placement
+    monkeypatch.setattr(placement, "_kernel_devices", lambda op: frozenset({"CPU"} if op == "PyFunc" else
+                                                                          {"CPU", "GPU"}))
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.string)])
+    def f(data):
+        with tf.device(placement.CPU):
+            img = tf.io.decode_jpeg(data, channels=3)
+        with tf.device(placement.GPU):
+            x = tf.cast(img, tf.float32) * 1.5
+            x = tf.numpy_function(lambda a: a, [x], tf.float32)
+        with tf.device(placement.CPU):
+            return tf.io.encode_png(tf.cast(x, tf.uint8))
+
+    gd = f.get_concrete_function().graph.as_graph_def()
+    got = placement.stage_devices(gd, "GPU:0 (Test)", "tf", placement.GPU)
+    assert got == {"decode": "CPU", "augment": "GPU:0 (Test); on the CPU: PyFunc", "encode": "CPU"}
+    monkeypatch.setattr(placement, "_kernel_devices", lambda op: frozenset({"CPU"}))  # a CPU-only build
+    assert placement.stage_devices(gd, "GPU:0 (Test)", "tf", placement.GPU)["augment"] == "CPU"

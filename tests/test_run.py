@@ -236,7 +236,8 @@ def test_manifest_fields(job, runs):
     # 20 sizes, one trace: the graph's signature takes any height and width.
     sizes = {(ex["image/height"], ex["image/width"]) for (r, v), ex in by_key(result.out_dir).items() if v == 0}
     assert len(sizes) == 20
-    assert m["graph"] == {"builds": 1, "traces": 1}
+    assert m["graph"] == {"builds": 1, "traces": 1,
+                          "stage_devices": {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"}}
     shard_bytes = sum(os.path.getsize(p) for p in shard_files(result.out_dir))
     assert m["bytes"]["written"] == shard_bytes
     read_in_full = [r for r in LAYOUT if r in GOOD or REJECTED.get(r) == "undecodable"]

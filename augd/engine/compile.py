@@ -9,6 +9,7 @@ later attempt to add an op raise.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from augd.engine.chain import apply_program
 from augd.engine.decode import crop_decode_enabled, decode_full, decode_planned
 from augd.engine.device import setup_device
 from augd.engine.kernels import select_kernels
+from augd.engine.placement import CPU, augment_device, stage_devices
 from augd.engine.plan import Program
 from augd.engine.seeds import image_seed
 from augd.errors import Rejected
@@ -55,6 +57,7 @@ class Compiled:
         self.kernel = kernel = select_kernels(self.device.kind)
         out = spec.output
         self.program = program = Program(spec.ops)
+        self._augment_on = on = augment_device(self.device.kind, kernel)
 
         def encode(img):
             if out.format == "jpeg":
@@ -75,20 +78,21 @@ class Compiled:
                     return tf.identity(img), t1
 
             def augmented():
-                with tf.control_dependencies([t0]):
+                with tf.control_dependencies([t0]), tf.device(CPU):
                     img, f, i = decode_planned(data, seed, orientation, program, floats, ints)
                 img, t1 = decoded(img)
-                return apply_program(program, img, f, i, kernel, spec.colour), t1
+                with tf.device(on):
+                    return apply_program(program, img, f, i, kernel, spec.colour), t1
 
             def original():
-                with tf.control_dependencies([t0]):
+                with tf.control_dependencies([t0]), tf.device(CPU):
                     return decoded(decode_full(data, orientation))
 
             aug, t1 = tf.cond(augment, augmented, original)
             aug.set_shape([None, None, 3])
             with tf.control_dependencies([aug]):
                 t2 = tf.timestamp()
-            with tf.control_dependencies([t2]):
+            with tf.control_dependencies([t2]), tf.device(CPU):
                 enc = encode(aug)
             with tf.control_dependencies([enc]):
                 t3 = tf.timestamp()
@@ -184,6 +188,11 @@ class Compiled:
         if orientation in (5, 6, 7, 8):
             h, w = w, h
         return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1)
+
+    @functools.cached_property
+    def stage_devices(self) -> dict:
+        """Where decode, augment and encode run, read back from the graph (augd.engine.placement)."""
+        return stage_devices(self.graph.as_graph_def(), self.device.name, self.kernel, self._augment_on)
 
     def close(self) -> None:
         """Drop the graph so its memory goes back at the job's end."""

@@ -21,7 +21,8 @@ def labels_txt(classes) -> str:
 
 def build_manifest(*, name, input_dir, spec: PipelineSpec, device: DeviceInfo, classes, per_class, seen,
                    written, rejected, shard_paths, records_per_shard, bytes_read, bytes_written,
-                   graph_builds, graph_traces, wall_seconds, stage_seconds, started) -> dict:
+                   graph_builds, graph_traces, wall_seconds, stage_seconds, started,
+                   stage_devices: dict | None = None) -> dict:
     records = sum(records_per_shard)
     return {
         "augd_version": augd.__version__,
@@ -48,7 +49,7 @@ def build_manifest(*, name, input_dir, spec: PipelineSpec, device: DeviceInfo, c
         "shards": [{"file": os.path.basename(p), "records": n} for p, n in zip(shard_paths, records_per_shard)],
         "bytes": {"read": bytes_read, "written": bytes_written,
                   "ratio": round(bytes_written / bytes_read, 4) if bytes_read else None},
-        "graph": {"builds": graph_builds, "traces": graph_traces},
+        "graph": {"builds": graph_builds, "traces": graph_traces, "stage_devices": stage_devices},
         "timing": {
             "wall_seconds": round(wall_seconds, 3),
             "images_per_second": round(written / wall_seconds, 2) if wall_seconds > 0 else None,

@@ -338,7 +338,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
                 rejected=list(scan.rejected) + tally.rejected, shard_paths=writer.paths,
                 records_per_shard=writer.records_per_shard, bytes_read=tally.bytes_read,
                 bytes_written=writer.bytes_written, graph_builds=compiled.builds, graph_traces=compiled.traces,
-                wall_seconds=time.perf_counter() - t_start, stage_seconds=tally.stages, started=started)
+                wall_seconds=time.perf_counter() - t_start, stage_seconds=tally.stages, started=started,
+                stage_devices=compiled.stage_devices)
             if scan.classes:
                 write_text(f"{out.tmp_dir}/labels.txt", labels_txt(scan.classes))
             write_text(f"{out.tmp_dir}/manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
