@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from augd.engine.chain import apply_program
-from augd.engine.decode import crop_decode_enabled, decode_full, decode_planned
+from augd.engine.decode import crop_decode_enabled, decode_planned
 from augd.engine.device import setup_device
 from augd.engine.kernels import select_kernels
 from augd.engine.placement import CPU, augment_device, stage_devices
@@ -71,24 +71,16 @@ class Compiled:
             seed, orientation, augment = args[:2], tf.cast(args[2], tf.int32), args[3] > 0
             t0 = tf.timestamp()
 
-            def decoded(img):
-                with tf.control_dependencies([img]):
-                    t1 = tf.timestamp()
-                with tf.control_dependencies([t1]):
-                    return tf.identity(img), t1
-
-            def augmented():
-                with tf.control_dependencies([t0]), tf.device(CPU):
-                    img, f, i = decode_planned(data, seed, orientation, program, floats, ints)
-                img, t1 = decoded(img)
-                with tf.device(on):
-                    return apply_program(program, img, f, i, kernel, spec.colour), t1
-
-            def original():
-                with tf.control_dependencies([t0]), tf.device(CPU):
-                    return decoded(decode_full(data, orientation))
-
-            aug, t1 = tf.cond(augment, augmented, original)
+            # One decode for both kinds of variant (the original has an empty plan: the whole image),
+            # then the chain for augmented variants only.
+            with tf.control_dependencies([t0]), tf.device(CPU):
+                img, f, i = decode_planned(data, seed, orientation, program, floats, ints, augment)
+            with tf.control_dependencies([img]):
+                t1 = tf.timestamp()
+            with tf.control_dependencies([t1]):
+                img = tf.identity(img)
+            with tf.device(on):
+                aug = tf.cond(augment, lambda: apply_program(program, img, f, i, kernel, spec.colour), lambda: img)
             aug.set_shape([None, None, 3])
             with tf.control_dependencies([aug]):
                 t2 = tf.timestamp()

@@ -49,12 +49,13 @@ def decode_full(data, orientation):
     return orient(img, orientation)
 
 
-def decode_planned(data, seed, orientation, program: Program, floats, ints):
+def decode_planned(data, seed, orientation, program: Program, floats, ints, augment=True):
     """Decode for the augmentation chain under the plan made from the header: (image, floats, ints).
     When the plan chose a window (the chain starts with geometry and the source is a JPEG in its stored
     orientation), only that window is decoded, at the plan's DCT scale, provided libjpeg reads the size
     the plan was made for. A full decode whose size differs from the plan's (a header that cannot be
-    trusted, or no header), or that replaces a planned window, is re-planned in the graph."""
+    trusted, or no header), or that replaces a planned window, is re-planned in the graph (for augmented
+    variants: the original's empty plan is never used)."""
 
     def replan(h, w):
         f, i = tf.numpy_function(program.plan, [seed, h, w, tf.constant(False)], [tf.float64, tf.int64],
@@ -66,7 +67,7 @@ def decode_planned(data, seed, orientation, program: Program, floats, ints):
     def full():
         img = decode_full(data, orientation)
         shape = tf.cast(tf.shape(img)[:2], tf.int64)
-        stale = tf.reduce_any(tf.not_equal(shape, ints[5:7])) | (ints[0] > 0)
+        stale = augment & (tf.reduce_any(tf.not_equal(shape, ints[5:7])) | (ints[0] > 0))
         f, i = tf.cond(stale, lambda: replan(shape[0], shape[1]), lambda: (floats, ints))
         return img, f, i
 
