@@ -43,7 +43,7 @@ def fold_colour(ops, floats, ints, mean) -> np.ndarray:
     mean = np.asarray(mean, np.float64)
     for op, f, i in ops:
         if ints[i]:
-            A, B = op.affine(floats[f:f + op.n_params], a @ mean + b)
+            A, B = op.affine(floats[f:f + op.n_params], (a @ mean + b) if op.needs_mean else None)
             a, b = A @ a, A @ b + B
     return np.hstack([a, b[:, None]])
 
@@ -62,15 +62,14 @@ def _fast_groups(ops):
 # ---- CPU hosts: NumPy / OpenCV inside one numpy_function per run of steps ----
 
 def _geo_np(step: Geo, img, floats, ints):
-    code = int(ints[step.i])
+    code = ints[step.i]
     if code == IDENTITY:
         return img
     if code != GENERAL:
         import cv2
         return cv2.flip(img, _CV_FLIP[code])
-    m = floats[step.f:step.f + 9].reshape(3, 3)
-    oh, ow = (int(round(v)) for v in floats[step.f + 9:step.f + 11])
-    return warp_np(img, m, oh, ow, step.fill, step.interp)
+    m = np.array(floats[step.f:step.f + 9]).reshape(3, 3)
+    return warp_np(img, m, round(floats[step.f + 9]), round(floats[step.f + 10]), step.fill, step.interp)
 
 
 def _colour_np(groups, img, floats, ints):
@@ -97,7 +96,9 @@ def _colour_np(groups, img, floats, ints):
 
 
 def _run_np(steps, img, floats, ints):
-    """steps: Geo steps and colour groups (see apply_program), run in order on one image."""
+    """steps: Geo steps and colour groups (see apply_program), run in order on one image. The plan is
+    read as Python numbers: this runs under the GIL, where NumPy scalars cost ~10x more."""
+    floats, ints = floats.tolist(), ints.tolist()
     for step in steps:
         img = _geo_np(step, img, floats, ints) if isinstance(step, Geo) else _colour_np(step, img, floats, ints)
     return img

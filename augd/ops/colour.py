@@ -28,6 +28,22 @@ _YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523,
 _YIQ_INV = np.linalg.inv(_YIQ)
 
 
+def _const(a) -> np.ndarray:
+    a = np.asarray(a, np.float64)
+    a.setflags(write=False)  # shared by every image's fold: never modified in place
+    return a
+
+
+# `colour: fast` matrices, precomputed: the fold runs per image on the host, under the GIL.
+_EYE3, _ZERO3 = _const(np.eye(3)), _const(np.zeros(3))
+_LUMA_ROWS = _const(np.outer(np.ones(3), LUMA))
+_LUMA_BLEND = _const(np.outer(np.ones(3), LUMA / LUMA.sum()))  # normalised: greys stay exactly grey
+# A hue turn by angle a is _YIQ_INV @ R(a) @ _YIQ = _HUE_0 + cos(a) _HUE_C + sin(a) _HUE_S.
+_HUE_0 = _const(_YIQ_INV @ np.diag([1.0, 0.0, 0.0]) @ _YIQ)
+_HUE_C = _const(_YIQ_INV @ np.diag([0.0, 1.0, 1.0]) @ _YIQ)
+_HUE_S = _const(_YIQ_INV @ np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]]) @ _YIQ)
+
+
 def _clip(x):
     return tf.clip_by_value(x, 0.0, 1.0)
 
@@ -44,6 +60,8 @@ class ColourOp(Op):
     """A colour op with a NumPy parameter draw shared by its TF and NumPy/OpenCV kernels."""
     #: how many floats draw() returns
     n_params: ClassVar[int] = 0
+    #: whether affine() reads the image mean (the fold computes it only for those)
+    needs_mean: ClassVar[bool] = False
 
     def draw(self, rng) -> tuple[float, ...]:
         return ()
@@ -56,7 +74,8 @@ class ColourOp(Op):
 
     def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
         """(A, b) with out = A @ rgb + b in [0, 1] units, for `colour: fast`; `mean` is the image's
-        per-channel mean at this point. None: the op is not affine and runs on its own."""
+        per-channel mean at this point (None unless the op sets needs_mean). None: the op is not affine
+        and runs on its own."""
         return None
 
 
@@ -95,7 +114,7 @@ class RandomBrightness(ColourOp):
         return _clip(image + params[0])
 
     def affine(self, params, mean):
-        return np.eye(3), np.full(3, params[0])
+        return _EYE3, np.full(3, params[0])
 
     def apply_np(self, x, params):
         import cv2
@@ -115,6 +134,7 @@ class RandomContrast(ColourOp):
                 raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
 
     n_params = 1
+    needs_mean = True
 
     def draw(self, rng):
         return (uniform(rng, self.params.lower, self.params.upper),)
@@ -125,7 +145,7 @@ class RandomContrast(ColourOp):
 
     def affine(self, params, mean):
         f = params[0]
-        return f * np.eye(3), (1.0 - f) * np.asarray(mean, np.float64)
+        return f * _EYE3, (1.0 - f) * np.asarray(mean, np.float64)
 
     def apply_np(self, x, params):
         import cv2
@@ -158,7 +178,7 @@ class RandomSaturation(ColourOp):
 
     def affine(self, params, mean):
         s = params[0]  # fast mode: blend with the luma (weights normalised so greys stay exactly grey)
-        return s * np.eye(3) + (1.0 - s) * np.outer(np.ones(3), LUMA / LUMA.sum()), np.zeros(3)
+        return s * _EYE3 + (1.0 - s) * _LUMA_BLEND, _ZERO3
 
     def apply_np(self, x, params):
         return _hsv_adjust_np(x, saturation=float(params[0]))
@@ -182,9 +202,7 @@ class RandomHue(ColourOp):
     def affine(self, params, mean):
         # fast mode: rotate the chroma plane of YIQ; -angle turns the same way as HSV hue (red -> yellow)
         a = -2.0 * math.pi * params[0]
-        c, s = math.cos(a), math.sin(a)
-        rot = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
-        return _YIQ_INV @ rot @ _YIQ, np.zeros(3)
+        return _HUE_0 + math.cos(a) * _HUE_C + math.sin(a) * _HUE_S, _ZERO3
 
     def apply_np(self, x, params):
         return _hsv_adjust_np(x, hue_turns=float(params[0]))
@@ -223,7 +241,7 @@ class RandomGrayscale(ColourOp):
         return tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image))
 
     def affine(self, params, mean):
-        return np.outer(np.ones(3), LUMA), np.zeros(3)
+        return _LUMA_ROWS, _ZERO3
 
     def apply_np(self, x, params):
         import cv2
