@@ -59,17 +59,16 @@ def stage_devices(graph_def, device_name: str, kernel: str, augment: str) -> dic
     nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
     kinds: dict[str, dict[str, set]] = {"decode": {}, "augment": {}, "encode": {}}
     for n in nodes:
-        if n.op in DECODE_OPS or n.op in ENCODE_OPS:
-            stage = "decode" if n.op in DECODE_OPS else "encode"
-        elif n.op in _PLUMBING or augment == CPU or _requested(n.device) != "GPU":
-            continue  # on CPU hosts every step runs on the CPU; on GPU hosts, the steps placed there
-        else:
+        if n.op in DECODE_OPS:
+            stage = "decode"
+        elif n.op in ENCODE_OPS:
+            stage = "encode"
+        elif augment != CPU and n.op not in _PLUMBING and _requested(n.device) == "GPU":
             stage = "augment"
+        else:
+            continue
         kinds[stage].setdefault(_runs_on(n.op, n.device), set()).add(n.op)
-    if augment == CPU:
-        kinds["augment"] = {"CPU": {"*"}}
-    labels = {"GPU": device_name, "CPU": "CPU"}
-    out = {stage: _stage(k, labels) for stage, k in kinds.items()}
-    if augment == CPU and kernel == "opencv":
-        out["augment"] = "CPU (OpenCV)"
+    out = {stage: _stage(k, {"GPU": device_name, "CPU": "CPU"}) for stage, k in kinds.items()}
+    if augment == CPU:  # CPU hosts: no other device to fall back from
+        out["augment"] = "CPU (OpenCV)" if kernel == "opencv" else "CPU"
     return out
