@@ -42,6 +42,12 @@ def _heavy_doc() -> dict:
     ]}
 
 
+def _heavy_crop_doc() -> dict:
+    """The heavy chain's crop alone: its windowed decode, one resize and the writer, nothing else."""
+    doc = _heavy_doc()
+    return {"name": "bench-heavy-crop", "seed": doc["seed"], "ops": doc["ops"][:1]}
+
+
 #: name -> (base document, overrides). Every throughput spec writes exactly one augmented record per image.
 SPECS = {
     "seed": (_seed_doc, {"name": "bench-seed", "variants": 1, "keep_original": False, "output": OUTPUT_Q90}),
@@ -51,6 +57,8 @@ SPECS = {
                               "output": OUTPUT_Q90, "colour": "fast"}),
     "heavy_fast": (_heavy_doc, {"name": "bench-heavy-fast", "variants": 1, "keep_original": False,
                                 "output": OUTPUT_Q90, "colour": "fast"}),
+    # the bound of the heavy chain: what augd pays with no rotation, flip or colour work at all
+    "heavy_crop": (_heavy_crop_doc, {"variants": 1, "keep_original": False, "output": OUTPUT_Q90}),
     # size figures (issue 7 item 4)
     "originals": (_seed_doc, {"name": "bench-originals", "variants": 0, "keep_original": True,
                               "output": OUTPUT_Q90}),

@@ -12,6 +12,8 @@ Measures, in this order (the OpenCV pools first, before TensorFlow is loaded in 
   augd_seed_fast   the same with `colour: fast` (colour ops folded into one uint8 colour matrix)
   augd_heavy   augd run_job, random_crop 224 (area 0.25-1) + rotation 10 + flip + seed colour ops
   augd_heavy_fast  the same with `colour: fast`
+  augd_heavy_crop  the heavy chain's random_crop alone: its windowed decode, resize and writer (the bound
+                   that no faster warp or colour kernel can pass)
   size         output bytes / input bytes: originals, augmented q90, raw (on --size-n images)
 Figures only: nothing here asserts a timing. Only ratios from one run mean much on a noisy machine.
 """
@@ -32,7 +34,7 @@ from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, dataset_stat
 __all__ = ["MEASUREMENTS", "TARGETS", "main"]
 
 POOL = ("codec", "warp", "albu_seed", "albu_seed_1p", "albu_heavy")
-AUGD = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast")
+AUGD = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast", "augd_heavy_crop")
 MEASUREMENTS = POOL + AUGD + ("size",)
 LABELS = {
     "codec": "codec floor: cv2 decode + encode q90, pool",
@@ -44,6 +46,7 @@ LABELS = {
     "augd_heavy": "augd heavy chain (run_job, variants 1)",
     "augd_seed_fast": "augd seed chain, colour: fast",
     "augd_heavy_fast": "augd heavy chain, colour: fast",
+    "augd_heavy_crop": "augd heavy chain's crop alone (bound: no warp, no colour)",
 }
 #: (numerator, denominator, minimum, label): the issue's targets, ratios from one run.
 TARGETS = (
@@ -59,6 +62,8 @@ CONTEXT = (
     ("augd_seed", "codec", 0.8, "augd seed / codec floor (GPU target)"),
     ("augd_seed_fast", "codec", None, "augd seed, colour: fast / codec floor"),
     ("augd_heavy", "codec", None, "augd heavy / codec floor"),
+    ("augd_heavy_crop", "albu_heavy", None, "augd heavy crop alone / Albumentations heavy pool"),
+    ("augd_heavy_fast", "augd_heavy_crop", None, "augd heavy, colour: fast / its crop alone"),
     ("albu_seed", "albu_seed_1p", None, "Albumentations seed pool / one process"),
     ("warp", "codec", None, "warp floor / codec floor"),
 )
