@@ -28,13 +28,19 @@ _ORIENT = ((0, 0, 0), (0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 1, 0), (1, 0, 0), (1,
 
 def orient(image, orientation):
     """Apply EXIF orientation (1-8) exactly, with no resampling: a transpose for 5-8, then the flips.
-    Looked up rather than branched: an identity transpose and a reverse over no axes hand their input
-    through without a copy (measured), so orientation 1 costs nothing and the graph holds no cond."""
-    row = tf.gather(tf.constant(_ORIENT, tf.int32), tf.clip_by_value(tf.cast(orientation, tf.int32), 0, 9))
-    x = tf.transpose(image, tf.where(row[0] > 0, [1, 0, 2], [0, 1, 2]))
-    x = tf.reverse(x, tf.boolean_mask(tf.constant([0, 1]), row[1:] > 0))
-    x.set_shape([None, None, 3])
-    return x
+    Looked up rather than branched eight ways (a few ops trace in a fraction of the time), and only for
+    images that need it: orientation 1 passes through untouched (measured: an identity transpose and a
+    reverse over no axes in its path cost the seed chain ~12 %)."""
+    o = tf.clip_by_value(tf.cast(orientation, tf.int32), 0, 9)
+
+    def turn():
+        row = tf.gather(tf.constant(_ORIENT, tf.int32), o)
+        x = tf.transpose(image, tf.where(row[0] > 0, [1, 0, 2], [0, 1, 2]))
+        return tf.reverse(x, tf.boolean_mask(tf.constant([0, 1]), row[1:] > 0))  # one pass for both flips
+
+    out = tf.cond((o >= 2) & (o <= 8), turn, lambda: image)
+    out.set_shape([None, None, 3])
+    return out
 
 
 def decode_full(data, orientation):
