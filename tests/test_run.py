@@ -304,3 +304,26 @@ def test_no_decodable_image_fails_and_leaves_nothing(tmp_path):
         run_job(str(tmp_path / "bad"), spec(), str(tmp_path / "out"))
     assert err.value.reason == "no_valid_input"
     assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_jobs_graph_is_freed_when_the_job_ends(job, tmp_path, monkeypatch, fails):
+    """A long-lived process (the daemon) must not keep a finished job's graph: it lives in reference
+    cycles, so run_job collects them as it ends, whether the job committed or failed."""
+    import weakref
+
+    import augd.job.runner as runner
+    graphs, real_compile = [], runner.compile_pipeline
+
+    def compile_and_watch(*args, **kwargs):
+        compiled = real_compile(*args, **kwargs)
+        graphs.append(weakref.ref(compiled.graph))
+        return compiled
+
+    monkeypatch.setattr(runner, "compile_pipeline", compile_and_watch)
+    if fails:
+        with pytest.raises(RuntimeError, match="injected"):
+            run_job(job, spec(), str(tmp_path / "out"), workers=2, on_image=_raise_after(3))
+    else:
+        run_job(job, spec(), str(tmp_path / "out"), workers=2)
+    assert len(graphs) == 1 and graphs[0]() is None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from augd import defaults
-from augd.engine import Compiled, compile_pipeline
+from augd.engine import Compiled, compile_pipeline, release_memory
 from augd.errors import JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
 from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, make_example,
@@ -352,5 +352,6 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     finally:
         if compiled is not None:
             compiled.close()
+            release_memory()  # a long-lived process (the daemon) stays flat from job to job
     return JobResult(name=name, out_dir=out.dest, manifest=manifest)
 
