@@ -1,0 +1,116 @@
+"""Where a job's time goes beyond its graph: the same images through three layers, in one process.
+
+    python -m bench.layers                         # heavy chain, colour: fast, 1000 images, 3 rounds
+    python -m bench.layers --chain seed_fast --rounds 5
+
+  graph    the job's compiled graph: every image's bytes read beforehand, then batches of 16 through
+           `Compiled.process_many` (which plans each image), one thread per worker (the engine's ceiling)
+  images   `augd.job.process_images`: the same, plus the rest of the per-image Python a job does (read and
+           re-check the file, hash the source and the output, build the tf.train.Example)
+  job      `augd.job.run_job` on the folder: plus the scan, the compile and first call, the shard writer,
+           fsync and commit
+
+For each: img/s, process CPU ms per image and the cores kept busy (CPU time / wall time). The rounds are
+interleaved; medians are printed. Figures only: on a shared machine, compare layers within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+from bench.augd_runs import SPECS, make_spec
+from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
+
+__all__ = ["main"]
+
+BATCH = 16
+
+
+def _timed(fn) -> dict:
+    c0, t0 = time.process_time(), time.perf_counter()
+    n = fn()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"images_per_second": n / wall, "cpu_ms_per_image": cpu / n * 1e3, "cores_busy": cpu / wall}
+
+
+def _threads(work, n_items: int, workers: int) -> int:
+    """Run work(lo, hi) over contiguous slices of range(n_items), one thread each."""
+    step = -(-n_items // workers)
+    threads = [threading.Thread(target=work, args=(lo, min(lo + step, n_items))) for lo in range(0, n_items, step)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return n_items
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.layers", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--chain", choices=sorted(n for n in SPECS if n not in ("originals", "mixed", "raw")),
+                    default="heavy_fast", help="bench spec (default heavy_fast)")
+    ap.add_argument("--n", type=int, default=1000, help="images in the data set (default 1000)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--cache", default=DEFAULT_CACHE)
+    args = ap.parse_args(argv)
+
+    from augd.engine import compile_pipeline
+    from augd.io import read_bytes, scan_job
+    from augd.job import process_images, run_job
+
+    data_dir = build_dataset(args.n, 0, args.cache)
+    spec = make_spec(args.chain)
+    images = scan_job(data_dir).images
+    compiled = compile_pipeline(spec)
+    items = [(read_bytes(i), i.relpath, 1, i.header) for i in images]
+    tmp = tempfile.mkdtemp(prefix="augd-layers-")
+    try:
+        job_dir = os.path.join(tmp, "in")
+        link_tree(data_dir, job_dir, dataset_files(data_dir))
+
+        def graph_only(lo, hi):
+            for k in range(lo, hi, BATCH):
+                compiled.process_many(items[k:min(k + BATCH, hi)])
+
+        def with_python(lo, hi):
+            for k in range(lo, hi, BATCH):
+                process_images(compiled, spec, images[k:min(k + BATCH, hi)])
+
+        def job():
+            run_job(job_dir, spec, os.path.join(tmp, "out"), name="layers", workers=args.workers, overwrite=True)
+            return len(images)
+
+        layers = {"graph": lambda: _threads(graph_only, len(images), args.workers),
+                  "images": lambda: _threads(with_python, len(images), args.workers),
+                  "job": job}
+        graph_only(0, min(2 * BATCH, len(images)))  # the first call's one-off instantiation
+        job()                                        # and the process's first job
+        figures: dict = {name: [] for name in layers}
+        for r in range(args.rounds):
+            for name, fn in layers.items():
+                figures[name].append(_timed(fn))
+            print(f"round {r + 1}/{args.rounds}: " + ", ".join(
+                f"{n} {f[-1]['images_per_second']:.0f}" for n, f in figures.items()), file=sys.stderr, flush=True)
+    finally:
+        compiled.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\n{args.chain}, {len(images)} images, {args.workers} workers, medians of {args.rounds} rounds")
+    print(f"{'layer':<8} {'img/s':>8} {'CPU ms/img':>11} {'cores busy':>11} {'vs graph':>9}")
+    base = statistics.median(f["images_per_second"] for f in figures["graph"])
+    for name, runs in figures.items():
+        med = {k: statistics.median(f[k] for f in runs) for k in runs[0]}
+        print(f"{name:<8} {med['images_per_second']:>8.1f} {med['cpu_ms_per_image']:>11.2f} "
+              f"{med['cores_busy']:>11.2f} {med['images_per_second'] / base:>9.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
