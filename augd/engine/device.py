@@ -1,6 +1,8 @@
-"""Device set-up: done once per process, before the first graph is built."""
+"""Device and process set-up, done once per process before the first graph is built; the memory release
+between jobs."""
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -37,13 +39,20 @@ def tune_malloc() -> bool:
     turns this off. Returns whether it was applied."""
     if os.environ.get("AUGD_MALLOC", "1") == "0" or any(k.startswith("MALLOC_") for k in os.environ):
         return False
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)) and \
+        bool(libc.mallopt(_M_TRIM_THRESHOLD, 256 * 1024 * 1024))
+
+
+@functools.lru_cache(maxsize=1)
+def _glibc():
+    """glibc through ctypes, or None (musl, macOS: nothing to tune or trim)."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)) and \
-            bool(libc.mallopt(_M_TRIM_THRESHOLD, 256 * 1024 * 1024))
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
-        return False
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
 
 
 def release_memory() -> None:
@@ -55,11 +64,9 @@ def release_memory() -> None:
     job holds it flat (100 jobs: +7 MB). With TensorFlow's objects frozen out of the collector
     (setup_device), this costs ~6 ms per job instead of ~120 ms."""
     gc.collect()
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the collection alone is what there is
-        pass
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def _single_threaded_opencv() -> None:
