@@ -24,7 +24,8 @@ import tempfile
 import threading
 import time
 
-from bench.augd_runs import SPECS, make_spec
+from bench.augd_runs import make_spec
+from bench.bench import AUGD
 from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
 
 __all__ = ["main"]
@@ -53,8 +54,8 @@ def _threads(work, n_items: int, workers: int) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.layers", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--chain", choices=sorted(n for n in SPECS if n not in ("originals", "mixed", "raw")),
-                    default="heavy_fast", help="bench spec (default heavy_fast)")
+    ap.add_argument("--chain", choices=[n.removeprefix("augd_") for n in AUGD], default="heavy_fast",
+                    help="one of the bench's augd chains (default heavy_fast)")
     ap.add_argument("--n", type=int, default=1000, help="images in the data set (default 1000)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
