@@ -53,3 +53,20 @@ READY_MARKER = "_READY"
 JOB_CONFIG = "augd.yaml"
 #: Daemon log lines: "text" (human) or "json" (one object per line).
 LOG_FORMAT = "text"
+
+# --- Files a job supplies are untrusted: every parser is bounded (spec/yamlsrc.py, io/untrusted.py) ---
+
+#: Largest YAML file read (pipelines, augd.yaml, daemon config): the biggest real one is ~2 KB.
+YAML_MAX_BYTES = 1024 * 1024
+#: Deepest YAML nesting (collections, aliases expanded): shipped pipelines reach 8; the composer recurses.
+YAML_MAX_DEPTH = 64
+#: Most YAML nodes after alias expansion: stops "billion laughs" (a 1 KB file expanding to 10^9 nodes).
+YAML_MAX_NODES = 100_000
+#: Most scalar text after alias expansion: 10^5 aliases of one 1 MB string would be 100 GB in an error message.
+YAML_MAX_CHARS = 4 * YAML_MAX_BYTES
+#: Largest JSON file read: COCO instance files are legitimately hundreds of MB (train2017: 448 MB).
+JSON_MAX_BYTES = 512 * 1024 * 1024
+#: Deepest JSON nesting: COCO reaches 4; readers of it may recurse.
+JSON_MAX_DEPTH = 64
+#: Largest XML file read: a Pascal VOC annotation is a few KB; single-file exports (CVAT) run to tens of MB.
+XML_MAX_BYTES = 64 * 1024 * 1024

@@ -29,3 +29,13 @@ class Rejected(AugdError):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
         self.reason = reason
+
+
+class UntrustedFileError(AugdError):
+    """A file a job supplied cannot be parsed safely. The message names the file, what is wrong, and the limit;
+    `limit` is the limit's value (None when the file is simply invalid)."""
+
+    def __init__(self, message: str, *, path: str = "", limit: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.limit = limit

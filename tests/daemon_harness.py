@@ -286,3 +286,36 @@ class NotifySocket:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class RssSampler:
+    """Samples a process' resident memory (Linux /proc) every `interval` s in a thread while in the block: the
+    bound a test asserts is sampled, not assumed. `peak` in bytes."""
+
+    def __init__(self, pid: int, interval: float = 0.05):
+        import threading
+        self.pid, self.interval, self.samples = pid, interval, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.is_set():
+            try:
+                with open(f"/proc/{self.pid}/statm") as fh:
+                    self.samples.append(int(fh.read().split()[1]) * page)
+            except (OSError, ValueError):
+                pass  # the process is gone (killed on purpose) or not yet there
+            self._stop.wait(self.interval)
+
+    @property
+    def peak(self) -> int:
+        return max(self.samples, default=0)
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,55 @@
+"""Reading files a job supplies, bounded: a size cap, and no blocking on a FIFO or device. A leaf module
+(like errors and defaults), so the spec's YAML reader and io's annotation readers share it."""
+from __future__ import annotations
+
+import os
+import stat
+
+from augd.errors import UntrustedFileError
+
+__all__ = ["format_size", "read_capped"]
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+
+
+def format_size(n: int) -> str:
+    """1048576 -> '1 MiB', 2411724 -> '2.3 MiB'."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"
+
+
+def _refuse_irregular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise UntrustedFileError(f"{path}: refused: not a regular file ({kind})", path=path)
+
+
+def read_capped(path: str, max_bytes: int, kind: str, limit_name: str = "") -> bytes:
+    """The bytes of a regular file of at most max_bytes; never reads more than max_bytes + 1.
+
+    A FIFO or device is refused without opening it (stat) or blocking on it (O_NONBLOCK, then fstat, in case
+    it was swapped in between). OSError from open/read propagates for the caller to word.
+    """
+    def too_big(size: str) -> UntrustedFileError:
+        named = f" ({limit_name})" if limit_name else ""
+        return UntrustedFileError(f"{path}: refused: {size} exceeds the {format_size(max_bytes)} limit for "
+                                  f"{kind} files{named}", path=path, limit=max_bytes)
+
+    _refuse_irregular(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        _refuse_irregular(path, st.st_mode)
+        if st.st_size > max_bytes:  # refused without reading a byte (a sparse 10 GB file costs nothing)
+            size = format_size(st.st_size)
+            exact = size.endswith("bytes") or size == format_size(max_bytes)  # not "1 MiB exceeds 1 MiB"
+            raise too_big(f"{st.st_size} bytes" if exact else f"{size} ({st.st_size} bytes)")
+        data = fh.read(st.st_size + 1)
+        if len(data) > st.st_size:  # it grew, or reports no size (procfs): read on, but only up to the limit
+            data += fh.read(max_bytes + 1 - len(data))
+    if len(data) > max_bytes:
+        raise too_big(f"more than {format_size(max_bytes)}")
+    return data
