@@ -85,7 +85,8 @@ def cmd_run(args) -> int:
 
     try:
         result = run_job(args.input, spec, args.out, name=args.name, workers=args.workers,
-                         overwrite=args.overwrite, max_pixels=args.max_pixels, progress=progress)
+                         overwrite=args.overwrite, max_pixels=args.max_pixels, progress=progress,
+                         memory_limit=_memory_limit(args.max_memory_mb))
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -99,6 +100,21 @@ def cmd_run(args) -> int:
     for r in m["inputs"]["rejected_files"][:20]:
         print(f"  rejected {r['path']}: {r['message']}", file=sys.stderr)
     return EXIT_OK
+
+
+def _memory_limit(value: str) -> int | None:
+    if value == "none":
+        return None
+    if value == "auto":
+        from augd.job.resources import default_job_memory_bytes
+        return default_job_memory_bytes()
+    return int(value) * 1024 * 1024
+
+
+def _memory_arg(value: str) -> str:
+    if value in ("auto", "none") or (value.isdigit() and int(value) >= 1):
+        return value
+    raise argparse.ArgumentTypeError(f"must be auto, none or a whole number of MB >= 1; got {value!r}")
 
 
 def cmd_inspect(args) -> int:
@@ -127,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="override the pipeline's seed")
     r.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
                    help=f"reject images larger than this (default {defaults.MAX_PIXELS})")
+    r.add_argument("--max-memory-mb", type=_memory_arg, default="auto",
+                   help="memory the job may add to the process, in MB; auto (default): half the host's "
+                        "(cgroup-aware); none: no limit")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_run)
 

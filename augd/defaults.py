@@ -54,6 +54,26 @@ JOB_CONFIG = "augd.yaml"
 #: Daemon log lines: "text" (human) or "json" (one object per line).
 LOG_FORMAT = "text"
 
+# --- resource bounds: one job must not take the host (or the daemon) down ---
+
+#: A job whose processing ended the daemon's process this many times (kill -9, the OOM killer, a crash in a
+#: codec) is moved to failed/ with reason `crashed` instead of being run again at every start.
+MAX_ATTEMPTS = 3
+#: Default memory limit of one job ("auto"): this share of the host's memory (the cgroup limit where one is
+#: set, else physical RAM), counted as growth of the process' resident memory over its size at the job's start.
+JOB_MEMORY_SHARE = 0.5
+#: Working memory budgeted per image and graph variant in flight, per pixel of source plus output, from the
+#: header and the chain's sizes alone (no decode). Measured: the seed chain on a 36 MP JPEG (output the same
+#: size) peaks at 10.6 B per variant, 5.3 per pixel of source plus output; float-heavy steps (a wide blur)
+#: take more, and the sampled limit catches them.
+BYTES_PER_PIXEL_IN_FLIGHT = 8
+#: How often a running job's resident memory is sampled against its limit.
+MEMORY_SAMPLE_SECONDS = 0.05
+#: Before a job writes its first record, the output filesystem must hold its estimated size (extrapolated from
+#: its first records) times this, plus the reserve below (room for the manifest and the filesystem's own).
+SPACE_MARGIN = 1.10
+SPACE_RESERVE_BYTES = 1024 * 1024
+
 # --- Files a job supplies are untrusted: every parser is bounded (spec/yamlsrc.py, io/untrusted.py) ---
 
 #: Largest YAML file read (pipelines, augd.yaml, daemon config): the biggest real one is ~2 KB.

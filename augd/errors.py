@@ -1,4 +1,26 @@
-"""Exception types shared by every room. Messages are meant for the user as they are."""
+"""Exception types shared by every room, and the reasons a job fails. Messages are meant for the user as
+they are."""
+import enum
+
+
+class FailureReason(str, enum.Enum):
+    """Why a job ended in failed/: `reason` in failure.json, the label of augd_job_failures_total.
+    A contract (docs/daemon.md lists them): add values, never rename one."""
+    BAD_PIPELINE = "bad_pipeline"          # the pipeline (or the job's augd.yaml) is invalid or refused
+    NO_VALID_INPUT = "no_valid_input"      # no image could be decoded
+    TIMEOUT = "timeout"                    # ran longer than job_timeout_seconds
+    INPUT_MISSING = "input_missing"        # the job folder vanished before it was scanned
+    INPUT_UNREADABLE = "input_unreadable"  # the job folder cannot be listed
+    OUTPUT_EXISTS = "output_exists"        # out/<job>/ already holds a complete output
+    OUTPUT_ERROR = "output_error"          # cannot write the output (full, read-only, too little space)
+    OUT_OF_MEMORY = "out_of_memory"        # over the job's memory limit
+    CRASHED = "crashed"                    # augd raised, or the job ended the process max_attempts times
+    CANCELLED = "cancelled"                # cancelled (shutdown requeues instead; seen by `augd run` only)
+
+    def __str__(self) -> str:  # the value in messages and logs, on every Python (3.11 changed the default)
+        return self.value
+
+    __format__ = str.__format__
 
 
 class AugdError(Exception):

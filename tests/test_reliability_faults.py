@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_harness import (Daemon, drop_job, manifest, no_leaked_children,  # noqa: F401
-                                  no_leaked_children_module, wait_for, write_config)
+from tests.daemon_harness import (Daemon, add_slow_pipeline, drop_job, manifest,  # noqa: F401
+                                  no_leaked_children, no_leaked_children_module, running_images, wait_for,
+                                  write_config)
 from tests.jobfiles import tree
+
+
+#: What the daemon adds to a job folder: its failure report, its claim (with the attempts) and its log.
+CONTROL = ("failure.json", "error.txt", ".augd-claim.json", ".augd-job.log")
 
 
 def visible(folder: Path) -> list[str]:
@@ -35,7 +40,9 @@ def drop_ready(inbox: Path, name: str, n: int, seed: int) -> Path:
 @pytest.mark.slow
 def test_kill_9_at_random_moments_then_a_clean_run_does_every_job_exactly_once(tmp_path):
     rng = random.Random(8)
-    cfg = write_config(tmp_path, settle_seconds=0.5, rescan_seconds=1)
+    # Exactly-once under random kills; a job killed max_attempts times would be dead-lettered (reason crashed,
+    # test_reliability_resources.py), which this test does not look at: attempts are not limited here.
+    cfg = write_config(tmp_path, settle_seconds=0.5, rescan_seconds=1, max_attempts=1000)
     d = Daemon(cfg)
     for room in ("inbox", "work", "done", "failed", "out"):
         getattr(d, room).mkdir(exist_ok=True)
@@ -119,30 +126,37 @@ def small_out(tmp_path):
 def test_output_disk_full_fails_cleanly_keeps_inputs_and_recovers(tmp_path, small_out):
     """Inputs of the failed job stay whole in failed/ (with error.txt and failure.json); to retry, move the
     folder back into the inbox. The daemon keeps serving; the next job succeeds once space is back."""
+    subprocess.run(["mount", "-o", "remount,size=8m", str(small_out)], check=True)
+    add_slow_pipeline(tmp_path)
     cfg = write_config(tmp_path, out=str(small_out), settle_seconds=0.5)
     d = Daemon(cfg).start()
     try:
         d.wait_ready()
+        # The slow chain writes ~3 MB for these 12 images, which fits: the job passes the space check made
+        # before its first record. Then another writer fills the disk while it runs.
+        src = drop_job(tmp_path / "staging", "full", n=12, seed=5)
+        before = tree(src)
+        (d.inbox / "slow").mkdir()
+        os.rename(src, d.inbox / "slow" / "full")
+        wait_for(lambda: running_images(d, "full") >= 1, 90, "the job's first image", on_fail=d.log_tail)
         filler = small_out / ".filler"
         with open(filler, "wb") as f:  # leave ~20 KB free
-            f.write(b"\0" * (1024 * 1024 - 20 * 1024))
-        src = drop_job(tmp_path / "staging", "full", n=12, seed=5)  # ~120 KB of PNG: does not fit
-        before = tree(src)
-        os.rename(src, d.inbox / "full")
+            st = os.statvfs(small_out)
+            f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - 20 * 1024))
         failed = d.wait_failed("full", timeout=90)
         failure = json.loads((failed / "failure.json").read_text())
         assert failure["reason"] == "output_error", failure
         assert "No space left on device" in failure["message"], failure
         assert "No space left on device" in (failed / "error.txt").read_text()
-        after = {k: v for k, v in tree(failed).items() if k not in ("failure.json", "error.txt", ".augd-claim.json")}
+        after = {k: v for k, v in tree(failed).items() if k not in CONTROL}
         assert after == before, "the inputs of a failed job stay whole"
         assert sorted(os.listdir(small_out)) == [".filler"], "no partial output, no temp folder left"
         filler.unlink()
         shutil.move(str(failed), str(d.inbox / ".full"))  # the documented retry
         for f in ("failure.json", "error.txt"):
             (d.inbox / ".full" / f).unlink()
-        os.rename(d.inbox / ".full", d.inbox / "full")
-        d.wait_done("full", timeout=90)
+        os.rename(d.inbox / ".full", d.inbox / "slow" / "full")
+        d.wait_done("full", timeout=120)
         assert manifest(small_out, "full")["inputs"]["written"] == 12
     finally:
         assert d.stop() == 0, d.log_tail()
@@ -160,7 +174,7 @@ def test_read_only_output_fails_cleanly_and_keeps_inputs(tmp_path, small_out):
         failed = d.wait_failed("ro", timeout=90)
         failure = json.loads((failed / "failure.json").read_text())
         assert failure["reason"] == "output_error" and "Read-only file system" in failure["message"], failure
-        after = {k: v for k, v in tree(failed).items() if k not in ("failure.json", "error.txt", ".augd-claim.json")}
+        after = {k: v for k, v in tree(failed).items() if k not in CONTROL}
         assert after == before
         drop_job(d.inbox, "ro-after", n=1, seed=7)
         d.wait_failed("ro-after", timeout=90)  # still serving: the next job is taken (and fails the same way)

@@ -16,16 +16,19 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
 from augd import defaults
 from augd.engine import Compiled, compile_pipeline, release_memory
-from augd.errors import JobFailed, Rejected
+from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
-from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, make_example,
+from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, make_example,
                      read_bytes, scan_job, shard_count, shuffled_order, write_text)
+from augd.io.scan import local_path
 from augd.job.manifest import STAGES, build_manifest, labels_txt
+from augd.job.resources import MemoryGuard, check_space, image_memory, over_budget
 from augd.spec import PipelineSpec
 
 log = logging.getLogger("augd.job")
@@ -186,12 +189,17 @@ class _Batches:
     up to GRAPH_BATCH records a call (the per-call cost vanishes), slow ones one image a call (progress,
     cancellation and the spread over workers stay fine-grained). Starts at one image until timed."""
 
-    def __init__(self, order, spec: PipelineSpec):
+    def __init__(self, order, spec: PipelineSpec, cost: Callable[[InputImage], int] | None = None):
         self.order, self.next_index = order, 0
         self.per_image = max(1, len(variants_of(spec)))
         self.seconds_per_record: float | None = None
+        self.cost = cost        # memory budgeted per image; None: no memory limit
 
-    def take(self):
+    def next_cost(self) -> int:
+        return self.cost(self.order[self.next_index]) if self.next_index < len(self.order) else 0
+
+    def take(self, room: int | None = None):
+        """The next batch, cut to `room` bytes of memory budget (but never empty while images remain)."""
         if self.next_index >= len(self.order):
             return None
         records = 1
@@ -199,6 +207,14 @@ class _Batches:
             records = int(defaults.BATCH_SECONDS / max(self.seconds_per_record, 1e-6))
         size = max(1, min(records, defaults.GRAPH_BATCH) // self.per_image)
         batch = self.order[self.next_index:self.next_index + size]
+        if room is not None:
+            fits, used = 0, 0
+            for img in batch:
+                used += self.cost(img)
+                if used > room and fits:
+                    break
+                fits += 1
+            batch = batch[:fits]
         self.next_index += len(batch)
         return batch
 
@@ -218,10 +234,41 @@ def _tf_errors():
 
 
 def _estimate_bytes(spec: PipelineSpec, images) -> int:
+    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged."""
     n = len(variants_of(spec))
     if spec.output.format == "raw":
         return sum(i.header.width * i.header.height * 3 for i in images) * n
     return sum(i.size for i in images) * n
+
+
+def _largest_output(nodes) -> int:
+    """Pixels of the largest fixed `size` any op of the chain resizes or crops to (0: none). No op makes an
+    image larger than its input otherwise, so an image's output has at most max(its pixels, this)."""
+    out, stack = 0, list(nodes)
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        size = getattr(node.params, "size", None)
+        if size:
+            out = max(out, size[0] * size[1])
+    return out
+
+
+def _image_cost(spec: PipelineSpec):
+    largest = _largest_output(spec.ops)
+
+    def cost(img: InputImage) -> int:
+        pixels = img.header.width * img.header.height
+        return image_memory(pixels, max(pixels, largest), len(_graph_variants(spec, img)[0]))
+    return cost
+
+
+def _check_memory(cost, images, limit: int) -> None:
+    """Fail before any decode when one image alone needs more than the job's memory limit."""
+    for img in images:
+        need = cost(img)
+        if need > limit:
+            raise over_budget(img.relpath, img.header.width, img.header.height, need, limit)
 
 
 @dataclass
@@ -266,23 +313,52 @@ class _Tally:
         p.done += 1
 
 
-def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image) -> None:
+def _space_check(folder: str, images):
+    """Before the first record is written: the job's output size, extrapolated from the first records made
+    (bytes per source byte), must fit the output filesystem (augd.job.resources.check_space)."""
+    total = sum(i.size for i in images)
+
+    def check(results) -> None:
+        made = [r for r in results if not r.rejected]
+        ratio = sum(len(rec) for r in made for rec in r.records) / max(1, sum(r.image.size for r in made))
+        check_space(folder, int(total * ratio))
+    return check
+
+
+def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image,
+               memory: tuple | None = None, before_writing=None) -> None:
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
-    `order`. A bounded window of batches keeps memory flat whatever the job size."""
+    `order`. A bounded window of batches keeps memory flat whatever the job size; with `memory` (limit,
+    cost per image, guard), batches also fly only while their budget fits the limit, and the job stops
+    when the guard saw the process outgrow it. `before_writing(results)` sees the first results that hold
+    records, before any is written."""
     window = workers * defaults.INFLIGHT_PER_WORKER
-    batches = _Batches(order, spec)
+    limit, cost, guard = memory or (None, None, None)
+    batches = _Batches(order, spec, cost)
     index = 0
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
-        pending: deque = deque()
+        pending: deque = deque()   # (future, budgeted bytes)
         try:
             while True:
-                while len(pending) < window and (batch := batches.take()) is not None:
-                    pending.append(pool.submit(batches.timed, compiled, spec, batch))
+                if guard is not None and guard.tripped.is_set():
+                    raise guard.error()
+                while len(pending) < window:
+                    room = None if limit is None else limit - sum(c for _, c in pending)
+                    if room is not None and pending and batches.next_cost() > room:
+                        break
+                    if (batch := batches.take(room)) is None:
+                        break
+                    pending.append((pool.submit(batches.timed, compiled, spec, batch),
+                                    sum(map(cost, batch)) if cost else 0))
                 if not pending:
                     return
                 if cancel is not None and cancel.is_set():
-                    raise JobFailed("job cancelled before it finished", reason="cancelled")
-                for res in pending.popleft().result():
+                    raise JobFailed("job cancelled before it finished", reason=FailureReason.CANCELLED)
+                results = pending.popleft()[0].result()
+                if before_writing is not None and any(not r.rejected for r in results):
+                    before_writing(results)
+                    before_writing = None
+                for res in results:
                     if not res.rejected:
                         t_w = time.perf_counter()
                         for rec in res.records:
@@ -295,7 +371,7 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
                     if progress:
                         progress(tally.progress)
         finally:
-            for f in pending:
+            for f, _ in pending:
                 f.cancel()
 
 
@@ -303,9 +379,10 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
             workers: int | None = None, overwrite: bool = False, max_pixels: int = defaults.MAX_PIXELS,
             gpu_memory_mb: int | None = None, progress: Callable[[JobProgress], None] | None = None,
             cancel: threading.Event | None = None, on_image: Callable[[ImageOutcome], None] | None = None,
-            ) -> JobResult:
+            memory_limit: int | None = None) -> JobResult:
     """Run one job. Raises JobFailed (with a reason code) when no complete output can be produced;
-    bad images are rejected and listed, they never fail the job on their own."""
+    bad images are rejected and listed, they never fail the job on their own. `memory_limit`: bytes the
+    process' resident memory may grow by while the job runs (augd.job.resources); None: no limit."""
     started = time.time()
     t_start = time.perf_counter()
     input_dir = input_dir.rstrip("/") or "/"
@@ -314,9 +391,12 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     if not scan.images:
         reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
-                        reason="no_valid_input")
+                        reason=FailureReason.NO_VALID_INPUT)
     workers = max(1, workers or os.cpu_count() or 1)
     order = [scan.images[i] for i in shuffled_order([i.relpath for i in scan.images], spec.seed)]
+    cost = _image_cost(spec) if memory_limit else None
+    if cost:
+        _check_memory(cost, order, memory_limit)
     count = shard_count(_estimate_bytes(spec, order), spec.output.shards)
     state = JobProgress(name=name, total=len(order))
     tally = _Tally(state)
@@ -326,12 +406,15 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
             compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
-            with ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
-                _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image)
+            with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard, \
+                    ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
+                _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image,
+                           (memory_limit, cost, guard) if memory_limit else None,
+                           None if is_url(out.tmp_dir) else _space_check(local_path(out.tmp_dir), order))
             if state.written == 0:
                 first = tally.rejected[0]
                 raise JobFailed(f"{input_dir}: none of {len(order)} images could be decoded "
-                                f"(first: {first.relpath}: {first.message})", reason="no_valid_input")
+                                f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
             manifest = build_manifest(
                 name=name, input_dir=input_dir, spec=spec, device=compiled.device, classes=scan.classes,
                 per_class=tally.per_class, seen=len(scan.images) + len(scan.rejected), written=state.written,
@@ -345,10 +428,10 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
             write_text(f"{out.tmp_dir}/manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
             out.commit()
     except OutputExists as exc:
-        raise JobFailed(str(exc), reason="output_exists") from None
+        raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
     except (OSError, _tf_errors().OpError) as exc:
         msg = _tf_message(exc) if not isinstance(exc, OSError) else str(exc)
-        raise JobFailed(f"cannot write output under {out_root}: {msg}", reason="output_error") from None
+        raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None
     finally:
         if compiled is not None:
             compiled.close()

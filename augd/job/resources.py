@@ -1,0 +1,133 @@
+"""Resource bounds of one job, so that one job cannot take the host (or the daemon serving it) down.
+
+Memory: a limit on how much the process' resident memory may grow while the job runs. It is enforced twice:
+before any pixel is decoded, from the image headers (an image that alone cannot fit fails the job; images are
+let into flight only while their budget fits), and by sampling the resident size while the job runs (what the
+budget missed: a codec or a chain that needs more than budgeted). TensorFlow's kernels cannot be interrupted,
+so a sampled overrun stops the job after the images in flight; the budget is what keeps them small.
+
+Space: before the first record is written, the job's output size, extrapolated from its first records, is
+checked against the free space of the output filesystem, so a job that cannot fit fails at once instead of
+filling the disk for the next one.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from augd import defaults
+from augd.errors import FailureReason, JobFailed
+
+__all__ = ["MemoryGuard", "check_space", "default_job_memory_bytes", "host_memory_bytes", "image_memory",
+           "over_budget", "rss_bytes"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_MB = 1024 * 1024
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    """Resident memory of a process (Linux /proc); 0 where it cannot be read (the sampled check is then off)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _cgroup_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as fh:
+                raw = fh.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 1 << 60:  # v1 says "no limit" with a huge number, v2 with "max"
+            return int(raw)
+    return None
+
+
+def host_memory_bytes() -> int:
+    """The memory this process may use: the cgroup's limit where one is set (containers, systemd's
+    MemoryMax=), else physical RAM."""
+    phys = os.sysconf("SC_PHYS_PAGES") * _PAGE
+    limit = _cgroup_limit()
+    return min(phys, limit) if limit else phys
+
+
+def default_job_memory_bytes() -> int:
+    return int(host_memory_bytes() * defaults.JOB_MEMORY_SHARE)
+
+
+def image_memory(source_pixels: int, output_pixels: int, graph_variants: int) -> int:
+    """Working memory budgeted for one image with `graph_variants` variants in one graph call."""
+    return (source_pixels + output_pixels) * defaults.BYTES_PER_PIXEL_IN_FLIGHT * max(1, graph_variants)
+
+
+class MemoryGuard:
+    """Samples the process' resident memory in a thread while a job runs; `error()` is the JobFailed to raise
+    once it grew past `limit` bytes over its size at start()."""
+
+    def __init__(self, limit: int, interval: float = defaults.MEMORY_SAMPLE_SECONDS):
+        self.limit = limit
+        self.interval = interval
+        self.baseline = 0
+        self.peak = 0          # largest growth seen, bytes
+        self.tripped = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "MemoryGuard":
+        self.baseline = rss_bytes()
+        if self.baseline:  # no /proc: nothing to sample
+            self._thread = threading.Thread(target=self._run, name="augd-memory", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, rss_bytes() - self.baseline)
+            if self.peak > self.limit:
+                self.tripped.set()
+                return
+
+    def error(self) -> JobFailed:
+        return JobFailed(_oom_message(self.limit, self.peak),
+                         reason=FailureReason.OUT_OF_MEMORY)
+
+
+def over_budget(relpath: str, width: int, height: int, need: int, limit: int) -> JobFailed:
+    """The failure of a job holding an image that alone needs more than the job's memory limit."""
+    return JobFailed(f"{relpath}: {width}x{height} needs ~{need / _MB:.0f} MB to process "
+                     f"({defaults.BYTES_PER_PIXEL_IN_FLIGHT} bytes per pixel of source and output, per variant), "
+                     f"over the job's memory "
+                     f"limit of {limit / _MB:.0f} MB (job_memory_mb in the daemon config, --max-memory-mb for augd "
+                     f"run); raise the limit, or resize the image before dropping it",
+                     reason=FailureReason.OUT_OF_MEMORY)
+
+
+def _oom_message(limit: int, used: int) -> str:
+    return (f"the job grew the process' resident memory by {used / _MB:.0f} MB, over its memory limit of "
+            f"{limit / _MB:.0f} MB (job_memory_mb in the daemon config, --max-memory-mb for augd run); raise the "
+            f"limit, or split the job")
+
+
+def check_space(folder: str, estimate: int) -> None:
+    """Raise JobFailed(output_error) when the filesystem holding `folder` (local) has too little free space
+    for `estimate` bytes of output, with the margin and reserve of augd.defaults."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return  # not a local folder we can ask: the writes themselves will say
+    free = st.f_bavail * st.f_frsize
+    need = int(estimate * defaults.SPACE_MARGIN) + defaults.SPACE_RESERVE_BYTES
+    if need > free:
+        raise JobFailed(f"not enough space for the output under {folder.rsplit('/', 1)[0]}: the job needs about "
+                        f"{need / _MB:.1f} MB (estimated output {estimate / _MB:.1f} MB, plus "
+                        f"{round((defaults.SPACE_MARGIN - 1) * 100)} % and {defaults.SPACE_RESERVE_BYTES // _MB} MB "
+                        f"reserve) and {free / _MB:.1f} MB are free; free some space or split the job",
+                        reason=FailureReason.OUTPUT_ERROR)
