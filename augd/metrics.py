@@ -33,7 +33,7 @@ METRIC_NAMES = (
     "augd_records_written_total", "augd_rejected_inputs_total", "augd_bytes_read_total", "augd_bytes_written_total",
     "augd_stage_seconds", "augd_queue_jobs", "augd_inflight_jobs", "augd_current_job_images_per_second",
     "augd_last_success_timestamp_seconds", "augd_graph_builds_total", "augd_graph_traces_total",
-    "augd_device_memory_bytes",
+    "augd_device_memory_bytes", "augd_job_failures_total",
 )
 
 
@@ -73,6 +73,8 @@ class Metrics:
         self.build = Gauge("augd_build_info", "augd build: version, TensorFlow version and device; always 1.",
                            ["version", "tensorflow_version", "device"], registry=r)
         self.jobs = Counter("augd_jobs_total", "Jobs finished, by result.", ["result"], registry=r)
+        self.failures = Counter("augd_job_failures_total", "Failed jobs, by reason (one of failure.json's).",
+                                ["reason"], registry=r)
         self.job_duration = Histogram("augd_job_duration_seconds", "Wall time of finished jobs (claim to result).",
                                       buckets=JOB_BUCKETS, registry=r)
         self.images = Counter("augd_images_total", "Input images processed, by result.", ["result"], registry=r)
@@ -95,7 +97,10 @@ class Metrics:
                                                                "dynamic, as they should be).", registry=r)
         r.register(_DeviceMemory(device_memory))
         # Known label values start at 0, so rate() and ratios work from the first scrape.
+        from augd.errors import FailureReason
         from augd.io import REJECT_REASONS
+        for v in FailureReason:
+            self.failures.labels(v.value)
         for v in JOB_RESULTS:
             self.jobs.labels(v)
         for v in IMAGE_RESULTS:
@@ -119,8 +124,9 @@ class Metrics:
     def job_tally(self) -> "JobTally":
         return JobTally(self)
 
-    def job_failed(self, duration: float) -> None:
+    def job_failed(self, duration: float, reason: str) -> None:
         self.jobs.labels("failed").inc()
+        self.failures.labels(str(reason)).inc()
         self.job_duration.observe(duration)
 
 

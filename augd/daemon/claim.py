@@ -4,9 +4,14 @@ room, whole, and a crash at any point leaves it somewhere the next start knows w
 
 The claim first writes `.augd-claim.json` into the job (hidden: the job scan skips it) recording where it came
 from, so a job recovered from work/ after a crash keeps its routing folder and knows its output was checked.
+It also counts the job's attempts, durably: a job found in work/ at start-up ended the last process that ran
+it, and one that did so `max_attempts` times is a poison job, dead-lettered to failed/ instead of run again.
+While a job runs, the daemon's log lines also go to `.augd-job.log` in the job, so that the failure report of
+a job that killed the process can say what it was doing.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -18,7 +23,11 @@ from augd.daemon.watcher import CLAIM_FILE, JobReady
 
 log = logging.getLogger("augd.daemon")
 
-__all__ = ["Claimed", "claim", "fail", "finish", "recover", "requeue"]
+__all__ = ["JOB_LOG", "Claimed", "claim", "fail", "finish", "last_log_lines", "next_attempt", "recover",
+           "requeue"]
+
+#: The job's own log while it runs (hidden: the job scan skips it); it moves with the job to done/ or failed/.
+JOB_LOG = ".augd-job.log"
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,7 @@ class Claimed:
     claimed_at: str
     output_checked: bool = True   # no complete output of this name existed when it was claimed
     recovered: bool = False       # found in work/ at start-up
+    attempts: int = 1             # processes that started this job (each recovery adds one)
 
     def meta(self) -> dict:
         d = asdict(self)
@@ -94,7 +104,7 @@ def recover(work_dir: str) -> list[Claimed]:
         try:
             with open(os.path.join(path, CLAIM_FILE), encoding="utf-8") as fh:
                 meta = json.load(fh)
-            c = Claimed(path=path, recovered=True, **{k: meta[k] for k in
+            c = Claimed(path=path, recovered=True, attempts=int(meta.get("attempts", 1)), **{k: meta[k] for k in
                         ("name", "route", "inbox_relpath", "claimed_at", "output_checked")})
         except (OSError, ValueError, KeyError, TypeError):
             # Claimed by hand, or the claim file was lost: run it as a plain job, and check its output again.
@@ -103,6 +113,23 @@ def recover(work_dir: str) -> list[Claimed]:
         out.append(c)
     out.sort(key=lambda c: c.claimed_at)
     return out
+
+
+def next_attempt(c: Claimed) -> Claimed:
+    """Count one more attempt of a recovered job, durably, before it runs (a crash during it counts)."""
+    c = dataclasses.replace(c, attempts=c.attempts + 1)
+    _write_json(os.path.join(c.path, CLAIM_FILE), c.meta())
+    return c
+
+
+def last_log_lines(c: Claimed, n: int = 20) -> list[str]:
+    """The last lines the daemon logged while this job ran (from its earlier attempts too)."""
+    try:
+        with open(os.path.join(c.path, JOB_LOG), "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 64 * 1024))  # enough for n lines, bounded
+            return fh.read().decode("utf-8", "replace").splitlines()[-n:]
+    except OSError:
+        return []
 
 
 def requeue(c: Claimed, inbox: str) -> str:

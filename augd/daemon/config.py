@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from augd import defaults
 from augd.errors import SpecError
@@ -46,6 +46,11 @@ class DaemonConfig(BaseModel):
     job_timeout_seconds: float | None = Field(defaults.JOB_TIMEOUT_SECONDS, gt=0, description="null: no limit")
     grace_seconds: float = Field(defaults.GRACE_SECONDS, ge=0, description="SIGTERM: time to finish the job")
     max_pixels: int = Field(defaults.MAX_PIXELS, ge=1, description="reject larger images")
+    job_memory_mb: Literal["auto"] | int | None = Field(
+        "auto", description="memory one job may add to the daemon's resident size; auto: half the host's "
+                            "(cgroup-aware); null: no limit")
+    max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
+                                                                       "times goes to failed/ (reason crashed)")
     workers: int | None = Field(None, ge=1, description="parallel images within a job (null: all cores)")
     gpu_memory_mb: int | None = Field(None, ge=1, description="GPU memory cap (null: grow as needed)")
     metrics_bind: str = Field(defaults.METRICS_BIND, description="HTTP bind address")
@@ -55,6 +60,13 @@ class DaemonConfig(BaseModel):
                                         description="/healthz fails when the loop is quiet this long")
     log_format: Literal["text", "json"] = Field(defaults.LOG_FORMAT, description="log line format")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+    @field_validator("job_memory_mb", mode="before")
+    @classmethod
+    def _memory(cls, v):
+        if v == "auto" or v is None or (type(v) is int and v >= 1):
+            return v
+        raise ValueError("must be auto, null or a whole number of MB >= 1")
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,14 @@ class Settings:
 
     def __getattr__(self, name):  # settle_seconds, workers, ...: straight from the config
         return getattr(self.config, name)
+
+    @property
+    def job_memory_bytes(self) -> int | None:
+        mb = self.config.job_memory_mb
+        if mb == "auto":
+            from augd.job.resources import default_job_memory_bytes
+            return default_job_memory_bytes()
+        return None if mb is None else mb * 1024 * 1024
 
     def search_dirs(self) -> tuple[str, ...]:
         return (self.pipelines_dir,) if os.path.isdir(self.pipelines_dir) else ()

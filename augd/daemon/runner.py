@@ -1,15 +1,18 @@
 """The job runner: one thread that takes JobReady values off the queue and runs each job to its outcome.
 
 claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ with failure.json + error.txt,
-or back to the inbox when shutdown cancels it. It is also the daemon's heartbeat: `tick()` runs every
+or back to the inbox when shutdown cancels it. A job found in work/ at start-up ended the last process; after
+`max_attempts` such ends it goes to failed/ (reason crashed) instead of taking the daemon down again. It is also the daemon's heartbeat: `tick()` runs every
 TICK_SECONDS while idle and after every image while a job runs, and feeds /healthz and systemd's watchdog,
 so a hang anywhere in the work stops both.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import logging
+import os
 import queue
 import threading
 import time
@@ -17,12 +20,12 @@ import traceback
 
 from augd import defaults
 from augd.daemon import claim as rooms
-from augd.daemon.logs import event
+from augd.daemon.logs import TextFormatter, event
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.testhooks import hold
 from augd.daemon.watcher import JobReady
-from augd.errors import JobFailed, SpecError
+from augd.errors import FailureReason, JobFailed, SpecError
 from augd.metrics import Metrics
 
 log = logging.getLogger("augd.daemon")
@@ -117,7 +120,12 @@ class JobRunner:
             for c in recovered:
                 if self._stop.is_set():
                     break
-                event("job_recovered", "job %s found in work/: running it again", c.name, job=c.name)
+                if c.attempts >= self.settings.max_attempts:
+                    self._dead_letter(c)
+                    continue
+                c = rooms.next_attempt(c)
+                event("job_recovered", "job %s found in work/: running it again (attempt %d of %d)", c.name,
+                      c.attempts, self.settings.max_attempts, job=c.name, attempt=c.attempts)
                 self._run(c)
             while not self._stop.is_set():
                 self.tick()
@@ -151,13 +159,17 @@ class JobRunner:
         event("job_claimed", "claimed %s -> %s", job.relpath, c.path, job=c.name, trigger=job.trigger,
               waited_seconds=round(time.time() - job.seen_at, 3) if job.seen_at else None)
         if clash:
-            return self._fail(c, time.monotonic(), "output_exists", None,
+            return self._fail(c, time.monotonic(), FailureReason.OUTPUT_EXISTS, None,
                               f"{s.out}/{c.name} already holds a complete output of an earlier job named "
                               f"{c.name!r}. augd never overwrites an output: rename the job folder (or remove the "
                               f"old output) and drop it again.")
         return self._run(c)
 
     def _run(self, c: rooms.Claimed) -> Outcome:
+        with _job_log(c):
+            return self._run_logged(c)
+
+    def _run_logged(self, c: rooms.Claimed) -> Outcome:
         s = self.settings
         t0 = time.monotonic()
         from augd.io import is_complete
@@ -166,18 +178,18 @@ class JobRunner:
                 event("job_done", "job %s was already committed before the restart", c.name, job=c.name)
                 self.metrics.jobs.labels("success").inc()
                 return self._finish(c, t0, None, "already committed before the restart")
-            return self._fail(c, t0, "output_exists", None, f"{s.out}/{c.name} already holds a complete output; "
-                              f"rename the job folder (or remove the old output) and drop it again.")
+            return self._fail(c, t0, FailureReason.OUTPUT_EXISTS, None, f"{s.out}/{c.name} already holds a "
+                              f"complete output; rename the job folder (or remove the old output) and drop it again.")
         try:
             spec, how = resolve_pipeline(c.path, c.route, s.default_pipeline, s.search_dirs())
         except SpecError as exc:
-            return self._fail(c, t0, "bad_pipeline", None, f"the job's pipeline is invalid:\n{exc}")
+            return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
         cancel = threading.Event()
         tally = self.metrics.job_tally()
         with self._lock:
             self._cancel, self._cancel_reason = cancel, None
             self.current = {"name": c.name, "pipeline": spec.name, "chosen_by": how, "progress": None,
-                            "started": time.time()}
+                            "started": time.time(), "attempt": c.attempts}
         timer = None
         if s.job_timeout_seconds:
             timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, ("timeout",))
@@ -191,18 +203,18 @@ class JobRunner:
             from augd.job import run_job
             result = run_job(c.path, spec, s.out, name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                              gpu_memory_mb=s.gpu_memory_mb, progress=self._progress, cancel=cancel,
-                             on_image=lambda o: (tally.image(o), self.tick()))
+                             on_image=lambda o: (tally.image(o), self.tick()), memory_limit=s.job_memory_bytes)
         except JobFailed as exc:
             reason = self._cancel_reason if exc.reason == "cancelled" and self._cancel_reason else exc.reason
             if reason == "shutdown":
                 return self._requeue(c)
             if reason == "timeout":
-                return self._fail(c, t0, "timeout", spec.name,
+                return self._fail(c, t0, FailureReason.TIMEOUT, spec.name,
                                   f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
                                   f"cancelled after {self._done_images()} images; split it, or raise the limit.")
             return self._fail(c, t0, reason, spec.name, str(exc))
         except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
-            return self._fail(c, t0, "crashed", spec.name, f"augd crashed on this job: {exc!r}\n\n"
+            return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
                               + traceback.format_exc())
         finally:
             if timer is not None:
@@ -249,17 +261,30 @@ class JobRunner:
         self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
         return Outcome.DONE
 
-    def _fail(self, c, t0, reason: str, pipeline: str | None, message: str) -> Outcome:
+    def _dead_letter(self, c: rooms.Claimed) -> Outcome:
+        """A job that ended the process max_attempts times: to failed/, with what it was doing last."""
+        lines = rooms.last_log_lines(c)
+        last = lines[-1] if lines else None
+        return self._fail(
+            c, time.monotonic(), FailureReason.CRASHED, None,
+            f"the job ended the daemon's process {c.attempts} times (max_attempts={self.settings.max_attempts}): "
+            f"it was killed or crashed while running it each time, so it is not run again. Last log line: "
+            f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {rooms.JOB_LOG}):\n"
+            + "\n".join(lines), last_log_line=last)
+
+    def _fail(self, c, t0, reason: FailureReason, pipeline: str | None, message: str, **extra) -> Outcome:
         s = self.settings
         duration = time.monotonic() - t0
-        self.metrics.job_failed(duration)
+        self.metrics.job_failed(duration, reason)
         failure = {"reason": reason, "message": message.splitlines()[0] if message else reason,
-                   "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3)}
+                   "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3),
+                   "attempts": c.attempts, **extra}
         text = f"augd could not process job {c.name!r} (reason: {reason}).\n\n{message}\n"
         dest = rooms.fail(c, s.failed, failure, text)
         event("job_failed", "job %s failed (%s): %s", c.name, reason, failure["message"], level=logging.WARNING,
               job=c.name, reason=reason, moved_to=dest)
-        self._record(c, Outcome.FAILED, t0, reason=reason, message=failure["message"], moved_to=dest)
+        self._record(c, Outcome.FAILED, t0, reason=reason, message=failure["message"], moved_to=dest,
+                     attempts=c.attempts)
         return Outcome.FAILED
 
     def _requeue(self, c) -> Outcome:
@@ -273,3 +298,24 @@ class JobRunner:
         event("job_requeued", "job %s cancelled by shutdown, back in the inbox: %s", c.name, dest, job=c.name)
         self.current = None
         return Outcome.REQUEUED
+
+
+@contextlib.contextmanager
+def _job_log(c: rooms.Claimed):
+    """While the job runs, the daemon's log lines (but those about other jobs) also go to the job's own log, so
+    that a job that takes the process down leaves its last words where its failure report can read them."""
+    try:
+        handler = logging.FileHandler(os.path.join(c.path, rooms.JOB_LOG), encoding="utf-8")
+    except OSError as exc:  # a read-only job folder still runs
+        log.warning("cannot write %s into %s: %s", rooms.JOB_LOG, c.path, exc)
+        yield
+        return
+    handler.setFormatter(TextFormatter())
+    handler.addFilter(lambda record: getattr(record, "job", c.name) == c.name)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()

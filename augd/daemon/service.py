@@ -77,7 +77,7 @@ class Daemon:
         if cur is not None:
             p = cur["progress"]
             current = {"job": cur["name"], "pipeline": cur["pipeline"], "pipeline_chosen_by": cur["chosen_by"],
-                       "running_seconds": round(time.time() - cur["started"], 3)}
+                       "running_seconds": round(time.time() - cur["started"], 3), "attempt": cur["attempt"]}
             if p is not None:
                 current.update(total=p.total, done=p.done, written=p.written, rejected=p.rejected,
                                records=p.records, images_per_second=round(p.images_per_second, 2))

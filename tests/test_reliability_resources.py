@@ -1,0 +1,267 @@
+"""Issue 14: one hostile or unlucky job never takes the daemon down, nor keeps it down. Against a real
+`augd serve`: a poison job that kills the process on every attempt is dead-lettered; jobs over their memory
+limit, or too big for the output filesystem, fail at once with their reason; hostile YAML fails only its job.
+Each time the daemon's resident memory is sampled throughout and stays within its bound."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from augd.daemon import claim as rooms
+from augd.daemon.watcher import CLAIM_FILE, JobReady
+from augd.errors import FailureReason
+from tests.daemon_harness import (Daemon, RssSampler, add_slow_pipeline, drop_job, manifest,  # noqa: F401
+                                  no_leaked_children, no_leaked_children_module, status, wait_for, write_config)
+from tests.test_reliability_faults import small_out  # noqa: F401  (fixture: a small tmpfs, root only)
+
+MB = 1024 * 1024
+LIMIT_MB = 300
+
+
+def _scrape(d: Daemon, sample: str) -> float | None:
+    code, body, _ = d.get("/metrics")
+    assert code == 200
+    for line in body.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def _started(d: Daemon, name: str) -> bool:
+    """The daemon logged that it started job `name` (its own line, not a quote of it in another message)."""
+    return any(re.match(rf"\S+ \S+ INFO augd\.daemon: job {name} started", ln) for ln in d.log().splitlines())
+
+
+def _failure(d: Daemon, name: str, timeout: float = 90) -> dict:
+    return json.loads((d.wait_failed(name, timeout=timeout) / "failure.json").read_text())
+
+
+def _ready_job(inbox: Path, rel: str, n: int, seed: int, **kw) -> Path:
+    """An atomic drop that is ready at once (_READY inside before the rename)."""
+    tmp = drop_job(inbox, str(Path(rel).parent / f".{Path(rel).name}"), n=n, seed=seed, **kw)
+    (tmp / "_READY").write_text("")
+    os.rename(tmp, inbox / rel)
+    return inbox / rel
+
+
+# -- poison jobs ---------------------------------------------------------------------------------------------
+
+def test_a_job_that_kills_the_daemon_on_every_attempt_is_dead_lettered_and_the_next_job_runs(tmp_path):
+    """The crash is simulated from the test side: each time a daemon starts running the poison job, kill -9.
+    After max_attempts (3) such ends, the next start moves it to failed/ (reason crashed, attempts, last log
+    line) without running it, and serves the next job."""
+    add_slow_pipeline(tmp_path)
+    cfg = write_config(tmp_path, settle_seconds=0.5, job_memory_mb=1024)  # the slow chain's blur takes ~300 MB
+    probe = Daemon(cfg)
+    for room in ("inbox", "work", "done", "failed", "out"):
+        getattr(probe, room).mkdir(exist_ok=True)
+    _ready_job(probe.inbox, "slow/poison", n=30, seed=1)
+    for attempt in (1, 2, 3):
+        d = Daemon(cfg).start()
+        try:
+            wait_for(lambda: d._alive_or_raise() and _started(d, "poison"), 120,
+                     f"attempt {attempt} of the poison job to start", on_fail=d.log_tail)
+            if attempt > 1:
+                assert d.events(f"running it again (attempt {attempt} of 3)"), d.log_tail()
+        finally:
+            d.proc.kill()
+            assert d.wait_exit() == -signal.SIGKILL
+            d.stop()
+        claimed = json.loads((d.work / "poison" / CLAIM_FILE).read_text())
+        assert claimed["attempts"] == attempt, "each attempt is counted durably, before the job runs"
+    _ready_job(probe.inbox, "after", n=2, seed=2)
+    d = Daemon(cfg).start()
+    try:
+        d.wait_ready(timeout=120)
+        with RssSampler(d.proc.pid) as rss:
+            failure = _failure(d, "poison")
+            d.wait_done("after", timeout=90)
+            idle = rss.samples[0]
+        assert failure["reason"] == "crashed" and failure["attempts"] == 3, failure
+        assert "ended the daemon's process 3 times" in failure["message"], failure
+        assert "poison" in failure["last_log_line"], failure
+        text = (d.failed / "poison" / "error.txt").read_text()
+        assert "max_attempts=3" in text and failure["last_log_line"] in text
+        assert not _started(d, "poison"), "a dead-lettered job is not run again"
+        assert manifest(d.out, "after")["inputs"]["written"] == 2
+        assert not (d.out / "poison").exists()
+        last = {r["job"]: r for r in status(d)["last_jobs"]}
+        assert last["poison"]["reason"] == "crashed" and last["poison"]["attempts"] == 3
+        assert _scrape(d, 'augd_job_failures_total{reason="crashed"}') == 1.0
+        assert _scrape(d, 'augd_jobs_total{result="failed"}') == 1.0
+        assert d.get("/healthz")[0] == 200
+        assert rss.peak <= idle + 1024 * MB, (idle / MB, rss.peak / MB)
+    finally:
+        assert d.stop() == 0, d.log_tail()
+
+
+def test_a_new_claim_starts_counting_again(tmp_path):
+    """The counter resets on success: a job folder that comes back to the inbox (retried from failed/, or
+    dropped again from done/) carries its old claim file, and its next claim counts from 1."""
+    work, job = tmp_path / "work", tmp_path / "inbox" / "again"
+    work.mkdir()
+    job.mkdir(parents=True)
+    (job / CLAIM_FILE).write_text(json.dumps({"name": "again", "route": None, "inbox_relpath": "again",
+                                              "claimed_at": "2026-01-01T00:00:00+00:00", "output_checked": True,
+                                              "attempts": 3}))
+    ready = JobReady(path=str(job), relpath="again", name="again", route=None, trigger="marker",
+                     inode=os.stat(job).st_ino)
+    c = rooms.claim(ready, str(work))
+    assert c.attempts == 1
+    (recovered,) = rooms.recover(str(work))
+    assert recovered.attempts == 1
+    assert rooms.next_attempt(recovered).attempts == 2
+    assert rooms.recover(str(work))[0].attempts == 2, "written through to the claim file"
+
+
+# -- hostile and oversized jobs against one daemon -----------------------------------------------------------
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")) + "pipeline: normalize\n"
+
+
+def _gradient_jpeg(path: Path, w: int, h: int) -> None:
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([x * 255 // w, y * 255 // h, (x + y) % 256], -1).astype(np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(path), img, [cv2.IMWRITE_JPEG_QUALITY, 80])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    d = Daemon(write_config(root, settle_seconds=0.5, job_memory_mb=LIMIT_MB)).start()
+    try:
+        d.wait_ready(timeout=120)
+        with RssSampler(d.proc.pid) as rss:
+            yield d, rss
+    finally:
+        assert d.stop() == 0, d.log_tail()
+
+
+def _drop_with(d: Daemon, name: str, files: dict, n: int = 2) -> None:
+    staging = d.root / "staging" / name
+    drop_job(staging.parent, name, n=n, seed=3)
+    for rel, content in files.items():
+        if isinstance(content, str):
+            (staging / rel).write_text(content)
+        else:
+            content(staging / rel)
+    (staging / "_READY").write_text("")
+    os.rename(staging, d.inbox / name)
+
+
+@pytest.mark.parametrize("name, augd_yaml, says", [
+    ("alias-bomb", BOMB, r"alias|nodes"),
+    ("deep-yaml", "pipeline: " + "[" * 50_000 + "]" * 50_000 + "\n", r"nest|deep"),
+    ("huge-yaml", "pipeline: normalize\n" + "# padding\n" * 300_000, r"MiB|bytes"),
+])
+def test_hostile_yaml_in_a_job_fails_only_that_job(served, name, augd_yaml, says):
+    d, rss = served
+    _drop_with(d, name, {"augd.yaml": augd_yaml})
+    failure = _failure(d, name)
+    assert failure["reason"] == "bad_pipeline", failure
+    assert "augd.yaml" in failure["message"] and re.search(says, failure["message"]), failure
+    assert "limit" in (d.failed / name / "error.txt").read_text()
+    assert _scrape(d, 'augd_job_failures_total{reason="bad_pipeline"}') >= 1
+    assert d.get("/healthz")[0] == 200
+
+
+def test_a_job_over_its_memory_limit_fails_out_of_memory_before_decoding(served):
+    """A 5000x5000 image is budgeted 8 bytes per pixel of source and output (400 MB) against a 300 MB limit: the
+    job fails at once, naming the image, its size and the limit, and the daemon never holds it in memory."""
+    d, rss = served
+    _drop_with(d, "huge", {"a/huge.jpg": lambda p: _gradient_jpeg(p, 5000, 5000)})
+    failure = _failure(d, "huge")
+    assert failure["reason"] == "out_of_memory", failure
+    assert "a/huge.jpg: 5000x5000" in failure["message"] and f"limit of {LIMIT_MB} MB" in failure["message"]
+    assert "job_memory_mb" in failure["message"]
+    assert not (d.out / "huge").exists()
+    assert _scrape(d, 'augd_job_failures_total{reason="out_of_memory"}') == 1
+
+
+def test_after_hostile_jobs_the_next_job_succeeds_and_memory_stayed_bounded(served):
+    d, rss = served
+    _drop_with(d, "fine", {}, n=3)
+    d.wait_done("fine", timeout=90)
+    assert manifest(d.out, "fine")["inputs"]["written"] == 3
+    assert d.get("/healthz")[0] == 200
+    idle = rss.samples[0]
+    assert rss.peak <= idle + LIMIT_MB * MB, f"RSS {idle / MB:.0f} -> peak {rss.peak / MB:.0f} MB"
+
+
+# -- memory: the sampled guard and the budget, in process ----------------------------------------------------
+
+def test_the_memory_guard_trips_when_the_process_outgrows_its_limit():
+    from augd.job.resources import MemoryGuard
+    with MemoryGuard(64 * MB, interval=0.01) as small:
+        ballast = np.ones(16 * MB, np.uint8)  # well under: must not trip
+        assert not small.tripped.wait(0.3)
+        ballast = np.ones(256 * MB, np.uint8)  # pages touched: resident
+        assert small.tripped.wait(10), f"peak {small.peak / MB:.0f} MB"
+    err = small.error()
+    assert err.reason == FailureReason.OUT_OF_MEMORY and "over its memory limit of 64 MB" in str(err)
+    del ballast
+
+
+def test_images_that_together_exceed_the_limit_run_within_it_and_write_the_same_bytes(tmp_path):
+    """The budget lets images into flight only while they fit: 6 images of 36 MB budget each (2.25 MP, source
+    and output), 4 workers and a 100 MB limit run two at a time, within the limit, into the same shards as
+    without a limit."""
+    from augd.job import run_job
+    from augd.spec import parse_pipeline
+    job = tmp_path / "big"
+    for i in range(6):
+        _gradient_jpeg(job / "a" / f"img{i}.jpg", 1500 + i, 1500)
+    spec = parse_pipeline("name: rot\nvariants: 1\nkeep_original: false\noutput: {shards: 1}\n"
+                          "ops:\n  - random_rotation: {degrees: 10}\n")
+    run_job(str(job), spec, str(tmp_path / "free"), workers=4)  # warm: TensorFlow and its kernels loaded
+    with RssSampler(os.getpid(), interval=0.01) as rss:
+        result = run_job(str(job), spec, str(tmp_path / "bounded"), workers=4, memory_limit=100 * MB)
+    assert result.manifest["inputs"]["written"] == 6
+    assert rss.peak - rss.samples[0] <= 100 * MB, f"grew {(rss.peak - rss.samples[0]) / MB:.0f} MB"
+    shard = "big-00000-of-00001.tfrecord"
+    assert (tmp_path / "bounded" / "big" / shard).read_bytes() == (tmp_path / "free" / "big" / shard).read_bytes()
+
+
+# -- space: a job that cannot fit fails before it writes -----------------------------------------------------
+
+def test_a_job_that_cannot_fit_the_output_filesystem_fails_at_once_with_both_numbers(tmp_path, small_out):
+    subprocess.run(["mount", "-o", "remount,size=4m", str(small_out)], check=True)
+    cfg = write_config(tmp_path, out=str(small_out), settle_seconds=0.5)
+    d = Daemon(cfg).start()
+    try:
+        d.wait_ready(timeout=120)
+        staging = tmp_path / "staging" / "large"
+        for i in range(80):  # ~60 KB a record: ~5 MB of output for a 4 MB filesystem
+            rng = np.random.default_rng(i)
+            staging.joinpath("a").mkdir(parents=True, exist_ok=True)
+            assert cv2.imwrite(str(staging / "a" / f"n{i:02d}.png"), rng.integers(0, 256, (256, 256, 3), np.uint8))
+        (staging / "_READY").write_text("")
+        os.rename(staging, d.inbox / "large")
+        failure = _failure(d, "large")
+        assert failure["reason"] == "output_error", failure
+        m = re.search(r"needs about ([\d.]+) MB .* and ([\d.]+) MB are free", failure["message"])
+        assert m and float(m[1]) > float(m[2]), failure
+        assert os.listdir(small_out) == [], "nothing written, no temp folder left"
+        assert not any("job_progress" in ln and "large" in ln for ln in d.log().splitlines())
+        _ready_job(d.inbox, "small", n=2, seed=4)
+        d.wait_done("small", timeout=90)
+        assert (small_out / "small" / "_SUCCESS").is_file()
+        assert d.get("/healthz")[0] == 200
+    finally:
+        assert d.stop() == 0, d.log_tail()
+
+
+def test_every_failure_reason_is_documented():
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "daemon.md").read_text()
+    missing = [r.value for r in FailureReason if f"`{r.value}`" not in doc]
+    assert not missing, f"docs/daemon.md does not describe the failure reasons {missing}"
