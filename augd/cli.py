@@ -72,6 +72,7 @@ def cmd_run(args) -> int:
         print(f"augd run: input {args.input!r} is not a folder", file=sys.stderr)
         return EXIT_USAGE
     from augd.job import run_job
+    from augd.job.resources import job_memory_bytes
     bar = None
     if sys.stderr.isatty() and not args.quiet:
         from tqdm import tqdm
@@ -86,7 +87,7 @@ def cmd_run(args) -> int:
     try:
         result = run_job(args.input, spec, args.out, name=args.name, workers=args.workers,
                          overwrite=args.overwrite, max_pixels=args.max_pixels, progress=progress,
-                         memory_limit=_memory_limit(args.max_memory_mb))
+                         memory_limit=job_memory_bytes(args.max_memory_mb))
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -102,18 +103,11 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
-def _memory_limit(value: str) -> int | None:
-    if value == "none":
-        return None
-    if value == "auto":
-        from augd.job.resources import default_job_memory_bytes
-        return default_job_memory_bytes()
-    return int(value) * 1024 * 1024
-
-
-def _memory_arg(value: str) -> str:
-    if value in ("auto", "none") or (value.isdigit() and int(value) >= 1):
-        return value
+def _memory_arg(value: str) -> str | int | None:
+    if value in ("auto", "none"):
+        return None if value == "none" else value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
     raise argparse.ArgumentTypeError(f"must be auto, none or a whole number of MB >= 1; got {value!r}")
 
 

@@ -67,6 +67,9 @@ JOB_MEMORY_SHARE = 0.5
 #: size) peaks at 10.6 B per variant, 5.3 per pixel of source plus output; float-heavy steps (a wide blur)
 #: take more, and the sampled limit catches them.
 BYTES_PER_PIXEL_IN_FLIGHT = 8
+#: Share of a job's memory limit its images in flight may be budgeted; the rest is the job's fixed cost (its
+#: graph, TensorFlow's and the encoder's buffers, the shard writer): measured ~40 MB on top of one 4 MP image.
+MEMORY_BUDGET_SHARE = 0.75
 #: How often a running job's resident memory is sampled against its limit.
 MEMORY_SAMPLE_SECONDS = 0.05
 #: Before a job writes its first record, the output filesystem must hold its estimated size (extrapolated from

@@ -75,8 +75,8 @@ def test_a_job_that_kills_the_daemon_on_every_attempt_is_dead_lettered_and_the_n
             d.proc.kill()
             assert d.wait_exit() == -signal.SIGKILL
             d.stop()
-        claimed = json.loads((d.work / "poison" / CLAIM_FILE).read_text())
-        assert claimed["attempts"] == attempt, "each attempt is counted durably, before the job runs"
+        counted = json.loads((d.work / ".attempts" / "poison").read_text())
+        assert counted["attempts"] == attempt, "each attempt is counted durably, before the job runs"
     _ready_job(probe.inbox, "after", n=2, seed=2)
     d = Daemon(cfg).start()
     try:
@@ -103,23 +103,62 @@ def test_a_job_that_kills_the_daemon_on_every_attempt_is_dead_lettered_and_the_n
         assert d.stop() == 0, d.log_tail()
 
 
-def test_a_new_claim_starts_counting_again(tmp_path):
-    """The counter resets on success: a job folder that comes back to the inbox (retried from failed/, or
-    dropped again from done/) carries its old claim file, and its next claim counts from 1."""
-    work, job = tmp_path / "work", tmp_path / "inbox" / "again"
+def test_attempts_are_counted_per_claim_and_forgotten_when_the_job_leaves_work(tmp_path):
+    """The counter resets on success: a job that leaves work/ (done, failed, requeued) takes its count with it,
+    and a job claimed again (retried from failed/, dropped again) counts from 1. A read-only job is counted too."""
+    work, inbox = tmp_path / "work", tmp_path / "inbox"
     work.mkdir()
-    job.mkdir(parents=True)
-    (job / CLAIM_FILE).write_text(json.dumps({"name": "again", "route": None, "inbox_relpath": "again",
-                                              "claimed_at": "2026-01-01T00:00:00+00:00", "output_checked": True,
-                                              "attempts": 3}))
-    ready = JobReady(path=str(job), relpath="again", name="again", route=None, trigger="marker",
-                     inode=os.stat(job).st_ino)
-    c = rooms.claim(ready, str(work))
+    (tmp_path / "done").mkdir()
+
+    def claimed(name: str):
+        job = inbox / name
+        job.mkdir(parents=True, exist_ok=True)
+        return rooms.claim(JobReady(path=str(job), relpath=name, name=name, route=None, trigger="marker",
+                                    inode=os.stat(job).st_ino), str(work))
+
+    c = claimed("again")
     assert c.attempts == 1
-    (recovered,) = rooms.recover(str(work))
-    assert recovered.attempts == 1
-    assert rooms.next_attempt(recovered).attempts == 2
-    assert rooms.recover(str(work))[0].attempts == 2, "written through to the claim file"
+    os.chmod(c.path, 0o555)  # the count lives in work/.attempts, not in the job
+    assert rooms.next_attempt(rooms.recover(str(work))[0]).attempts == 2
+    assert rooms.recover(str(work))[0].attempts == 2, "written through"
+    os.chmod(c.path, 0o755)
+    rooms.finish(rooms.recover(str(work))[0], str(tmp_path / "done"), "move")
+    assert not (work / ".attempts" / "again").exists()
+    os.rename(tmp_path / "done" / "again", inbox / "again")  # dropped again
+    assert claimed("again").attempts == 1
+    rooms.requeue(rooms.next_attempt(rooms.recover(str(work))[0]), str(inbox))
+    assert not (work / ".attempts" / "again").exists()
+    (work / ".attempts" / "gone").write_text('{"attempts": 3}')  # a job that left work/ without its count
+    assert claimed("again").attempts == 1
+    assert [c.attempts for c in rooms.recover(str(work))] == [1]
+    assert not (work / ".attempts" / "gone").exists(), "a start-up sweeps counts of jobs no longer in work/"
+
+
+def test_a_job_cannot_make_the_daemon_block_or_write_elsewhere_through_its_control_files(tmp_path):
+    """A job may ship anything under the names the daemon writes into it (its log, its claim file's temp,
+    error.txt): FIFOs, symlinks out, hard links. The daemon replaces them, never blocking and never writing
+    through them."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched\n")
+    work, job = tmp_path / "work", tmp_path / "inbox" / "evil"
+    work.mkdir()
+    (tmp_path / "failed").mkdir()
+    job.mkdir(parents=True)
+    os.mkfifo(job / rooms.JOB_LOG)
+    os.mkfifo(job / (CLAIM_FILE + ".tmp"))
+    os.symlink(outside, job / "error.txt")
+    c = rooms.claim(JobReady(path=str(job), relpath="evil", name="evil", route=None, trigger="marker",
+                             inode=os.stat(job).st_ino), str(work))
+    with rooms.open_job_log(c) as fh:
+        fh.write("a line\n")
+    assert rooms.last_log_lines(c) == ["a line"]
+    os.unlink(Path(c.path) / rooms.JOB_LOG)
+    os.link(outside, Path(c.path) / rooms.JOB_LOG)
+    with rooms.open_job_log(c) as fh:
+        fh.write("another\n")
+    dest = rooms.fail(c, str(tmp_path / "failed"), {"reason": "crashed"}, "why")
+    assert (Path(dest) / "error.txt").read_text() == "why\n"
+    assert outside.read_text() == "untouched\n"
 
 
 # -- hostile and oversized jobs against one daemon -----------------------------------------------------------
@@ -198,6 +237,32 @@ def test_after_hostile_jobs_the_next_job_succeeds_and_memory_stayed_bounded(serv
     assert rss.peak <= idle + LIMIT_MB * MB, f"RSS {idle / MB:.0f} -> peak {rss.peak / MB:.0f} MB"
 
 
+def test_a_job_that_outgrows_its_memory_limit_while_running_is_stopped_and_the_daemon_goes_on(tmp_path):
+    """The slow chain (upscale to 1536x1536, a wide blur) is budgeted ~38 MB an image but holds more: the sampled
+    limit (100 MB) stops it after the images in flight with out_of_memory; the next job runs, and the
+    daemon's RSS stays within its idle size plus the limit plus what was in flight when it tripped."""
+    add_slow_pipeline(tmp_path)
+    d = Daemon(write_config(tmp_path, settle_seconds=0.5, job_memory_mb=100)).start()
+    try:
+        d.wait_ready(timeout=120)
+        with RssSampler(d.proc.pid) as rss:
+            (d.inbox / "slow").mkdir()
+            _ready_job(d.inbox, "slow/grows", n=30, seed=5)
+            failure = _failure(d, "grows")
+            _ready_job(d.inbox, "after", n=2, seed=6)
+            d.wait_done("after", timeout=90)
+        assert failure["reason"] == "out_of_memory", failure
+        assert "grew the process' resident memory by" in failure["message"]
+        assert "over its memory limit of 100 MB" in failure["message"], failure
+        assert not (d.out / "grows").exists()
+        assert d.get("/healthz")[0] == 200
+        idle = rss.samples[0]
+        in_flight = 2 * 150 * MB  # the window (1 worker: 2 graph calls) of this chain, measured ~100-150 MB each
+        assert rss.peak <= idle + 100 * MB + in_flight, f"RSS {idle / MB:.0f} -> peak {rss.peak / MB:.0f} MB"
+    finally:
+        assert d.stop() == 0, d.log_tail()
+
+
 # -- memory: the sampled guard and the budget, in process ----------------------------------------------------
 
 def test_the_memory_guard_trips_when_the_process_outgrows_its_limit():
@@ -212,24 +277,49 @@ def test_the_memory_guard_trips_when_the_process_outgrows_its_limit():
     del ballast
 
 
+_MEASURED_RUN = """
+import sys, threading
+from augd.job import run_job
+from augd.job.resources import rss_bytes
+from augd.spec import parse_pipeline
+job, warm, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) or None
+spec = parse_pipeline(sys.argv[5])
+run_job(warm, spec, out + "-warm", workers=4)  # TensorFlow and the graph's kernels loaded, on small images
+peak, base, done = [0], rss_bytes(), threading.Event()
+def sample():
+    while not done.wait(0.01):
+        peak[0] = max(peak[0], rss_bytes() - base)
+threading.Thread(target=sample, daemon=True).start()
+run_job(job, spec, out, workers=4, memory_limit=limit)
+done.set()
+print(peak[0])
+"""
+
+
 def test_images_that_together_exceed_the_limit_run_within_it_and_write_the_same_bytes(tmp_path):
-    """The budget lets images into flight only while they fit: 6 images of 36 MB budget each (2.25 MP, source
-    and output), 4 workers and a 100 MB limit run two at a time, within the limit, into the same shards as
-    without a limit."""
-    from augd.job import run_job
-    from augd.spec import parse_pipeline
-    job = tmp_path / "big"
+    """The budget lets images into flight only while they fit: 6 images of 61 MB budget each (4 MP, source and
+    output), 4 workers and a 160 MB limit (120 MB for images in flight) run one at a time, within the limit
+    (RSS sampled in a fresh process), while without the limit they fly together and the process grows more
+    (measured: ~100 against ~130 MB); the same shards either way."""
+    import subprocess
+    import sys
+    job, warm = tmp_path / "big", tmp_path / "warm"
     for i in range(6):
-        _gradient_jpeg(job / "a" / f"img{i}.jpg", 1500 + i, 1500)
-    spec = parse_pipeline("name: rot\nvariants: 1\nkeep_original: false\noutput: {shards: 1}\n"
-                          "ops:\n  - random_rotation: {degrees: 10}\n")
-    run_job(str(job), spec, str(tmp_path / "free"), workers=4)  # warm: TensorFlow and its kernels loaded
-    with RssSampler(os.getpid(), interval=0.01) as rss:
-        result = run_job(str(job), spec, str(tmp_path / "bounded"), workers=4, memory_limit=100 * MB)
-    assert result.manifest["inputs"]["written"] == 6
-    assert rss.peak - rss.samples[0] <= 100 * MB, f"grew {(rss.peak - rss.samples[0]) / MB:.0f} MB"
-    shard = "big-00000-of-00001.tfrecord"
-    assert (tmp_path / "bounded" / "big" / shard).read_bytes() == (tmp_path / "free" / "big" / shard).read_bytes()
+        _gradient_jpeg(job / "a" / f"img{i}.jpg", 2000 + i, 2000)
+        _gradient_jpeg(warm / "a" / f"img{i}.jpg", 64, 48)
+    spec = ("name: rot\nvariants: 1\nkeep_original: false\noutput: {shards: 1}\n"
+            "ops:\n  - random_rotation: {degrees: 10}\n")
+    grew = {}
+    for name, limit in (("bounded", 160 * MB), ("free", 0)):
+        r = subprocess.run([sys.executable, "-c", _MEASURED_RUN, str(job), str(warm), str(tmp_path / name),
+                            str(limit), spec], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert r.returncode == 0, r.stderr[-3000:]
+        grew[name] = int(r.stdout.split()[-1])
+    assert grew["bounded"] <= 160 * MB, f"grew {grew['bounded'] / MB:.0f} MB"
+    assert grew["free"] > grew["bounded"], {k: round(v / MB) for k, v in grew.items()}
+    shard = "big/big-00000-of-00001.tfrecord"
+    assert (tmp_path / "bounded" / shard).read_bytes() == (tmp_path / "free" / shard).read_bytes()
 
 
 # -- space: a job that cannot fit fails before it writes -----------------------------------------------------

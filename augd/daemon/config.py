@@ -87,11 +87,8 @@ class Settings:
 
     @property
     def job_memory_bytes(self) -> int | None:
-        mb = self.config.job_memory_mb
-        if mb == "auto":
-            from augd.job.resources import default_job_memory_bytes
-            return default_job_memory_bytes()
-        return None if mb is None else mb * 1024 * 1024
+        from augd.job.resources import job_memory_bytes
+        return job_memory_bytes(self.config.job_memory_mb)
 
     def search_dirs(self) -> tuple[str, ...]:
         return (self.pipelines_dir,) if os.path.isdir(self.pipelines_dir) else ()

@@ -12,7 +12,6 @@ import collections
 import contextlib
 import enum
 import logging
-import os
 import queue
 import threading
 import time
@@ -120,13 +119,12 @@ class JobRunner:
             for c in recovered:
                 if self._stop.is_set():
                     break
-                if c.attempts >= self.settings.max_attempts:
-                    self._dead_letter(c)
-                    continue
-                c = rooms.next_attempt(c)
-                event("job_recovered", "job %s found in work/: running it again (attempt %d of %d)", c.name,
-                      c.attempts, self.settings.max_attempts, job=c.name, attempt=c.attempts)
-                self._run(c)
+                try:
+                    self._recover(c)
+                except OSError as exc:  # e.g. a room not writable: the job stays where it is, the daemon goes on
+                    log.error("job %s: %s; it stays in work/ (a restart retries it)", c.name, exc)
+                    self.current = None
+                    self.metrics.inflight.set(0)
             while not self._stop.is_set():
                 self.tick()
                 try:
@@ -147,6 +145,21 @@ class JobRunner:
         finally:
             self.current = None
             self.tick()
+
+    def _recover(self, c: rooms.Claimed) -> Outcome:
+        """A job found in work/ ended the last process: run it again, or dead-letter it after max_attempts."""
+        from augd.io import is_complete
+        s = self.settings
+        committed = c.output_checked and is_complete(f"{s.out}/{c.name}")  # _run moves it to done/
+        if c.attempts >= s.max_attempts and not committed:
+            return self._dead_letter(c)
+        try:
+            c = rooms.next_attempt(c)
+        except OSError as exc:
+            return self._dead_letter(c, f"its attempts cannot be counted ({exc})")
+        event("job_recovered", "job %s found in work/: running it again (attempt %d of %d)", c.name, c.attempts,
+              s.max_attempts, job=c.name, attempt=c.attempts)
+        return self._run(c)
 
     def _take(self, job: JobReady) -> Outcome:
         s = self.settings
@@ -261,14 +274,16 @@ class JobRunner:
         self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
         return Outcome.DONE
 
-    def _dead_letter(self, c: rooms.Claimed) -> Outcome:
-        """A job that ended the process max_attempts times: to failed/, with what it was doing last."""
+    def _dead_letter(self, c: rooms.Claimed, why: str | None = None) -> Outcome:
+        """A job that ended the process max_attempts times (or whose attempts cannot be counted): to failed/,
+        with what it was doing last, instead of taking the daemon down again."""
         lines = rooms.last_log_lines(c)
         last = lines[-1] if lines else None
+        why = why or "it was killed or crashed while running it each time"
         return self._fail(
             c, time.monotonic(), FailureReason.CRASHED, None,
             f"the job ended the daemon's process {c.attempts} times (max_attempts={self.settings.max_attempts}): "
-            f"it was killed or crashed while running it each time, so it is not run again. Last log line: "
+            f"{why}, so it is not run again. Last log line: "
             f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {rooms.JOB_LOG}):\n"
             + "\n".join(lines), last_log_line=last)
 
@@ -305,13 +320,15 @@ def _job_log(c: rooms.Claimed):
     """While the job runs, the daemon's log lines (but those about other jobs) also go to the job's own log, so
     that a job that takes the process down leaves its last words where its failure report can read them."""
     try:
-        handler = logging.FileHandler(os.path.join(c.path, rooms.JOB_LOG), encoding="utf-8")
+        handler = logging.StreamHandler(rooms.open_job_log(c))
     except OSError as exc:  # a read-only job folder still runs
         log.warning("cannot write %s into %s: %s", rooms.JOB_LOG, c.path, exc)
         yield
         return
     handler.setFormatter(TextFormatter())
-    handler.addFilter(lambda record: getattr(record, "job", c.name) == c.name)
+    # This job's lines, and the job's own threads' (the runner and its image workers), not the watcher's.
+    handler.addFilter(lambda r: getattr(r, "job", None) == c.name or (
+        not hasattr(r, "job") and r.threadName.startswith(("augd-runner", "augd-img"))))
     root = logging.getLogger()
     root.addHandler(handler)
     try:
@@ -319,3 +336,4 @@ def _job_log(c: rooms.Claimed):
     finally:
         root.removeHandler(handler)
         handler.close()
+        handler.stream.close()

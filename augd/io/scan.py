@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from augd.defaults import MAX_PIXELS
-from augd.errors import JobFailed, Rejected
+from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 
 __all__ = [
@@ -97,7 +97,7 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
     """Scan `root`; `ignore(relpath)` returning True skips a file or folder silently (as hidden ones are)."""
     fs = _GFileTree(root) if is_url(root) else _LocalTree(local_path(root))
     if not fs.isdir(""):
-        raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason="input_missing")
+        raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason=FailureReason.INPUT_MISSING)
     skip = ignore or (lambda _rel: False)
     candidates: list[_Candidate] = []
     rejected: list[RejectedInput] = []
@@ -105,7 +105,7 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
     try:
         top = fs.entries("")
     except OSError as e:
-        raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}", reason="input_unreadable") from None
+        raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}", reason=FailureReason.INPUT_UNREADABLE) from None
     for name, kind, detail in top:
         if name.startswith(".") or name in CONTROL_FILES or skip(name):
             continue

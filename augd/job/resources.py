@@ -19,7 +19,7 @@ from augd import defaults
 from augd.errors import FailureReason, JobFailed
 
 __all__ = ["MemoryGuard", "check_space", "default_job_memory_bytes", "host_memory_bytes", "image_memory",
-           "over_budget", "rss_bytes"]
+           "job_memory_bytes", "over_budget", "rss_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MB = 1024 * 1024
@@ -35,15 +35,32 @@ def rss_bytes(pid: int | str = "self") -> int:
 
 
 def _cgroup_limit() -> int | None:
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as fh:
-                raw = fh.read().strip()
-        except OSError:
+    """The tightest memory limit of this process' cgroup and its ancestors (v2 memory.max, v1
+    memory.limit_in_bytes), wherever the hierarchy is mounted: a systemd service (MemoryMax=) sees its own
+    cgroup's path in /proc/self/cgroup, a container its root."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            entries = [line.rstrip("\n").split(":", 2) for line in fh]
+    except OSError:
+        return None
+    limits = []
+    for _, controllers, path in (e for e in entries if len(e) == 3):
+        if controllers == "":
+            mount, name = "/sys/fs/cgroup", "memory.max"            # v2 (or /sys/fs/cgroup/unified)
+        elif "memory" in controllers.split(","):
+            mount, name = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+        else:
             continue
-        if raw.isdigit() and int(raw) < 1 << 60:  # v1 says "no limit" with a huge number, v2 with "max"
-            return int(raw)
-    return None
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):   # the cgroup, then each ancestor: the tightest one holds
+            try:
+                with open(os.path.join(mount, *parts[:depth], name)) as fh:
+                    raw = fh.read().strip()
+            except OSError:
+                continue
+            if raw.isdigit() and int(raw) < 1 << 60:  # v1 says "no limit" with a huge number, v2 with "max"
+                limits.append(int(raw))
+    return min(limits) if limits else None
 
 
 def host_memory_bytes() -> int:
@@ -56,6 +73,13 @@ def host_memory_bytes() -> int:
 
 def default_job_memory_bytes() -> int:
     return int(host_memory_bytes() * defaults.JOB_MEMORY_SHARE)
+
+
+def job_memory_bytes(setting: str | int | None) -> int | None:
+    """What `job_memory_mb` (daemon) and `--max-memory-mb` (augd run) mean: "auto", None (no limit) or MB."""
+    if setting == "auto":
+        return default_job_memory_bytes()
+    return None if setting is None else int(setting) * _MB
 
 
 def image_memory(source_pixels: int, output_pixels: int, graph_variants: int) -> int:
@@ -104,7 +128,7 @@ def over_budget(relpath: str, width: int, height: int, need: int, limit: int) ->
     """The failure of a job holding an image that alone needs more than the job's memory limit."""
     return JobFailed(f"{relpath}: {width}x{height} needs ~{need / _MB:.0f} MB to process "
                      f"({defaults.BYTES_PER_PIXEL_IN_FLIGHT} bytes per pixel of source and output, per variant), "
-                     f"over the job's memory "
+                     f"over {defaults.MEMORY_BUDGET_SHARE:.0%} of the job's memory "
                      f"limit of {limit / _MB:.0f} MB (job_memory_mb in the daemon config, --max-memory-mb for augd "
                      f"run); raise the limit, or resize the image before dropping it",
                      reason=FailureReason.OUT_OF_MEMORY)

@@ -24,9 +24,8 @@ from augd import defaults
 from augd.engine import Compiled, compile_pipeline, release_memory
 from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
-from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, make_example,
-                     read_bytes, scan_job, shard_count, shuffled_order, write_text)
-from augd.io.scan import local_path
+from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, local_path,
+                     make_example, read_bytes, scan_job, shard_count, shuffled_order, write_text)
 from augd.job.manifest import STAGES, build_manifest, labels_txt
 from augd.job.resources import MemoryGuard, check_space, image_memory, over_budget
 from augd.spec import PipelineSpec
@@ -263,11 +262,12 @@ def _image_cost(spec: PipelineSpec):
     return cost
 
 
-def _check_memory(cost, images, limit: int) -> None:
-    """Fail before any decode when one image alone needs more than the job's memory limit."""
+def _check_memory(cost, images, budget: int, limit: int) -> None:
+    """Fail before any decode when one image alone needs more than the job's memory budget (its share of the
+    limit that images in flight may take)."""
     for img in images:
         need = cost(img)
-        if need > limit:
+        if need > budget:
             raise over_budget(img.relpath, img.header.width, img.header.height, need, limit)
 
 
@@ -395,8 +395,9 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     workers = max(1, workers or os.cpu_count() or 1)
     order = [scan.images[i] for i in shuffled_order([i.relpath for i in scan.images], spec.seed)]
     cost = _image_cost(spec) if memory_limit else None
+    budget = int(memory_limit * defaults.MEMORY_BUDGET_SHARE) if memory_limit else None
     if cost:
-        _check_memory(cost, order, memory_limit)
+        _check_memory(cost, order, budget, memory_limit)
     count = shard_count(_estimate_bytes(spec, order), spec.output.shards)
     state = JobProgress(name=name, total=len(order))
     tally = _Tally(state)
@@ -409,7 +410,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
             with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard, \
                     ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
                 _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image,
-                           (memory_limit, cost, guard) if memory_limit else None,
+                           (budget, cost, guard) if memory_limit else None,
                            None if is_url(out.tmp_dir) else _space_check(local_path(out.tmp_dir), order))
             if state.written == 0:
                 first = tally.rejected[0]
