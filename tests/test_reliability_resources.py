@@ -128,6 +128,8 @@ def test_attempts_are_counted_per_claim_and_forgotten_when_the_job_leaves_work(t
     assert claimed("again").attempts == 1
     rooms.requeue(rooms.next_attempt(rooms.recover(str(work))[0]), str(inbox))
     assert not (work / ".attempts" / "again").exists()
+    assert not (work / ".attempts").exists(), "work/ is empty again between jobs"
+    (work / ".attempts").mkdir()
     (work / ".attempts" / "gone").write_text('{"attempts": 3}')  # a job that left work/ without its count
     assert claimed("again").attempts == 1
     assert [c.attempts for c in rooms.recover(str(work))] == [1]
@@ -349,6 +351,20 @@ def test_a_job_that_cannot_fit_the_output_filesystem_fails_at_once_with_both_num
         assert d.get("/healthz")[0] == 200
     finally:
         assert d.stop() == 0, d.log_tail()
+
+
+def test_the_space_check_compares_the_estimate_with_the_free_space_of_that_filesystem(tmp_path):
+    """Without root (no tmpfs): the check against this filesystem's real free space, both ways."""
+    from augd.errors import JobFailed
+    from augd.job.resources import check_space
+    st = os.statvfs(tmp_path)
+    free = st.f_bavail * st.f_frsize
+    check_space(str(tmp_path), 1024 * 1024)  # 1 MB fits (the test machine has more than 2.1 MB free)
+    with pytest.raises(JobFailed) as e:
+        check_space(str(tmp_path), free)  # the estimate alone takes all there is: the margin does not fit
+    assert e.value.reason == "output_error"
+    m = re.search(r"needs about ([\d.]+) MB .* and ([\d.]+) MB are free", str(e.value))
+    assert m and float(m[1]) > float(m[2]), str(e.value)
 
 
 def test_every_failure_reason_is_documented():

@@ -170,8 +170,9 @@ def _counted(work_dir: str) -> set[str]:
 def _uncount(job_path: str) -> None:
     try:
         os.unlink(_counter(job_path))
+        os.rmdir(os.path.dirname(_counter(job_path)))  # work/ stays empty between jobs (one thread claims)
     except OSError:
-        pass  # never there, or already gone: recover() sweeps what is left
+        pass  # never there, already gone (recover() sweeps what is left), or other jobs still counted
 
 
 def next_attempt(c: Claimed) -> Claimed:

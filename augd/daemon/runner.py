@@ -119,12 +119,7 @@ class JobRunner:
             for c in recovered:
                 if self._stop.is_set():
                     break
-                try:
-                    self._recover(c)
-                except OSError as exc:  # e.g. a room not writable: the job stays where it is, the daemon goes on
-                    log.error("job %s: %s; it stays in work/ (a restart retries it)", c.name, exc)
-                    self.current = None
-                    self.metrics.inflight.set(0)
+                self._guarded(self._recover, c, c.name)
             while not self._stop.is_set():
                 self.tick()
                 try:
@@ -133,18 +128,21 @@ class JobRunner:
                     continue
                 if self._stop.is_set():
                     break  # it stays in the inbox; the next start finds it again
-                try:
-                    self._take(job)
-                except OSError as exc:  # e.g. a room not writable: the job stays where it is, the daemon goes on
-                    log.error("job %s: %s; it stays where it is (a restart retries it)", job.relpath, exc)
-                    self.current = None
-                    self.metrics.inflight.set(0)
+                self._guarded(self._take, job, job.relpath)
         except Exception:  # noqa: BLE001 - log it; the main thread sees the runner gone and exits non-zero
             log.exception("job runner crashed")
             raise
         finally:
             self.current = None
             self.tick()
+
+    def _guarded(self, step, job, where: str) -> None:
+        try:
+            step(job)
+        except OSError as exc:  # e.g. a room not writable: the job stays where it is, the daemon goes on
+            log.error("job %s: %s; it stays where it is (a restart retries it)", where, exc)
+            self.current = None
+            self.metrics.inflight.set(0)
 
     def _recover(self, c: rooms.Claimed) -> Outcome:
         """A job found in work/ ended the last process: run it again, or dead-letter it after max_attempts."""
