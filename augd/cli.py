@@ -21,16 +21,31 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_validate(args) -> int:
-    from augd.spec import load_pipeline
+    from augd.spec import find_pipeline, load_pipeline
     bad = 0
-    for path in args.files:
+    for ref in args.files:
         try:
-            spec = load_pipeline(path)
-            print(f"ok   {path}: {spec.name} ({len(spec.ops)} ops, {spec.variants} variants, sha256 {spec.sha256[:12]})")
+            spec = load_pipeline(find_pipeline(ref))
+            print(f"ok   {ref}: {spec.name} ({len(spec.ops)} ops, {spec.variants} variants, sha256 {spec.sha256[:12]})")
         except SpecError as exc:
             bad += 1
-            print(f"FAIL {exc}", file=sys.stderr)
+            for err in getattr(exc, "errors", None) or [exc]:  # every error of the file, one line each
+                print(f"FAIL {err}", file=sys.stderr)
     return EXIT_FAILED if bad else EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from augd.spec import find_pipeline, load_pipeline
+    try:
+        path = find_pipeline(args.pipeline)
+        load_pipeline(path)  # only a valid pipeline is shown as one to copy
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (SpecError, OSError) as exc:
+        print(f"augd show: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"# {path}\n{text}", end="" if text.endswith("\n") else "\n")
+    return EXIT_OK
 
 
 def cmd_ops(args) -> int:
@@ -39,17 +54,25 @@ def cmd_ops(args) -> int:
     if args.json:
         print(json.dumps(ops, indent=2))
         return EXIT_OK
-    for op in ops:
-        print(f"{op['name']}  [{op['kind']}]  {op['summary']}")
-        for pname, p in op["params"].items():
-            req = " (required)" if pname in op["required"] else f" = {json.dumps(p.get('default'))}"
-            bounds = [f"{k} {p[k]}" for k in ("minimum", "exclusiveMinimum", "maximum") if k in p]
-            if "prefixItems" in p:
-                items = p["prefixItems"][0]
-                bounds = [f"each in [{items.get('minimum')}, {items.get('maximum')}]"]
-            desc = p.get("description", "")
-            print(f"    {pname}{req}{'  ' + ', '.join(bounds) if bounds else ''}{'  - ' + desc if desc else ''}")
-    print(f"\n{len(ops)} ops. Every op also takes p (probability, default 1).")
+    headings = {"geometry": "Geometry (fused into one warp)", "colour": "Colour", "pixel": "Pixel",
+                "composite": "Composites (children as a list, or a mapping with ops:)"}
+    for kind, heading in headings.items():
+        print(f"== {heading} ==")
+        for op in (o for o in ops if o["kind"] == kind):
+            print(f"{op['name']}  {op['summary']}")
+            for line in (op["example"] or "").splitlines():
+                print(f"    e.g. {line}")
+            for pname, p in op["params"].items():
+                req = " (required)" if pname in op["required"] else f" = {json.dumps(p.get('default'))}"
+                bounds = [f"{k} {p[k]}" for k in ("minimum", "exclusiveMinimum", "maximum") if k in p]
+                if "prefixItems" in p:
+                    items = p["prefixItems"][0]
+                    bounds = [f"each in [{items.get('minimum')}, {items.get('maximum')}]"]
+                desc = p.get("description", "")
+                print(f"    {pname}{req}{'  ' + ', '.join(bounds) if bounds else ''}{'  - ' + desc if desc else ''}")
+        print()
+    print(f"{len(ops)} ops. Every op also takes p, the probability that it applies (default 1); an op with its own "
+          f"coin (the flips: 0.5) applies with p times that.")
     return EXIT_OK
 
 
@@ -87,7 +110,7 @@ def cmd_run(args) -> int:
     try:
         result = run_job(args.input, spec, args.out, name=args.name, workers=args.workers,
                          overwrite=args.overwrite, max_pixels=args.max_pixels, progress=progress,
-                         memory_limit=job_memory_bytes(args.max_memory_mb))
+                         memory_limit=job_memory_bytes(args.max_memory_mb), max_rejected=args.max_rejected)
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -98,9 +121,31 @@ def cmd_run(args) -> int:
     print(f"{result.name}: {m['inputs']['written']}/{m['inputs']['seen']} images -> {m['records']['written']} "
           f"records in {len(m['shards'])} shard(s), {m['inputs']['rejected']} rejected, "
           f"{m['timing']['images_per_second']} img/s, {m['bytes']['written'] / 1e6:.1f} MB -> {result.out_dir}")
-    for r in m["inputs"]["rejected_files"][:20]:
+    if m["unlabeled"]:
+        print(f"  unlabeled (label -1, at the job's root): {m['unlabeled']['images']} images", file=sys.stderr)
+    rejected = m["inputs"]["rejected_files"]
+    if rejected:
+        by_reason: dict[str, int] = {}
+        for r in rejected:
+            by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+        print("  rejected by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items(),
+                                                                                 key=lambda kv: -kv[1])),
+              file=sys.stderr)
+    for r in rejected[:20]:
         print(f"  rejected {r['path']}: {r['message']}", file=sys.stderr)
+    if len(rejected) > 20:
+        print(f"  ... and {len(rejected) - 20} more: manifest.json lists them all", file=sys.stderr)
     return EXIT_OK
+
+
+def _fraction(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        f = -1.0
+    if not 0.0 <= f <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1] (0.05 = 5 %); got {value!r}")
+    return f
 
 
 def _memory_arg(value: str) -> str | int | None:
@@ -140,12 +185,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-memory-mb", type=_memory_arg, default="auto",
                    help="memory the job may add to the process, in MB; auto (default): half the host's "
                         "(cgroup-aware); none: no limit")
+    r.add_argument("--max-rejected", type=_fraction, default=None, metavar="FRACTION",
+                   help="fail the job (writing nothing) when more than this fraction of its inputs is rejected")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_run)
 
-    v = sub.add_parser("validate", help="check pipeline files; exit 1 if any is invalid")
-    v.add_argument("files", nargs="+")
+    v = sub.add_parser("validate", help="check pipeline files (or shipped pipelines by name); exit 1 if any is "
+                                        "invalid, with every error of each file")
+    v.add_argument("files", nargs="+", metavar="PIPELINE")
     v.set_defaults(fn=cmd_validate)
+
+    sh = sub.add_parser("show", help="print a pipeline (a shipped one by name, or a file), to copy and edit")
+    sh.add_argument("pipeline")
+    sh.set_defaults(fn=cmd_show)
 
     o = sub.add_parser("ops", help="list the ops with their parameters")
     o.add_argument("--json", action="store_true")
@@ -172,6 +224,10 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
+    if args.verb in ("run", "serve") and not args.verbose:
+        # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides.
+        from augd.tfenv import load_tensorflow_quietly
+        load_tensorflow_quietly()
     return args.fn(args)
 
 

@@ -1,5 +1,9 @@
-"""Environment TensorFlow reads when it loads. A leaf: importing it loads nothing."""
+"""Environment TensorFlow reads when it loads, and a quiet way to load it. A leaf: importing it loads nothing."""
+import contextlib
 import os
+import re
+import sys
+import tempfile
 
 
 def prepare_environment() -> None:
@@ -12,3 +16,39 @@ def prepare_environment() -> None:
     # path is codecs and OpenCV, so the plain Eigen kernels cost nothing and keep output bytes the same
     # on every runner.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+# Lines TensorFlow's native libraries print to stderr while loading on a host without a GPU: absl's notice that
+# it logs before being initialised, CUDA stubs not finding a driver, cuInit failing, CPU feature notes. They
+# bypass TF_CPP_MIN_LOG_LEVEL and say nothing a user can act on; `augd -v` shows them.
+_NOISE = re.compile(r"absl::InitializeLog|cudart_stub\.cc|cuda_platform\.cc.*cuInit|cpu_feature_guard\.cc|"
+                    r"^To enable the following instructions|oneDNN custom operations|Unable to register cu\w+ factory|"
+                    r"computation placer already registered|TF-TRT Warning|cuda_executor\.cc.*NUMA")
+
+
+@contextlib.contextmanager
+def quiet_native_stderr():
+    """Hold what native code writes to file descriptor 2 in the block, then pass on all but the known noise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            lines = held.read().decode("utf-8", "replace").splitlines()
+            kept = [ln for ln in lines if not _NOISE.search(ln)]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
+
+
+def load_tensorflow_quietly() -> None:
+    """Import TensorFlow and find its devices (where the noise is printed) with the noise held back."""
+    prepare_environment()
+    with quiet_native_stderr():
+        import tensorflow as tf
+        tf.config.list_physical_devices("GPU")

@@ -49,6 +49,8 @@ class DaemonConfig(BaseModel):
     job_memory_mb: Literal["auto"] | int | None = Field(
         "auto", description="memory one job may add to the daemon's resident size; auto: half the host's "
                             "(cgroup-aware); null: no limit")
+    max_rejected: float | None = Field(None, ge=0.0, le=1.0, description="fail a job (writing nothing) when "
+                                       "more than this fraction of its inputs is rejected; null: never")
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
                                                                        "times goes to failed/ (reason crashed)")
     workers: int | None = Field(None, ge=1, description="parallel images within a job (null: all cores)")

@@ -214,7 +214,8 @@ class JobRunner:
             from augd.job import run_job
             result = run_job(c.path, spec, s.out, name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                              gpu_memory_mb=s.gpu_memory_mb, progress=self._progress, cancel=cancel,
-                             on_image=lambda o: (tally.image(o), self.tick()), memory_limit=s.job_memory_bytes)
+                             on_image=lambda o: (tally.image(o), self.tick()), memory_limit=s.job_memory_bytes,
+                             max_rejected=s.max_rejected)
         except JobFailed as exc:
             reason = self._cancel_reason if exc.reason == "cancelled" and self._cancel_reason else exc.reason
             if reason == "shutdown":
@@ -288,6 +289,7 @@ class JobRunner:
     def _fail(self, c, t0, reason: FailureReason, pipeline: str | None, message: str, **extra) -> Outcome:
         s = self.settings
         duration = time.monotonic() - t0
+        message = message.replace(c.path + "/", "")  # "augd.yaml:3: ...": the job folder moves on from work/
         self.metrics.job_failed(duration, reason)
         failure = {"reason": reason, "message": message.splitlines()[0] if message else reason,
                    "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3),

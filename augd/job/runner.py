@@ -313,6 +313,18 @@ class _Tally:
         p.done += 1
 
 
+def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None) -> None:
+    if max_rejected is None or not seen or len(rejected) / seen <= max_rejected:
+        return
+    by_reason: dict[str, int] = {}
+    for r in rejected:
+        by_reason[r.reason] = by_reason.get(r.reason, 0) + 1
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1]))
+    raise JobFailed(f"{input_dir}: {len(rejected)} of {seen} inputs were rejected ({len(rejected) / seen:.1%}), more "
+                    f"than max_rejected={max_rejected:g} allows ({reasons}; first: {rejected[0].relpath}: "
+                    f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
+
+
 def _space_check(folder: str, images):
     """Before the first record is written: the job's output size, extrapolated from the first records made
     (bytes per source byte), must fit the output filesystem (augd.job.resources.check_space)."""
@@ -379,10 +391,12 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
             workers: int | None = None, overwrite: bool = False, max_pixels: int = defaults.MAX_PIXELS,
             gpu_memory_mb: int | None = None, progress: Callable[[JobProgress], None] | None = None,
             cancel: threading.Event | None = None, on_image: Callable[[ImageOutcome], None] | None = None,
-            memory_limit: int | None = None) -> JobResult:
+            memory_limit: int | None = None, max_rejected: float | None = None) -> JobResult:
     """Run one job. Raises JobFailed (with a reason code) when no complete output can be produced;
     bad images are rejected and listed, they never fail the job on their own. `memory_limit`: bytes the
-    process' resident memory may grow by while the job runs (augd.job.resources); None: no limit."""
+    process' resident memory may grow by while the job runs (augd.job.resources); None: no limit.
+    `max_rejected`: the largest fraction of the inputs that may be rejected; above it the job fails and
+    commits nothing."""
     started = time.time()
     t_start = time.perf_counter()
     input_dir = input_dir.rstrip("/") or "/"
@@ -416,6 +430,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
                 first = tally.rejected[0]
                 raise JobFailed(f"{input_dir}: none of {len(order)} images could be decoded "
                                 f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
+            _check_rejected(input_dir, len(scan.images) + len(scan.rejected), list(scan.rejected) + tally.rejected,
+                            max_rejected)
             manifest = build_manifest(
                 name=name, input_dir=input_dir, spec=spec, device=compiled.device, classes=scan.classes,
                 per_class=tally.per_class, seen=len(scan.images) + len(scan.rejected), written=state.written,

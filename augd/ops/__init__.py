@@ -12,5 +12,6 @@ def describe_ops() -> list[dict]:
         cls = REGISTRY[name]
         schema = cls.Params.model_json_schema()
         out.append({"name": name, "kind": cls.kind.value, "summary": cls.summary(),
-                    "params": schema.get("properties", {}), "required": schema.get("required", [])})
+                    "params": schema.get("properties", {}), "required": schema.get("required", []),
+                    "example": cls.example})
     return out

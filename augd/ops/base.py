@@ -34,19 +34,21 @@ def _check_order(v: tuple) -> tuple:
 
 
 def range_of(lo: float, hi: float, *, symmetric: bool = False, kind: type = float) -> Any:
-    """A reusable [low, high] range type bounded by [lo, hi]. With symmetric=True a single
-    number d means [-d, d] (as tf.image's max_delta / Keras' factor do)."""
+    """A reusable [low, high] range type bounded by [lo, hi]. A single number is accepted too: with
+    symmetric=True d means [-d, d] (as tf.image's max_delta / Keras' factor do), else x means [x, x]
+    (a fixed value)."""
     item = Annotated[kind, Field(ge=lo, le=hi)]
 
     def widen(v):
-        if symmetric and isinstance(v, (int, float)) and not isinstance(v, bool):
-            return (-abs(v), abs(v))
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return (-abs(v), abs(v)) if symmetric else (v, v)
         return v
 
     pair = tuple[item, item]
     schema = TypeAdapter(pair).json_schema()
-    if symmetric:  # the JSON Schema must accept the scalar shorthand too
-        schema = {"anyOf": [{"type": "number", "minimum": 0, "maximum": max(abs(lo), abs(hi))}, schema]}
+    scalar = ({"type": "number", "minimum": 0, "maximum": max(abs(lo), abs(hi))} if symmetric else
+              {"type": "number" if kind is float else "integer", "minimum": lo, "maximum": hi})
+    schema = {"anyOf": [scalar, schema]}  # the JSON Schema accepts the scalar shorthand too
     return Annotated[pair, BeforeValidator(widen), AfterValidator(_check_order), WithJsonSchema(schema)]
 
 
@@ -73,6 +75,7 @@ class Op:
     name: ClassVar[str]
     kind: ClassVar[Kind]
     Params: ClassVar[type[OpParams]] = OpParams
+    example: ClassVar[str | None] = None   # YAML shown by `augd ops` where the syntax is not obvious
 
     def __init__(self, params: OpParams):
         self.params = params

@@ -14,6 +14,9 @@ def _n_children(info: ValidationInfo) -> int | None:
 @register_op("one_of", Kind.COMPOSITE)
 class OneOf(Op):
     """Apply exactly one child, chosen at random (optionally weighted)."""
+    example = ("- one_of: [{random_flip_left_right: {}}, {random_rotation: {degrees: 10}}]\n"
+               "- one_of: {ops: [{random_hue: {max_delta: 0.1}}, {random_gamma: {}}], weights: [3, 1], p: 0.5}")
+
     class Params(OpParams):
         weights: tuple[float, ...] | None = Field(None, description="relative weights, one per child")
 
@@ -32,6 +35,8 @@ class OneOf(Op):
 @register_op("some_of", Kind.COMPOSITE)
 class SomeOf(Op):
     """Apply n distinct children chosen at random, in the order listed."""
+    example = "- some_of: {n: 2, ops: [{random_brightness: {}}, {random_contrast: {}}, {random_hue: {}}]}"
+
     class Params(OpParams):
         n: int = Field(1, ge=1, description="how many children to apply")
 
@@ -47,5 +52,7 @@ class SomeOf(Op):
 @register_op("sequence", Kind.COMPOSITE)
 class Sequence(Op):
     """Apply all children in order (use p to apply the whole group or none of it)."""
+    example = "- sequence: {p: 0.3, ops: [{random_rotation: {degrees: 5}}, {gaussian_blur: {}}]}"
+
     class Params(OpParams):
         pass

@@ -5,7 +5,7 @@ Sampling is plain NumPy (float64) on the image's generator: it runs in the engin
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -15,7 +15,7 @@ from augd.ops.base import Kind, Op, OpParams, Size, range_of, register_op
 from augd.ops.sampling import coin, log_uniform, uniform
 
 #: fill: a grey level 0-255 for the area outside the source, or how to extend the border.
-Fill = int | Literal["reflect", "nearest", "wrap"]
+Fill = Annotated[int, Field(ge=0, le=255)] | Literal["reflect", "nearest", "wrap"]
 
 
 def fill_field(default: Fill = 0):
@@ -49,7 +49,7 @@ def window(y0, x0, ch, cw, oh, ow):
 
 @register_op("random_flip_left_right", Kind.GEOMETRY)
 class FlipLeftRight(Op):
-    """Mirror horizontally with probability 0.5 (tf.image.random_flip_left_right); p gates the op."""
+    """Mirror horizontally with probability 0.5 (tf.image.random_flip_left_right); p gates that: p × 0.5 overall."""
     class Params(OpParams):
         pass
 
@@ -59,7 +59,7 @@ class FlipLeftRight(Op):
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
 class FlipUpDown(Op):
-    """Mirror vertically with probability 0.5 (tf.image.random_flip_up_down); p gates the op."""
+    """Mirror vertically with probability 0.5 (tf.image.random_flip_up_down); p gates that: p × 0.5 overall."""
     class Params(OpParams):
         pass
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import hashlib
 import json
@@ -11,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from augd.errors import SpecError
 from augd.ops import REGISTRY, Kind, OpParams
 from augd.spec.yamlsrc import YamlDoc
 
@@ -98,19 +100,34 @@ class PipelineSpec:
         return dataclasses.replace(self, seed=seed)
 
 
-def _pydantic_error(doc: YamlDoc, base: tuple, exc: ValidationError, allowed_keys=()):
-    err = exc.errors(include_url=False)[0]
-    loc = base + tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or "function-" in p)))
-    value = err.get("input")
-    if err["type"] == "extra_forbidden":
-        msg = f"unknown key {loc[-1]!r}"
-        if allowed_keys:
-            msg += f"; allowed keys: {', '.join(allowed_keys)}"
-        return doc.error(loc, msg)
-    if err["type"] == "missing":
-        return doc.error(loc, "required key is missing")
-    msg = err["msg"].removeprefix("Value error, ")
-    return doc.error(loc, f"{msg}; got {value!r}" if "got" not in msg else msg)
+_TYPE_TAGS = ("[", "function-", "constrained-")  # pydantic's names for union branches and validators, not keys
+
+
+def _did_you_mean(word, choices) -> str:
+    near = difflib.get_close_matches(str(word), list(choices), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+def _pydantic_errors(doc: YamlDoc, base: tuple, exc: ValidationError, allowed_keys=()) -> list:
+    """One SpecError per problem pydantic found (a union's failed branches count once, at its first)."""
+    out, seen = [], set()
+    for err in exc.errors(include_url=False):
+        loc = base + tuple(p for p in err["loc"] if not (isinstance(p, str) and any(t in p for t in _TYPE_TAGS)))
+        if loc in seen:
+            continue
+        seen.add(loc)
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key {loc[-1]!r}" + _did_you_mean(loc[-1], allowed_keys)
+            if allowed_keys:
+                msg += f" (allowed keys: {', '.join(allowed_keys)})"
+            out.append(doc.error(loc, msg))
+        elif err["type"] == "missing":
+            out.append(doc.error(loc, "required key is missing"))
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            out.append(doc.error(loc, f"{msg}; got {value!r}" if "got" not in msg else msg))
+    return out
 
 
 _COMPOSITE_KEYS = {"ops"}
@@ -123,9 +140,8 @@ def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
                              f"(e.g. '- random_hue: {{max_delta: 0.2}}'); got {got!r}")
     (name, body), = raw.items()
     if name not in REGISTRY:
-        near = [n for n in sorted(REGISTRY) if n.split("_")[-1] in str(name)]
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
-        raise doc.error(loc + (name,), f"unknown op {name!r}{hint} (run 'augd ops' for the list)")
+        raise doc.error(loc + (name,), f"unknown op {name!r}{_did_you_mean(name, REGISTRY)} "
+                                       f"(run 'augd ops' for the list)")
     cls = REGISTRY[name]
     loc = loc + (name,)
     body = {} if body is None else body
@@ -136,27 +152,62 @@ def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
         if not isinstance(body, dict) or not isinstance(body.get("ops"), list) or not body["ops"]:
             raise doc.error(loc, f"{name} takes a non-empty list of ops, or a mapping with 'ops: [...]'; "
                                  f"got {body!r}")
-        children = tuple(_parse_op(doc, c, loc + ("ops", i)) for i, c in enumerate(body["ops"]))
+        children = _parse_ops(doc, body["ops"], loc + ("ops",))
         body = {k: v for k, v in body.items() if k != "ops"}
     elif not isinstance(body, dict):
         raise doc.error(loc, f"parameters of {name} must be a mapping; got {body!r}")
     try:
         params = cls.Params.model_validate(body, context={"n_children": len(children)})
     except ValidationError as exc:
-        raise _pydantic_error(doc, loc, exc, tuple(cls.Params.model_fields) +
-                              (("ops",) if cls.kind is Kind.COMPOSITE else ())) from None
+        raise _combined(_pydantic_errors(doc, loc, exc, tuple(cls.Params.model_fields) +
+                                         (("ops",) if cls.kind is Kind.COMPOSITE else ()))) from None
     return OpNode(name=name, params=params, children=children)
+
+
+def _combined(errors: list) -> SpecError:
+    """One SpecError for several: its message has one line each, path and line are the first one's, and
+    `.errors` lists them all (augd validate prints each)."""
+    errors = [e for err in errors for e in getattr(err, "errors", None) or [err]]
+    first = errors[0]
+    combined = SpecError("\n".join(str(e) for e in errors), source=first.source, path=first.path, line=first.line)
+    combined.errors = errors
+    return combined
+
+
+def _parse_ops(doc: YamlDoc, raws: list, loc: tuple) -> tuple[OpNode, ...]:
+    """Every op of a list, reporting the errors of all of them at once."""
+    nodes, errors = [], []
+    for i, raw in enumerate(raws):
+        try:
+            nodes.append(_parse_op(doc, raw, loc + (i,)))
+        except SpecError as exc:
+            errors.append(exc)
+    if errors:
+        raise _combined(errors)
+    return tuple(nodes)
 
 
 def parse_doc(doc: YamlDoc) -> PipelineSpec:
     if not isinstance(doc.data, dict):
         raise doc.error((), f"a pipeline must be a YAML mapping with at least 'name' and 'ops'; "
                             f"got {type(doc.data).__name__}")
+    errors = []
     try:
         head = _Header.model_validate(doc.data)
     except ValidationError as exc:
-        raise _pydantic_error(doc, (), exc, tuple(_Header.model_fields)) from None
-    ops = tuple(_parse_op(doc, raw, ("ops", i)) for i, raw in enumerate(head.ops))
+        errors, head = _pydantic_errors(doc, (), exc, tuple(_Header.model_fields)), None
+    if head is not None and head.variants == 0 and not head.keep_original:
+        errors.append(doc.error(("variants",), "the pipeline would write nothing: set variants >= 1 or "
+                                               "keep_original: true; got variants: 0 with keep_original: false"))
+    raws = head.ops if head else doc.data.get("ops")
+    ops = ()
+    if isinstance(raws, list):
+        try:
+            ops = _parse_ops(doc, raws, ("ops",))
+        except SpecError as exc:
+            errors.append(exc)
+    if errors:
+        raise _combined(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
                         variants=head.variants, keep_original=head.keep_original,
                         output=head.output, ops=ops, source=doc.source, colour=head.colour)

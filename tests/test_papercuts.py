@@ -1,0 +1,156 @@
+"""Issue 18, item 5: what a new user tripped on, each through the public surface (the CLI, a real daemon)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from augd.errors import SpecError
+from augd.ops import REGISTRY, describe_ops
+from augd.spec import parse_pipeline
+from tests.daemon_harness import (Daemon, drop_job, make_image, no_leaked_children,  # noqa: F401
+                                  no_leaked_children_module, status, write_config)
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user's shell has it: augd's own defaults apply
+
+
+def _augd(*args, check=False):
+    return subprocess.run([sys.executable, "-m", "augd", *args], env=ENV, capture_output=True, text=True,
+                          cwd=ROOT, check=check, timeout=300)
+
+
+# -- pipelines ------------------------------------------------------------------------------------------------
+
+def test_a_pipeline_that_writes_nothing_is_invalid():
+    with pytest.raises(SpecError, match=r"x.yaml:2: variants: the pipeline would write nothing"):
+        parse_pipeline("name: x\nvariants: 0\nkeep_original: false\nops: []\n", "x.yaml")
+    parse_pipeline("name: x\nvariants: 0\nkeep_original: true\nops: []\n", "x.yaml")  # originals only: fine
+
+
+@pytest.mark.parametrize("fill", [256, -1, 999])
+def test_fill_values_are_checked_against_their_range(fill):
+    with pytest.raises(SpecError, match=r"ops\[0\]\.random_rotation\.fill: Input should be"):
+        parse_pipeline(f"name: x\nops:\n  - random_rotation: {{degrees: 10, fill: {fill}}}\n", "x.yaml")
+
+
+def test_every_range_parameter_takes_a_single_number():
+    """`degrees: 10` means [-10, 10] (symmetric ranges); elsewhere a number x means [x, x] (a fixed value)."""
+    spec = parse_pipeline("name: x\nops:\n  - random_crop: {size: 32, area: 0.5, aspect: 1}\n"
+                          "  - random_rotation: {degrees: 10}\n", "x.yaml")
+    crop, rot = spec.ops
+    assert crop.params.area == (0.5, 0.5) and crop.params.aspect == (1.0, 1.0)
+    assert rot.params.degrees == (-10.0, 10.0)
+    with pytest.raises(SpecError, match=r"area"):
+        parse_pipeline("name: x\nops:\n  - random_crop: {size: 32, area: 2}\n", "x.yaml")  # still bounded
+
+
+def test_every_composite_example_shown_by_augd_ops_is_a_valid_pipeline():
+    shown = [o for o in describe_ops() if o["example"]]
+    assert {o["name"] for o in shown} >= {"one_of", "some_of", "sequence"}
+    for op in shown:
+        parse_pipeline("name: x\nops:\n" + "".join(f"  {line}\n" for line in op["example"].splitlines()),
+                       f"<example of {op['name']}>")
+
+
+def test_augd_ops_groups_by_kind_shows_composite_syntax_and_how_p_combines():
+    out = _augd("ops", check=True).stdout
+    headings = [ln for ln in out.splitlines() if ln.startswith("== ")]
+    assert [h.split()[1] for h in headings] == ["Geometry", "Colour", "Pixel", "Composites"]
+    assert "e.g. - one_of: [" in out and "weights" in out
+    assert "p × 0.5 overall" in out and "applies with p times that" in out
+    assert out.count("\n") > len(REGISTRY)
+
+
+def test_validate_reports_every_error_of_a_file_with_suggestions(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncolor: fast\nops:\n  - random_hew: {}\n  - random_rotation: {degrees: 10, fill: 999}\n"
+                   "  - one_of: [{random_flip_left_right: {pp: 1}}, {resize: {}}]\n")
+    r = _augd("validate", str(bad))
+    assert r.returncode == 1
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("FAIL ")]
+    assert len(lines) == 5, r.stderr
+    assert "color: unknown key 'color'; did you mean colour?" in lines[0]
+    assert "random_hew: unknown op 'random_hew'; did you mean random_hue" in lines[1]
+    assert f"{bad}:5: ops[1].random_rotation.fill:" in lines[2]
+    assert "unknown key 'pp'; did you mean p?" in lines[3]
+    assert "ops[2].one_of.ops[1].resize.size: required key is missing" in lines[4]
+
+
+def test_validate_and_show_take_shipped_pipelines_by_name():
+    r = _augd("validate", "seed-classifier", "geometric-heavy", check=True)
+    assert r.stdout.count("ok ") == 2
+    shown = _augd("show", "seed-classifier", check=True).stdout
+    assert "name: seed-classifier" in shown and "random_hue" in shown
+    parse_pipeline(shown, "<shown>")  # what it prints is the pipeline, ready to copy
+    missing = _augd("show", "seed-clasifier")
+    assert missing.returncode == 2 and "known: " in missing.stderr and "seed-classifier" in missing.stderr
+
+
+@pytest.mark.parametrize("verb", [["validate", "seed-classifier"], ["ops"], ["schema"]])
+def test_verbs_that_need_no_tensorflow_do_not_import_it(verb):
+    code = ("import sys, contextlib, io; from augd.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()): rc = main({verb!r})\n"
+            "print(rc, 'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout.split()
+    assert out == ["0", "False"]
+
+
+# -- augd run ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    root = tmp_path_factory.mktemp("papercuts") / "job"
+    for i in range(6):
+        make_image(root / "cat" / f"c{i}.png", seed=i)
+    make_image(root / "loose.png", seed=9)                     # unlabeled: at the job's root
+    (root / "cat" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 10)
+    (root / "cat" / "notes.jpg").write_text("not an image")
+    return root
+
+
+def test_run_summary_states_unlabeled_images_and_rejects_by_reason_without_native_noise(job, tmp_path):
+    r = _augd("run", str(job), "-p", "normalize", "-o", str(tmp_path), "-q", check=True)
+    assert r.stdout.startswith("job: 7/9 images") and r.stdout.count("\n") == 1, "stdout: one summary line"
+    assert "unlabeled (label -1, at the job's root): 1 images" in r.stderr
+    assert "rejected by reason: " in r.stderr and "unknown_format 1" in r.stderr
+    for noise in ("absl::InitializeLog", "cudart_stub", "cuInit", "cpu_feature_guard"):
+        assert noise not in r.stderr, r.stderr
+
+
+def test_max_rejected_fails_a_job_that_is_too_bad_and_writes_nothing(job, tmp_path):
+    r = _augd("run", str(job), "-p", "normalize", "-o", str(tmp_path), "-q", "--max-rejected", "0.1")
+    assert r.returncode == 1
+    assert "2 of 9 inputs were rejected (22.2%), more than max_rejected=0.1" in r.stderr
+    assert not (tmp_path / "job").exists()
+    ok = _augd("run", str(job), "-p", "normalize", "-o", str(tmp_path), "-q", "--max-rejected", "0.25")
+    assert ok.returncode == 0 and (tmp_path / "job" / "_SUCCESS").is_file()
+    assert _augd("run", str(job), "-p", "normalize", "-o", str(tmp_path), "--max-rejected", "5").returncode == 2
+
+
+# -- the daemon: an invalid pipeline says why everywhere -----------------------------------------------------
+
+def test_an_invalid_pipeline_says_why_in_failure_json_status_and_the_log(tmp_path):
+    d = Daemon(write_config(tmp_path, settle_seconds=0.5)).start()
+    try:
+        d.wait_ready(timeout=120)
+        src = drop_job(tmp_path / "staging", "typo", n=1)
+        (src / "augd.yaml").write_text("pipeline:\n  name: typo\n  ops:\n    - random_hew: {}\n")
+        os.rename(src, d.inbox / "typo")
+        failed = d.wait_failed("typo", timeout=90)
+        failure = json.loads((failed / "failure.json").read_text())
+        assert failure["reason"] == "bad_pipeline"
+        why = "augd.yaml:4: pipeline.ops[0].random_hew: unknown op 'random_hew'; did you mean random_hue"
+        assert why in failure["message"], failure
+        assert str(d.work) not in (failed / "error.txt").read_text(), "no stale work/ path"
+        last = status(d)["last_jobs"][0]
+        assert last["job"] == "typo" and why in last["message"]
+        assert any(why in ln for ln in d.events("job typo failed (bad_pipeline)"))
+    finally:
+        assert d.stop() == 0, d.log_tail()
