@@ -112,6 +112,7 @@ def job(tmp_path_factory):
     make_image(root / "loose.png", seed=9)                     # unlabeled: at the job's root
     (root / "cat" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 10)
     (root / "cat" / "notes.jpg").write_text("not an image")
+    (root / "cat" / "_READY").write_text("")                   # a marker is never read as an image, at any depth
     return root
 
 
@@ -152,5 +153,17 @@ def test_an_invalid_pipeline_says_why_in_failure_json_status_and_the_log(tmp_pat
         last = status(d)["last_jobs"][0]
         assert last["job"] == "typo" and why in last["message"]
         assert any(why in ln for ln in d.events("job typo failed (bad_pipeline)"))
+
+        # A misspelt routing folder (the pipelines are tiny and tiny2) holding jobs with class folders is refused,
+        # not run as one job whose only class is each job's name.
+        (tmp_path / "staging2" / "tinny2" / "cats2" / "a").mkdir(parents=True)
+        make_image(tmp_path / "staging2" / "tinny2" / "cats2" / "a" / "x.png")
+        (tmp_path / "staging2" / "tinny2" / "cats2" / "_READY").write_text("")
+        os.rename(tmp_path / "staging2" / "tinny2", d.inbox / "tinny2")
+        failure = json.loads((d.wait_failed("tinny2", timeout=90) / "failure.json").read_text())
+        assert failure["reason"] == "bad_pipeline", failure
+        assert "tinny2/: not a pipeline name (did you mean tiny2?)" in failure["message"], failure
+        assert "Pipelines: " in failure["message"] and "tiny, tiny2" in failure["message"]
+        assert not (d.out / "tinny2").exists()
     finally:
         assert d.stop() == 0, d.log_tail()

@@ -5,12 +5,15 @@ embedded as a mapping. Every error is a SpecError naming the file, line and YAML
 """
 from __future__ import annotations
 
+import difflib
 import os
+import re
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from augd import defaults
 from augd.errors import SpecError
+from augd.io import CONTROL_FILES
 from augd.spec import (PipelineSpec, YamlDoc, builtin_pipelines, find_pipeline, load_pipeline, parse_doc,
                        read_yaml_file)
 
@@ -91,6 +94,30 @@ def _embedded(doc: YamlDoc, data: dict) -> PipelineSpec:
         raise SpecError(f"{where}: {path}: {message}", source=doc.source, path=path, line=exc.line) from None
 
 
+def _misrouted(job_dir: str, search_dirs) -> None:
+    """Refuse a job that is a routing folder with a misspelt pipeline name (inbox/seed-clasifier/cats2/<class>/):
+    its name is close to a pipeline's and its folders hold only folders. Run as one job, each of its jobs would
+    become a single class."""
+    name = re.sub(r"\.\d+$", "", os.path.basename(job_dir.rstrip("/")))  # work/ may add a .1 suffix
+    near = difflib.get_close_matches(name, sorted(known_pipelines(search_dirs)), n=1, cutoff=0.75)
+    if not near:
+        return
+
+    def folders(path: str) -> list[os.DirEntry] | None:
+        """The visible entries of path when all of them are folders (and there is one), else None."""
+        with os.scandir(path) as it:
+            entries = [e for e in it if not e.name.startswith(".") and e.name not in CONTROL_FILES]
+        return entries if entries and all(e.is_dir(follow_symlinks=False) for e in entries) else None
+
+    top = folders(job_dir)
+    if top and all(folders(e.path) for e in top):
+        raise SpecError(f"{name}/: not a pipeline name (did you mean {near[0]}?), and its folders "
+                        f"({', '.join(sorted(e.name for e in top)[:5])}) hold class folders, so it is not run as one "
+                        f"job whose classes are those folders. Pipelines: "
+                        f"{', '.join(sorted(known_pipelines(search_dirs)))}. Move each job into "
+                        f"inbox/<pipeline>/, or give this folder an {defaults.JOB_CONFIG}.", source=job_dir)
+
+
 def resolve_pipeline(job_dir: str, route: str | None, default: str, search_dirs=()) -> tuple[PipelineSpec, str]:
     """(spec, how it was chosen: "augd.yaml" | "folder" | "default"). Raises SpecError."""
     spec = _from_job_config(job_dir, search_dirs)
@@ -98,4 +125,5 @@ def resolve_pipeline(job_dir: str, route: str | None, default: str, search_dirs=
         return spec, defaults.JOB_CONFIG
     if route:
         return load_pipeline(find_pipeline(route, search_dirs)), "folder"
+    _misrouted(job_dir, search_dirs)
     return load_pipeline(find_pipeline(default, search_dirs)), "default"

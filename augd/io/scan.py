@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from augd.defaults import MAX_PIXELS
+from augd.defaults import MAX_PIXELS, READY_MARKER
 from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 
@@ -156,7 +156,7 @@ def _walk(fs, rel_dir: str, skip: Callable[[str], bool]) -> Iterator[tuple[str, 
         return
     for name, kind, detail in entries:
         rel = f"{rel_dir}/{name}"
-        if name.startswith(".") or skip(rel):
+        if name.startswith(".") or name == READY_MARKER or skip(rel):  # a marker is never an image, at any depth
             continue
         if kind == "dir":
             yield from _walk(fs, rel, skip)
