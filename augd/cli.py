@@ -91,6 +91,15 @@ def cmd_run(args) -> int:
         return EXIT_USAGE
     if args.seed is not None:
         spec = spec.with_seed(args.seed)
+    if args.labels is not None:
+        from augd.labels import LabelMapError, label_map
+        is_file = os.path.isfile(args.labels) or "/" in args.labels or args.labels.endswith(".txt")
+        value = args.labels if is_file else args.labels.split(",")
+        try:
+            spec = spec.with_labels(label_map(value, os.getcwd(), "--labels"))
+        except LabelMapError as exc:
+            print(f"augd run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     if not os.path.isdir(args.input) and "://" not in args.input:
         print(f"augd run: input {args.input!r} is not a folder", file=sys.stderr)
         return EXIT_USAGE
@@ -185,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-memory-mb", type=_memory_arg, default="auto",
                    help="memory the job may add to the process, in MB; auto (default): half the host's "
                         "(cgroup-aware); none: no limit")
+    r.add_argument("--labels", metavar="FILE|A,B,...",
+                   help="fixed label map (ids across jobs): a labels.txt (0:cat lines, as augd writes) or class "
+                        "names separated by commas; a class folder not in it fails the job")
     r.add_argument("--max-rejected", type=_fraction, default=None, metavar="FRACTION",
                    help="fail the job (writing nothing) when more than this fraction of its inputs is rejected")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

@@ -17,6 +17,7 @@ class FailureReason(str, enum.Enum):
     CRASHED = "crashed"                    # augd raised, or the job ended the process max_attempts times
     CANCELLED = "cancelled"                # cancelled (shutdown requeues instead; seen by `augd run` only)
     TOO_MANY_REJECTED = "too_many_rejected"  # more of its inputs rejected than max_rejected allows
+    BAD_LABELS = "bad_labels"              # a class folder not in the fixed label map, or a map that is invalid
 
     def __str__(self) -> str:  # the value in messages and logs, on every Python (3.11 changed the default)
         return self.value

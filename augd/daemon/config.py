@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from augd import defaults
 from augd.errors import SpecError
 from augd.io import is_url
+from augd.labels import LabelMapError, label_map
 from augd.spec import YamlDoc, read_yaml_file
 
 __all__ = ["DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
@@ -49,6 +50,8 @@ class DaemonConfig(BaseModel):
     job_memory_mb: Literal["auto"] | int | None = Field(
         "auto", description="memory one job may add to the daemon's resident size; auto: half the host's "
                             "(cgroup-aware); null: no limit")
+    labels: list[str] | str | None = Field(None, description="fixed label map for jobs whose augd.yaml and "
+                                                            "pipeline give none: class names, or a labels file")
     max_rejected: float | None = Field(None, ge=0.0, le=1.0, description="fail a job (writing nothing) when "
                                        "more than this fraction of its inputs is rejected; null: never")
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
@@ -83,6 +86,7 @@ class Settings:
     out: str
     pipelines_dir: str
     default_pipeline: str
+    labels: tuple[str, ...] | None = None   # the config's label map, its file read
 
     def __getattr__(self, name):  # settle_seconds, workers, ...: straight from the config
         return getattr(self.config, name)
@@ -153,8 +157,12 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
     default = cfg.default_pipeline
     if os.sep in default or default.endswith((".yaml", ".yml")):
         default = os.path.normpath(os.path.join(base, os.path.expanduser(default)))
+    try:
+        labels = label_map(cfg.labels, base, f"{doc.source}: labels")
+    except LabelMapError as exc:
+        raise doc.error(("labels",), str(exc).split(": labels: ", 1)[-1]) from None
     settings = Settings(config=cfg, source=doc.source, pipelines_dir=pipelines_dir, default_pipeline=default,
-                        **paths)
+                        labels=labels, **paths)
     _check_default_pipeline(settings, doc)
     return settings
 

@@ -1,7 +1,8 @@
 """Which pipeline a job runs: its own augd.yaml, else its inbox sub-folder's name, else the default.
 
-A job's augd.yaml holds one key, `pipeline`: a name (or a path relative to the job) or a whole pipeline
-embedded as a mapping. Every error is a SpecError naming the file, line and YAML path.
+A job's augd.yaml holds `pipeline`: a name (or a path relative to the job) or a whole pipeline embedded as a
+mapping, and `labels`: a fixed label map (class names, or a labels file in the job). Every error is a
+SpecError naming the file, line and YAML path.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from augd import defaults
 from augd.errors import SpecError
 from augd.io import CONTROL_FILES
+from augd.labels import LabelMapError, label_map
 from augd.spec import (PipelineSpec, YamlDoc, builtin_pipelines, find_pipeline, load_pipeline, parse_doc,
                        read_yaml_file)
 
@@ -24,6 +26,7 @@ class JobConfig(BaseModel):
     """A job's own augd.yaml."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     pipeline: str | dict | None = None
+    labels: list[str] | str | None = None   # a fixed label map: class names, or a labels file in the job
 
 
 def known_pipelines(search_dirs=()) -> set[str]:
@@ -37,10 +40,11 @@ def known_pipelines(search_dirs=()) -> set[str]:
     return names
 
 
-def _from_job_config(job_dir: str, search_dirs) -> PipelineSpec | None:
+def _from_job_config(job_dir: str, search_dirs) -> tuple[PipelineSpec | None, tuple[str, ...] | None]:
+    """(the pipeline the job's augd.yaml names, its label map): each None when it says nothing of it."""
     path = os.path.join(job_dir, defaults.JOB_CONFIG)
     if not os.path.isfile(path):
-        return None
+        return None, None
     if not _inside(job_dir, path):
         raise SpecError(f"{path}: refused: it is a symlink that leads outside the job folder", source=path)
     doc = read_yaml_file(path, "job config")
@@ -54,9 +58,26 @@ def _from_job_config(job_dir: str, search_dirs) -> PipelineSpec | None:
         err = exc.errors(include_url=False)[0]
         key = err["loc"][0] if err["loc"] else ()
         if err["type"] == "extra_forbidden":
-            raise doc.error((key,), f"unknown key {key!r}; allowed keys: pipeline") from None
+            raise doc.error((key,), f"unknown key {key!r}; allowed keys: pipeline, labels") from None
+        if key == "labels":
+            raise doc.error(("labels",), f"must be a list of class names or a labels file in the job; "
+                                         f"got {data.get('labels')!r}") from None
         raise doc.error(("pipeline",), f"must be a pipeline name or an embedded pipeline mapping; "
                                        f"got {data.get('pipeline')!r}") from None
+    labels = None
+    if cfg.labels is not None:
+        if isinstance(cfg.labels, str) and (os.path.isabs(cfg.labels) or
+                                            not _inside(job_dir, os.path.join(job_dir, cfg.labels))):
+            raise doc.error(("labels",), f"{cfg.labels!r} is outside the job folder; a job may name a labels file "
+                                         f"only inside itself")
+        try:
+            labels = label_map(cfg.labels, job_dir, f"{path}: labels")
+        except LabelMapError as exc:
+            raise SpecError(str(exc), source=path, path="labels") from None
+    return _job_pipeline(doc, cfg, job_dir, search_dirs), labels
+
+
+def _job_pipeline(doc: YamlDoc, cfg: JobConfig, job_dir: str, search_dirs) -> PipelineSpec | None:
     if cfg.pipeline is None:
         return None
     if isinstance(cfg.pipeline, dict):
@@ -118,12 +139,15 @@ def _misrouted(job_dir: str, search_dirs) -> None:
                         f"inbox/<pipeline>/, or give this folder an {defaults.JOB_CONFIG}.", source=job_dir)
 
 
-def resolve_pipeline(job_dir: str, route: str | None, default: str, search_dirs=()) -> tuple[PipelineSpec, str]:
-    """(spec, how it was chosen: "augd.yaml" | "folder" | "default"). Raises SpecError."""
-    spec = _from_job_config(job_dir, search_dirs)
-    if spec is not None:
-        return spec, defaults.JOB_CONFIG
-    if route:
-        return load_pipeline(find_pipeline(route, search_dirs)), "folder"
-    _misrouted(job_dir, search_dirs)
-    return load_pipeline(find_pipeline(default, search_dirs)), "default"
+def resolve_pipeline(job_dir: str, route: str | None, default: str, search_dirs=(),
+                     labels: tuple[str, ...] | None = None) -> tuple[PipelineSpec, str]:
+    """(spec, how it was chosen: "augd.yaml" | "folder" | "default"). Raises SpecError. The spec's label map
+    is the job's own (augd.yaml), else the pipeline's, else `labels` (the daemon's)."""
+    spec, job_labels = _from_job_config(job_dir, search_dirs)
+    how = defaults.JOB_CONFIG
+    if spec is None and route:
+        spec, how = load_pipeline(find_pipeline(route, search_dirs)), "folder"
+    elif spec is None:
+        _misrouted(job_dir, search_dirs)
+        spec, how = load_pipeline(find_pipeline(default, search_dirs)), "default"
+    return spec.with_labels(job_labels or (None if spec.labels else labels)), how

@@ -93,8 +93,11 @@ class _Candidate:
     label_text: str
 
 
-def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None) -> ScanResult:
-    """Scan `root`; `ignore(relpath)` returning True skips a file or folder silently (as hidden ones are)."""
+def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None,
+             classes: tuple[str, ...] | None = None) -> ScanResult:
+    """Scan `root`; `ignore(relpath)` returning True skips a file or folder silently (as hidden ones are).
+    `classes`: a fixed label map (augd.io.labels); a class folder missing from it fails the job, a class of it
+    without a folder keeps its id. Without one, the class folders in sorted order."""
     fs = _GFileTree(root) if is_url(root) else _LocalTree(local_path(root))
     if not fs.isdir(""):
         raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason=FailureReason.INPUT_MISSING)
@@ -115,8 +118,17 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
             candidates.append(_Candidate(name, fs.path(name), detail, -1, ""))
         else:
             rejected.append(RejectedInput(name, kind, detail))
-    classes = sorted(class_dirs)
+    if classes is None:
+        classes = tuple(sorted(class_dirs))
+    else:
+        unknown = sorted(set(class_dirs) - set(classes))
+        if unknown:
+            raise JobFailed(f"{root}: class folder(s) {', '.join(map(repr, unknown))} not in the label map "
+                            f"({', '.join(classes)}); add them to the map, or move them out of the job",
+                            reason=FailureReason.BAD_LABELS)
     for label, name in enumerate(classes):
+        if name not in class_dirs:
+            continue  # a class of the map with no images here keeps its id
         for rel, kind, detail in _walk(fs, name, skip):
             if kind == "file":
                 candidates.append(_Candidate(rel, fs.path(rel), detail, label, name))

@@ -401,7 +401,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     t_start = time.perf_counter()
     input_dir = input_dir.rstrip("/") or "/"
     name = name or os.path.basename(input_dir)
-    scan = scan_job(input_dir, max_pixels=max_pixels)
+    scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels)
     if not scan.images:
         reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",

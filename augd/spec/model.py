@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from augd.errors import SpecError
+from augd.labels import LabelMapError, check_names
 from augd.ops import REGISTRY, Kind, OpParams
 from augd.spec.yamlsrc import YamlDoc
 
@@ -50,6 +51,8 @@ class _Header(_Strict):
                              "blend), hue (YIQ rotation) and grayscale fold into one colour matrix applied in one "
                              "pass over uint8 pixels, clipped once")
     ops: list[Any] = Field(default_factory=list, description="the augmentation chain, applied in order")
+    labels: list[str] | None = Field(None, description="fixed label map: class names, id = position; every job "
+                                                       "of this pipeline numbers its classes so")
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class PipelineSpec:
     ops: tuple[OpNode, ...]
     source: str = "<string>"
     colour: str = "exact"
+    labels: tuple[str, ...] | None = None
 
     def normalized(self) -> dict:
         """Every default filled in: the form hashed into records and written to manifests."""
@@ -89,6 +93,7 @@ class PipelineSpec:
             "variants": self.variants, "keep_original": self.keep_original,
             "output": self.output.model_dump(mode="json"), "colour": self.colour,
             "ops": [n.to_dict() for n in self.ops],
+            **({"labels": list(self.labels)} if self.labels is not None else {}),  # absent: the sha stays
         }
 
     @functools.cached_property
@@ -98,6 +103,10 @@ class PipelineSpec:
 
     def with_seed(self, seed: int) -> "PipelineSpec":
         return dataclasses.replace(self, seed=seed)
+
+    def with_labels(self, labels: tuple[str, ...] | None) -> "PipelineSpec":
+        """The same chain with a fixed label map (a job's own, the daemon's or --labels); None keeps its own."""
+        return self if labels is None else dataclasses.replace(self, labels=tuple(labels))
 
 
 _TYPE_TAGS = ("[", "function-", "constrained-")  # pydantic's names for union branches and validators, not keys
@@ -196,6 +205,12 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
         head = _Header.model_validate(doc.data)
     except ValidationError as exc:
         errors, head = _pydantic_errors(doc, (), exc, tuple(_Header.model_fields)), None
+    labels = None
+    if head is not None and head.labels is not None:
+        try:
+            labels = check_names(head.labels, f"{doc.source}: labels")
+        except LabelMapError as exc:
+            errors.append(doc.error(("labels",), str(exc).split(": labels: ", 1)[-1]))
     if head is not None and head.variants == 0 and not head.keep_original:
         errors.append(doc.error(("variants",), "the pipeline would write nothing: set variants >= 1 or "
                                                "keep_original: true; got variants: 0 with keep_original: false"))
@@ -210,6 +225,6 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
         raise _combined(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
                         variants=head.variants, keep_original=head.keep_original,
-                        output=head.output, ops=ops, source=doc.source, colour=head.colour)
+                        output=head.output, ops=ops, source=doc.source, colour=head.colour, labels=labels)
 
 
