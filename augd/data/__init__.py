@@ -1,0 +1,273 @@
+"""augd.data: an augd output as a tf.data.Dataset that `model.fit` takes as it is.
+
+    import augd.data
+
+    train, meta = augd.data.load("datasets/photos", image_size=(224, 224), batch_size=32, shuffle=True,
+                                 with_info=True)
+    model.fit(train, epochs=10)                 # elements: (float32 [32, 224, 224, 3] in [0, 1], int32 [32])
+    meta.class_names, meta.labeled_records      # also augd.data.info("datasets/photos"), without a dataset
+
+API.
+    load(path, split=None, *, image_size, resize="stretch", batch_size=32, shuffle=False, seed=0,
+         reshuffle_each_iteration=True, drop_remainder=False, labels="int", num_classes=None, unlabeled="skip",
+         dtype="float32", boxes=None, max_boxes=None, repeat=False, prefetch=True,
+         num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
+        -> tf.data.Dataset, or (tf.data.Dataset, DatasetInfo) with with_info=True
+    info(path, split=None) -> DatasetInfo      # frozen: job, split, splits, class_names, num_classes,
+        # class_counts, records, unlabeled_records, labeled_records, split_records, pipeline, pipeline_sha256,
+        # variants, image_format, shard_files, compression, manifest (the parsed manifest.json, or None)
+
+Paths. An output folder (`out/<job>/`, which must hold `_SUCCESS`: a folder without it is refused, as augd
+writes it last) reads the shards its manifest.json lists. A glob (`"out/photos/*.tfrecord.gz"`, or one file)
+reads every file it matches; a matched file whose folder holds a manifest.json but no `_SUCCESS` is refused too.
+`.gz` shards are read as GZIP. Paths may be any `tf.io.gfile` URL.
+
+Splits. Shards named `<job>-<split>-00000-of-00004.tfrecord[.gz]` (or TFDS's `<job>-<split>.tfrecord-00000-of-
+00004`) belong to `<split>`; `split="train"` reads those, `split="train+validation"` both. An output folder with
+split shards and `split=None` is refused, the error listing the splits (reading them all would mix training and
+evaluation data unasked); a glob reads what it matches. Without a manifest (foreign shards) a split is found by
+its name's suffix.
+
+Elements, as `model.fit` wants them: `(image, label)`.
+* image: `image_size=(h, w)` (or an int for a square) with `resize=` "stretch" (every pixel, aspect changed;
+  the default), "pad" (aspect kept, the whole image centred on black) or "crop" (aspect kept, the centre,
+  covering the whole output). `image_size=None` keeps each image's own size (then `batch_size` must be None).
+  Resizing is bilinear with antialiasing. `dtype="float32"` (default: values in [0, 1]; any float dtype) or
+  "uint8" (0..255). Always 3 channels. JPEG and PNG records, and raw-mode records (`image/raw`), decode alike.
+* label: `labels="int"` (int32 class index, the default), "one_hot" (float32 [num_classes]; the count comes from
+  the manifest or labels.txt, or `num_classes=`), or None (elements are the image alone).
+* Unlabeled records (label -1: images at a job's root) are dropped with `unlabeled="skip"` (default) and kept
+  with "keep" (label -1; an all-zero one-hot row). A selection known to hold no labeled record is refused.
+* Boxes (TF object-detection keys `image/object/bbox/{ymin,xmin,ymax,xmax}`, `image/object/class/label`):
+  `boxes="ragged"` or "padded" (with `max_boxes=`) turns the target into a dict {"label" (unless labels=None),
+  "boxes": float32 [n, 4] normalized (ymin, xmin, ymax, xmax), "classes": int32 [n]}. Ragged: a batch holds
+  tf.RaggedTensors [batch, None, 4] and [batch, None]. Padded: [max_boxes, 4] zeros and classes -1 after the
+  real ones; a record with more boxes than max_boxes raises when read. Boxes follow the resize: unchanged by
+  "stretch", shifted and scaled by "pad", and with "crop" clipped to the crop, those left without area dropped.
+  Records without boxes give n = 0. The default `boxes=None` ignores them.
+
+Order. `shuffle=False` (default) reads the shards round robin, which is the writer's own (seeded, classes
+interleaved) order for up to 64 shards. `shuffle=True` shuffles the shard files and the records (a buffer of
+every record, up to ~256 MB of them; an int sets the buffer size), from `seed` (default 0; None: different each
+run), again each epoch unless `reshuffle_each_iteration=False`. `batch_size` (default 32; None: unbatched),
+`drop_remainder`, `repeat` (False; True: forever; an int: that many epochs), `prefetch` (True: AUTOTUNE; an int;
+False) and `num_parallel_calls` (AUTOTUNE) do what tf.data's own arguments do. When the manifest tells the
+number of elements, the dataset's cardinality is set (and checked while reading), so Keras shows steps per epoch.
+
+Errors are DataError (a ValueError): "<path>: what is wrong; allowed: what is".
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import tensorflow as tf
+
+from augd.data import images
+from augd.data.source import DataError, DatasetInfo, resolve
+
+__all__ = ["DataError", "DatasetInfo", "info", "load"]
+
+AUTOTUNE = tf.data.AUTOTUNE
+#: shuffle=True buffers every record, or as many as fit in this many serialized bytes.
+SHUFFLE_BYTES = 256 * 1024 * 1024
+#: shuffle=True's buffer when the records' size is unknown (foreign shards).
+SHUFFLE_RECORDS = 10_000
+LABEL_MODES = ("int", "one_hot", None)
+UNLABELED = ("skip", "keep")
+BOX_MODES = (None, "ragged", "padded")
+
+
+def info(path: str, split: str | None = None) -> DatasetInfo:
+    """What `load(path, split)` reads: classes, counts, pipeline, shard files. Reads no record."""
+    return resolve(path, split)
+
+
+def load(path: str, split: str | None = None, *, image_size, resize: str = "stretch", batch_size: int | None = 32,
+         shuffle: bool | int = False, seed: int | None = 0, reshuffle_each_iteration: bool = True,
+         drop_remainder: bool = False, labels: str | None = "int", num_classes: int | None = None,
+         unlabeled: str = "skip", dtype="float32", boxes: str | None = None, max_boxes: int | None = None,
+         repeat: bool | int = False, prefetch: bool | int = True, num_parallel_calls: int = AUTOTUNE,
+         with_info: bool = False):
+    """A tf.data.Dataset of (image, label) from an augd output folder or a glob of shards; with
+    `with_info=True`, (dataset, DatasetInfo). See the module docstring for every argument."""
+    path = str(path)
+    size = _image_size(path, image_size, batch_size)
+    out_dtype = _dtype(path, dtype)
+    _check_args(path, resize=resize, batch_size=batch_size, labels=labels, unlabeled=unlabeled, boxes=boxes,
+                max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls)
+    meta = resolve(path, split)
+    classes = _num_classes(path, meta, labels, num_classes)
+    if unlabeled == "skip" and meta.labeled_records == 0:
+        raise DataError(f"{path}: every record is unlabeled (label -1: images at the job's root), and "
+                        f"unlabeled='skip' drops them; allowed: unlabeled='keep'")
+    ds = _records(meta, _shuffle_buffer(path, meta, shuffle), seed, reshuffle_each_iteration, num_parallel_calls)
+    ds = ds.map(lambda r: tf.io.parse_single_example(r, images.features(boxes is not None)),
+                num_parallel_calls=num_parallel_calls)
+    if unlabeled == "skip":
+        ds = ds.filter(lambda f: f["image/class/label"] >= 0)
+    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes)
+    ds = ds.map(element, num_parallel_calls=num_parallel_calls)
+    count = meta.records if unlabeled == "keep" else meta.labeled_records
+    if count is not None:  # checked while reading: a wrong count raises rather than mislead Keras
+        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
+    if batch_size is not None:
+        ds = (ds.ragged_batch(batch_size, drop_remainder=drop_remainder) if boxes == "ragged"
+              else ds.batch(batch_size, drop_remainder=drop_remainder))
+    if repeat is not False:
+        ds = ds.repeat(None if repeat is True else repeat)
+    if prefetch is not False:
+        ds = ds.prefetch(AUTOTUNE if prefetch is True else prefetch)
+    return (ds, meta) if with_info else ds
+
+
+def _records(meta: DatasetInfo, buffer: int, seed, reshuffle: bool, parallel: int) -> tf.data.Dataset:
+    """Serialized records. Shards are read round robin, one record each in turn: the writer put record i into
+    shard i % count, so with every shard in the cycle this is the writer's order."""
+    files = tf.data.Dataset.from_tensor_slices(list(meta.shard_files))
+    if buffer:
+        files = files.shuffle(len(meta.shard_files), seed=seed, reshuffle_each_iteration=reshuffle)
+    kind = "GZIP" if meta.compression == "gzip" else ""
+    ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=kind),
+                          cycle_length=min(len(meta.shard_files), 64), block_length=1,
+                          num_parallel_calls=parallel, deterministic=True)
+    if buffer:  # before parsing: the buffer holds compact serialized records, not decoded images
+        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=reshuffle)
+    return ds
+
+
+def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes):
+    too_many = (f"{path}: a record has more boxes than max_boxes={max_boxes}; allowed: max_boxes >= the most "
+                f"boxes in one record")
+
+    def element(f):
+        image = images.decode(f)
+        transform = (1.0, 0.0, 1.0, 0.0)
+        if size is not None:
+            image, transform = images.resize(tf.cast(image, tf.float32), size, resize)
+        image = _to_dtype(image, dtype, resized=size is not None)
+        label = _label(f["image/class/label"], labels, classes, path)
+        if boxes is None:
+            return image if label is None else (image, label)
+        b, c = images.fit_boxes(*images.boxes_of(f), transform, resize if size is not None else "stretch")
+        if boxes == "padded":
+            b, c = images.pad_boxes(b, c, max_boxes, too_many)
+        target = {"boxes": b, "classes": c}
+        if label is not None:
+            target["label"] = label
+        return image, target
+
+    return element
+
+
+def _to_dtype(image: tf.Tensor, dtype: tf.DType, *, resized: bool) -> tf.Tensor:
+    """uint8 pixels, or float32 0..255 after a resize, to `dtype` (floats in [0, 1])."""
+    if dtype == tf.uint8:
+        return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8) if resized else image
+    return tf.cast(tf.cast(image, tf.float32) / 255.0, dtype)
+
+
+def _label(label: tf.Tensor, mode: str | None, classes: int | None, path: str):
+    if mode is None:
+        return None
+    label = tf.cast(label, tf.int32)
+    if mode == "int":
+        return label
+    check = tf.debugging.assert_less(label, classes, message=f"{path}: a label is >= num_classes={classes}; "
+                                                             f"allowed: labels in 0..num_classes-1")
+    with tf.control_dependencies([check]):
+        return tf.one_hot(label, classes)  # label -1 (kept unlabeled): all zeros
+
+
+# --- argument checks: each error names the path, the bad value and what is allowed ---
+
+def _image_size(path, image_size, batch_size):
+    if image_size is None:
+        if batch_size is not None:
+            raise DataError(f"{path}: image_size=None keeps each image's own size, which cannot be batched; "
+                            f"allowed: image_size=(height, width), or batch_size=None")
+        return None
+    size = (image_size, image_size) if isinstance(image_size, numbers.Integral) else image_size
+    try:
+        h, w = size
+        ok = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in (h, w))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise DataError(f"{path}: image_size={image_size!r} is not a size; allowed: (height, width) of positive "
+                        f"ints, an int for a square, or None")
+    return int(h), int(w)
+
+
+def _dtype(path, dtype) -> tf.DType:
+    try:
+        d = tf.as_dtype(dtype)
+    except TypeError:
+        d = None
+    if d is None or not (d == tf.uint8 or d.is_floating):
+        raise DataError(f"{path}: dtype={dtype!r} is not an image type; allowed: 'float32' (or another float "
+                        f"type: values in [0, 1]) or 'uint8'")
+    return d
+
+
+def _count_ok(v, *, allow_none=False, allow_bool=False, autotune=False) -> bool:
+    if v is None:
+        return allow_none
+    if isinstance(v, bool):
+        return allow_bool
+    return isinstance(v, numbers.Integral) and (v >= 1 or (autotune and v == AUTOTUNE))
+
+
+def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes, repeat, prefetch,
+                num_parallel_calls):
+    def refuse(what, allowed):
+        raise DataError(f"{path}: {what}; allowed: {allowed}")
+
+    if resize not in images.RESIZE_MODES:
+        refuse(f"resize={resize!r} is not a mode", ", ".join(map(repr, images.RESIZE_MODES)))
+    if labels not in LABEL_MODES:
+        refuse(f"labels={labels!r} is not a label mode", "'int', 'one_hot', None")
+    if unlabeled not in UNLABELED:
+        refuse(f"unlabeled={unlabeled!r}", "'skip', 'keep'")
+    if boxes not in BOX_MODES:
+        refuse(f"boxes={boxes!r} is not a box mode", "None, 'ragged', 'padded'")
+    if boxes == "padded" and not _count_ok(max_boxes):
+        refuse(f"boxes='padded' with max_boxes={max_boxes!r}", "max_boxes= an int >= 1")
+    if boxes != "padded" and max_boxes is not None:
+        refuse("max_boxes is given but boxes is not 'padded'", "max_boxes only with boxes='padded'")
+    if not _count_ok(batch_size, allow_none=True):
+        refuse(f"batch_size={batch_size!r}", "an int >= 1, or None (unbatched)")
+    if not _count_ok(repeat, allow_bool=True):
+        refuse(f"repeat={repeat!r}", "False, True (forever) or an int >= 1 (epochs)")
+    if not _count_ok(prefetch, allow_bool=True):
+        refuse(f"prefetch={prefetch!r}", "True (AUTOTUNE), False or an int >= 1")
+    if not _count_ok(num_parallel_calls, autotune=True):
+        refuse(f"num_parallel_calls={num_parallel_calls!r}", "tf.data.AUTOTUNE or an int >= 1")
+
+
+def _shuffle_buffer(path: str, meta: DatasetInfo, shuffle) -> int:
+    """0 for no shuffle; True: every record, or as many as fit in SHUFFLE_BYTES."""
+    if shuffle is False or shuffle == 0 and not isinstance(shuffle, bool):
+        return 0
+    if shuffle is True:
+        written = (meta.manifest or {}).get("records", {}).get("written")
+        size = (meta.manifest or {}).get("bytes", {}).get("written")
+        if meta.records is None or not written or not size:
+            return meta.records or SHUFFLE_RECORDS
+        return max(1, min(meta.records, SHUFFLE_BYTES // math.ceil(size / written)))
+    if isinstance(shuffle, numbers.Integral) and shuffle >= 1:
+        return int(shuffle)
+    raise DataError(f"{path}: shuffle={shuffle!r}; allowed: False, True (a buffer of every record, up to "
+                    f"~{SHUFFLE_BYTES >> 20} MB) or an int >= 1 (the buffer size)")
+
+
+def _num_classes(path: str, meta: DatasetInfo, labels, num_classes) -> int | None:
+    if num_classes is not None:
+        if not _count_ok(num_classes):
+            raise DataError(f"{path}: num_classes={num_classes!r}; allowed: an int >= 1, or None (from the "
+                            f"manifest or labels.txt)")
+        return num_classes
+    if labels == "one_hot" and not meta.num_classes:
+        raise DataError(f"{path}: labels='one_hot' needs the number of classes, and no manifest.json or "
+                        f"labels.txt gives one; allowed: num_classes= an int >= 1")
+    return meta.num_classes or None

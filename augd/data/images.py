@@ -1,0 +1,103 @@
+"""Graph functions of the loader: parse a record, decode it, bring it to a fixed size, move its boxes along."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from augd.io.records import FEATURES
+
+__all__ = ["BOX_KEYS", "RESIZE_MODES", "boxes_of", "decode", "features", "fit_boxes", "pad_boxes", "resize"]
+
+RESIZE_MODES = ("stretch", "pad", "crop")
+#: TF object-detection API keys: normalized corners, one value per box, and each box's class.
+BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin", "image/object/bbox/ymax",
+            "image/object/bbox/xmax")
+BOX_CLASS_KEY = "image/object/class/label"
+
+
+def features(with_boxes: bool) -> dict:
+    """The parse spec: augd's own features, with defaults where foreign (TF-slim) records may lack a key
+    (no format: decode sniffs it; no label: unlabeled)."""
+    spec = {k: FEATURES[k] for k in ("image/encoded", "image/raw")}
+    spec["image/format"] = tf.io.FixedLenFeature([], tf.string, default_value=b"")
+    spec.update({k: tf.io.FixedLenFeature([], tf.int64, default_value=d)
+                 for k, d in (("image/height", 0), ("image/width", 0), ("image/class/label", -1))})
+    if with_boxes:
+        spec.update({k: tf.io.VarLenFeature(tf.float32) for k in BOX_KEYS})
+        spec[BOX_CLASS_KEY] = tf.io.VarLenFeature(tf.int64)
+    return spec
+
+
+def decode(f: dict) -> tf.Tensor:
+    """HxWx3 uint8 from a parsed record: image/raw in raw mode, else JPEG, PNG (or GIF, BMP) bytes."""
+    def from_raw():
+        return tf.reshape(tf.io.decode_raw(f["image/raw"], tf.uint8),
+                          tf.stack([f["image/height"], f["image/width"], 3]))
+
+    def from_encoded():
+        return tf.io.decode_image(f["image/encoded"], channels=3, expand_animations=False)
+
+    image = tf.cond(tf.equal(f["image/format"], "raw"), from_raw, from_encoded)
+    return tf.ensure_shape(image, [None, None, 3])
+
+
+def resize(image: tf.Tensor, size: tuple[int, int], mode: str):
+    """(float32 image of `size`, (ay, by, ax, bx)): the output's normalized coordinates are y' = ay*y + by,
+    x' = ax*x + bx of the input's. stretch: every pixel kept, aspect changed. pad: the whole image, aspect
+    kept, centred on black. crop: the centre, aspect kept, the image covering the whole output."""
+    out_h, out_w = size
+    hw = tf.cast(tf.shape(image)[:2], tf.float32)
+    if mode == "stretch":
+        return tf.image.resize(image, size, antialias=True), (1.0, 0.0, 1.0, 0.0)
+    target = tf.constant([out_h, out_w], tf.float32)
+    scale = tf.reduce_min(target / hw) if mode == "pad" else tf.reduce_max(target / hw)
+    new = tf.maximum(tf.round(hw * scale), 1.0)
+    new = tf.minimum(new, target) if mode == "pad" else tf.maximum(new, target)  # rounding must not overshoot
+    image = tf.image.resize(image, tf.cast(new, tf.int32), antialias=True)
+    offset = tf.abs(target - new) // 2
+    oy, ox = tf.unstack(tf.cast(offset, tf.int32))
+    if mode == "pad":
+        image = tf.image.pad_to_bounding_box(image, oy, ox, out_h, out_w)
+        sign = 1.0
+    else:
+        image = tf.image.crop_to_bounding_box(image, oy, ox, out_h, out_w)
+        sign = -1.0
+    ny, nx = tf.unstack(new)
+    fy, fx = tf.unstack(sign * offset)
+    return tf.ensure_shape(image, [out_h, out_w, 3]), (ny / out_h, fy / out_h, nx / out_w, fx / out_w)
+
+
+def boxes_of(f: dict) -> tuple[tf.Tensor, tf.Tensor]:
+    """([n, 4] float32 ymin, xmin, ymax, xmax; [n] int32 classes) of a parsed record; n may be 0."""
+    cols = [tf.sparse.to_dense(f[k]) for k in BOX_KEYS]
+    classes = tf.cast(tf.sparse.to_dense(f[BOX_CLASS_KEY]), tf.int32)
+    n = tf.size(cols[0])
+    checks = [tf.debugging.assert_equal(tf.size(c), n, message="box coordinate lists differ in length")
+              for c in cols[1:] + [classes]]
+    with tf.control_dependencies(checks):
+        return tf.stack(cols, axis=-1), tf.identity(classes)
+
+
+def fit_boxes(boxes: tf.Tensor, classes: tf.Tensor, transform, mode: str):
+    """Boxes of the resized image: moved by `transform`; after a crop clipped to it, and those left with no
+    area dropped (with their classes)."""
+    ay, by, ax, bx = transform
+    if mode == "stretch":
+        return boxes, classes
+    boxes = boxes * tf.stack([ay, ax, ay, ax]) + tf.stack([by, bx, by, bx])
+    if mode == "pad":
+        return boxes, classes
+    boxes = tf.clip_by_value(boxes, 0.0, 1.0)
+    keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    return tf.boolean_mask(boxes, keep), tf.boolean_mask(classes, keep)
+
+
+def pad_boxes(boxes: tf.Tensor, classes: tf.Tensor, max_boxes: int, message: str):
+    """[max_boxes, 4] zeros-padded boxes and [max_boxes] classes padded with -1; more boxes is an error (never
+    silently truncated)."""
+    n = tf.shape(boxes)[0]
+    check = tf.debugging.assert_less_equal(n, max_boxes, message=message)
+    with tf.control_dependencies([check]):
+        pad = max_boxes - n
+        boxes = tf.pad(boxes, [[0, pad], [0, 0]])
+        classes = tf.pad(classes, [[0, pad]], constant_values=-1)
+    return tf.ensure_shape(boxes, [max_boxes, 4]), tf.ensure_shape(classes, [max_boxes])
