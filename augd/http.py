@@ -1,4 +1,4 @@
-"""augd's one HTTP server: /metrics, /healthz, /readyz, /status and a landing page.
+"""augd's one HTTP server: /metrics, /healthz, /readyz, /status and the status page at / (augd/statuspage.py).
 
 prometheus_client's own server answers every path with metrics; this one routes. It runs on a daemon thread,
 serves each request on its own thread, and only reads state through the callables it is given.
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -15,25 +16,24 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from augd import statuspage
+
 log = logging.getLogger("augd.http")
 
 __all__ = ["StatusServer"]
 
-_LANDING = """<!doctype html>
-<html><head><meta charset="utf-8"><title>augd</title></head>
-<body><h1>augd {version}</h1>
-<ul>
-<li><a href="/metrics">/metrics</a> - Prometheus metrics</li>
-<li><a href="/healthz">/healthz</a> - 200 while the work loop runs</li>
-<li><a href="/readyz">/readyz</a> - 200 once TensorFlow and the watcher are up</li>
-<li><a href="/status">/status</a> - queue, current job, last results (JSON)</li>
-</ul></body></html>
-"""
-
-
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address) -> None:
+        """socketserver prints a traceback to stderr for every error; a client that resets its connection (a
+        browser tab closed while the status page polls) is routine, so that is a debug line, the rest logged."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            log.debug("HTTP client %s went away: %s", client_address[0], exc)
+        else:
+            log.exception("HTTP connection from %s failed", client_address[0])
 
 
 class StatusServer:
@@ -82,11 +82,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # the default writes every request to stderr
         log.debug("%s %s", self.address_string(), fmt % args)
 
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
+    def _send(self, code: int, body: bytes, ctype: str, headers: dict | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -110,7 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/status":
                 self._json(200, owner.status())
             elif path == "/":
-                self._send(200, _LANDING.format(version=owner.version).encode(), "text/html; charset=utf-8")
+                self._send(200, statuspage.render(owner.status(), owner.version), "text/html; charset=utf-8",
+                           {"Content-Security-Policy": statuspage.CSP, "Referrer-Policy": "no-referrer"})
             else:
                 self._send(404, b"not found: try /metrics, /healthz, /readyz or /status\n", "text/plain")
         except BrokenPipeError:

@@ -7,6 +7,7 @@ stale temp outputs removed -> jobs left in work/ queued first -> watcher (start-
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import os
 import queue
@@ -30,6 +31,11 @@ from augd.metrics import Metrics
 log = logging.getLogger("augd.daemon")
 
 __all__ = ["Daemon"]
+
+
+def _iso(t: float) -> str:
+    """Unix seconds -> ISO-8601 UTC, to the second: 2025-01-31T12:00:00Z."""
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Daemon:
@@ -72,23 +78,32 @@ class Daemon:
                                                   "stopping": self.stopping}
 
     def status(self) -> dict:
+        """/status: the JSON the status page renders. Times are Unix seconds with an ISO-8601 UTC twin (`*_iso`)."""
         cur = self.runner.current
+        now = time.time()
         current = None
         if cur is not None:
             p = cur["progress"]
             current = {"job": cur["name"], "pipeline": cur["pipeline"], "pipeline_chosen_by": cur["chosen_by"],
-                       "running_seconds": round(time.time() - cur["started"], 3), "attempt": cur["attempt"]}
+                       "running_seconds": round(now - cur["started"], 3), "attempt": cur["attempt"],
+                       "started": round(cur["started"], 3), "started_iso": _iso(cur["started"])}
             if p is not None:
                 current.update(total=p.total, done=p.done, written=p.written, rejected=p.rejected,
                                records=p.records, images_per_second=round(p.images_per_second, 2))
         with self.jobs.mutex:
             queued = [j.relpath for j in self.jobs.queue]
+        settling = self.watcher.settling
+        last = [{**r, "finished_iso": _iso(r["finished"])} if "finished" in r else dict(r)
+                for r in list(self.runner.last_results)]
         return {"version": augd.__version__, "state": "stopping" if self.stopping else
                 ("running" if cur else ("idle" if self.ready else "starting")),
-                "device": self.device.name if self.device else None, "uptime_seconds": round(time.time() -
-                                                                                              self.started, 1),
-                "queue": {"ready": len(queued), "waiting": self.watcher.waiting, "jobs": queued},
-                "current": current, "last_jobs": list(self.runner.last_results),
+                "device": self.device.name if self.device else None,
+                "time": round(now, 3), "time_iso": _iso(now),
+                "started": round(self.started, 3), "started_iso": _iso(self.started),
+                "uptime_seconds": round(now - self.started, 1),
+                "queue": {"ready": len(queued), "waiting": len(settling), "jobs": queued},
+                "settling": settling,  # the waiting jobs by name (beside "queue", whose keys scripts may pin)
+                "current": current, "last_jobs": last,
                 "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")}}
 
     # -- start-up --------------------------------------------------------------------------------------------

@@ -187,6 +187,12 @@ class Watcher:
         with self._lock:
             return sum(1 for k in self._seen if k not in self._emitted)
 
+    @property
+    def settling(self) -> list[str]:
+        """Relative paths of the job folders seen but not ready yet, sorted."""
+        with self._lock:
+            return sorted(k[0] for k in self._seen if k not in self._emitted)
+
     # -- the loop --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         last_full = time.monotonic()
