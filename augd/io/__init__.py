@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib
 
 from augd.io.scan import (
-    CONTROL_FILES, REJECT_REASONS, InputImage, RejectedInput, ScanResult, is_url, local_path, read_bytes, scan_job,
+    CONTROL_FILES, REJECT_REASONS, SPLIT_FOLDERS, SPLITS, InputImage, RejectedInput, ScanResult, is_url, local_path, read_bytes,
+    scan_job, split_of,
 )
 
 _LAZY = {
@@ -20,8 +21,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "CONTROL_FILES", "REJECT_REASONS", "InputImage", "RejectedInput", "ScanResult", "is_url", "local_path",
-    "read_bytes", "scan_job", *_LAZY,
+    "CONTROL_FILES", "REJECT_REASONS", "SPLIT_FOLDERS", "SPLITS", "InputImage", "RejectedInput", "ScanResult", "is_url",
+    "local_path", "read_bytes", "scan_job", "split_of", *_LAZY,
 ]
 
 

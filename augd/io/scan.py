@@ -15,6 +15,7 @@ with a URL scheme ("gs://", "ram://", ...) go through tf.io.gfile, imported lazi
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import stat
@@ -26,14 +27,18 @@ from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 
 __all__ = [
-    "CONTROL_FILES", "REJECT_REASONS", "InputImage", "RejectedInput", "ScanResult", "is_url", "read_bytes",
-    "scan_job",
+    "CONTROL_FILES", "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
+    "is_url", "read_bytes", "scan_job", "split_of",
 ]
 
 REJECT_REASONS = (
     "not_regular_file", "outside_job", "unreadable", "empty", "unknown_format", "bad_header", "too_many_pixels",
-    "undecodable",
+    "undecodable", "outside_splits",
 )
+#: Top folders that make a job hold several splits (TFDS ImageFolder's layout), and the split each names.
+SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
+#: Splits in the order their shards are written and listed.
+SPLITS = ("train", "validation", "test")
 #: Files at a job's root that belong to the drop-folder protocol, not to the data.
 CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt"})
 #: Bytes read for the header: first a little (most headers sit in the first few hundred bytes, so the
@@ -67,6 +72,7 @@ class InputImage:
     label_text: str
     header: ImageHeader
     root: str = ""  # the job folder: a local read must resolve inside it
+    split: str = ""  # "train", "validation" or "test" in a job with split folders (or a `split:` setting)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class ScanResult:
     classes: tuple[str, ...]
     images: tuple[InputImage, ...]
     rejected: tuple[RejectedInput, ...]
+    splits: tuple[str, ...] = ()   # the split folders found, in SPLITS order; () for a job without
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class _Candidate:
     size: int
     label: int
     label_text: str
+    split: str = ""
 
 
 def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None,
@@ -104,20 +112,32 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
     skip = ignore or (lambda _rel: False)
     candidates: list[_Candidate] = []
     rejected: list[RejectedInput] = []
-    class_dirs: list[str] = []
     try:
-        top = fs.entries("")
+        top = _visible(fs, "", skip)
     except OSError as e:
         raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}", reason=FailureReason.INPUT_UNREADABLE) from None
+    splits = _split_folders(fs, top, skip)
+    class_dirs: dict[str, list[str]] = {}    # class name -> the folders holding it (one per split)
     for name, kind, detail in top:
-        if name.startswith(".") or name in CONTROL_FILES or skip(name):
-            continue
         if kind == "dir":
-            class_dirs.append(name)
+            if not splits:
+                class_dirs.setdefault(name, []).append(name)
+        elif kind == "file" and splits:
+            rejected.append(RejectedInput(name, "outside_splits", f"a file at the root of a job with split folders "
+                                          f"({', '.join(splits)}) belongs to no split; move it into one"))
         elif kind == "file":
             candidates.append(_Candidate(name, fs.path(name), detail, -1, ""))
         else:
             rejected.append(RejectedInput(name, kind, detail))
+    for folder in splits:  # train/<class>/..., and train/x.jpg: unlabeled, in its split
+        for name, kind, detail in _visible_or_unreadable(fs, folder, skip, rejected):
+            rel = f"{folder}/{name}"
+            if kind == "dir":
+                class_dirs.setdefault(name, []).append(rel)
+            elif kind == "file":
+                candidates.append(_Candidate(rel, fs.path(rel), detail, -1, "", SPLIT_FOLDERS[folder]))
+            else:
+                rejected.append(RejectedInput(rel, kind, detail))
     if classes is None:
         classes = tuple(sorted(class_dirs))
     else:
@@ -127,13 +147,13 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
                             f"({', '.join(classes)}); add them to the map, or move them out of the job",
                             reason=FailureReason.BAD_LABELS)
     for label, name in enumerate(classes):
-        if name not in class_dirs:
-            continue  # a class of the map with no images here keeps its id
-        for rel, kind, detail in _walk(fs, name, skip):
-            if kind == "file":
-                candidates.append(_Candidate(rel, fs.path(rel), detail, label, name))
-            else:
-                rejected.append(RejectedInput(rel, kind, detail))
+        for folder in class_dirs.get(name, ()):  # a class of the map with no folder keeps its id
+            split = SPLIT_FOLDERS[folder.split("/", 1)[0]] if splits else ""
+            for rel, kind, detail in _walk(fs, folder, skip):
+                if kind == "file":
+                    candidates.append(_Candidate(rel, fs.path(rel), detail, label, name, split))
+                else:
+                    rejected.append(RejectedInput(rel, kind, detail))
     images: list[InputImage] = []
     for c in candidates:
         try:
@@ -141,10 +161,51 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
         except Rejected as e:
             rejected.append(RejectedInput(c.relpath, e.reason, str(e)))
         else:
-            images.append(InputImage(c.relpath, c.path, c.size, c.label, c.label_text, header, root))
+            images.append(InputImage(c.relpath, c.path, c.size, c.label, c.label_text, header, root, c.split))
     images.sort(key=lambda i: i.relpath)
     rejected.sort(key=lambda r: r.relpath)
-    return ScanResult(root, tuple(classes), tuple(images), tuple(rejected))
+    found = tuple(s for s in SPLITS if any(SPLIT_FOLDERS[f] == s for f in splits))
+    return ScanResult(root, tuple(classes), tuple(images), tuple(rejected), found)
+
+
+def split_of(relpath: str, fractions) -> str:
+    """The split a `split: {train: 0.9, validation: 0.1}` setting puts a file in: a stable hash of its path alone
+    (not the seed), so re-runs and added images never move an image between splits."""
+    u = int.from_bytes(hashlib.sha256(relpath.encode("utf-8", "surrogateescape")).digest()[:8], "big") / 2.0**64
+    acc = 0.0
+    for name, share in fractions:
+        acc += share
+        if u < acc:
+            return name
+    return fractions[-1][0]
+
+
+def _visible(fs, rel_dir: str, skip) -> list:
+    """The entries of a folder that are data: not hidden, not the protocol's control files, not skipped."""
+    return [(n, k, d) for n, k, d in fs.entries(rel_dir)
+            if not n.startswith(".") and n not in CONTROL_FILES and not skip(f"{rel_dir}/{n}" if rel_dir else n)]
+
+
+def _visible_or_unreadable(fs, rel_dir: str, skip, rejected: list) -> list:
+    try:
+        return _visible(fs, rel_dir, skip)
+    except OSError as e:
+        rejected.append(RejectedInput(rel_dir + "/", "unreadable", f"cannot list folder: {e.strerror or e}"))
+        return []
+
+
+def _split_folders(fs, top, skip) -> list[str]:
+    """The top folders when they make a split layout (every one is train/, validation/, val/ or test/, and
+    each holds class folders), else []. `validation/` and `val/` together would be one split twice: not one."""
+    dirs = [n for n, k, _ in top if k == "dir"]
+    if not dirs or any(n not in SPLIT_FOLDERS for n in dirs) or len({SPLIT_FOLDERS[n] for n in dirs}) < len(dirs):
+        return []
+    try:
+        if not all(any(k == "dir" for _, k, _ in _visible(fs, n, skip)) for n in dirs):
+            return []
+    except OSError:
+        return []
+    return sorted(dirs, key=lambda n: SPLITS.index(SPLIT_FOLDERS[n]))
 
 
 def read_bytes(img: InputImage) -> bytes:

@@ -22,7 +22,7 @@ def labels_txt(classes) -> str:
 def build_manifest(*, name, input_dir, spec: PipelineSpec, device: DeviceInfo, classes, per_class, seen,
                    written, rejected, shard_paths, records_per_shard, bytes_read, bytes_written,
                    graph_builds, graph_traces, wall_seconds, stage_seconds, started,
-                   stage_devices: dict | None = None) -> dict:
+                   stage_devices: dict | None = None, splits: dict | None = None) -> dict:
     records = sum(records_per_shard)
     return {
         "augd_version": augd.__version__,
@@ -47,6 +47,7 @@ def build_manifest(*, name, input_dir, spec: PipelineSpec, device: DeviceInfo, c
         "records": {"written": records, "variants": ([0] if spec.keep_original else []) +
                     list(range(1, spec.variants + 1))},
         "shards": [{"file": os.path.basename(p), "records": n} for p, n in zip(shard_paths, records_per_shard)],
+        **({"splits": splits} if splits else {}),  # per split: images, records, rejected, its shard files
         "bytes": {"read": bytes_read, "written": bytes_written,
                   "ratio": round(bytes_written / bytes_read, 4) if bytes_read else None},
         "graph": {"builds": graph_builds, "traces": graph_traces, "stage_devices": stage_devices},

@@ -7,6 +7,7 @@ fixed order as soon as they are ready.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -24,8 +25,9 @@ from augd import defaults
 from augd.engine import Compiled, compile_pipeline, release_memory
 from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
-from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, local_path,
-                     make_example, read_bytes, scan_job, shard_count, shuffled_order, write_text)
+from augd.io import (SPLIT_FOLDERS, SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
+                     is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
+                     write_text)
 from augd.job.manifest import STAGES, build_manifest, labels_txt
 from augd.job.resources import MemoryGuard, check_space, image_memory, over_budget
 from augd.spec import PipelineSpec
@@ -127,19 +129,20 @@ def _read_checked(img: InputImage):
     return data, None
 
 
-def _graph_variants(spec: PipelineSpec, img: InputImage) -> tuple[list[int], bool]:
+def _graph_variants(spec: PipelineSpec, img: InputImage, variants: list[int] | None = None) -> tuple[list[int], bool]:
     """(variants that go through the graph, whether variant 0 stores the source bytes). The original is
     stored as its own bytes when they already decode to the stored RGB image (no generation loss, no
     encode). With augmented variants, decoding them proves the image sound; with none, variant 0 goes
     through the graph once to prove the same, and its re-encoded payload is dropped for the source bytes."""
-    variants = variants_of(spec)
+    variants = variants_of(spec) if variants is None else variants
     passthrough = 0 in variants and spec.output.format != "raw" and passthrough_ok(img.header)
     if passthrough and len(variants) > 1:
         return [v for v in variants if v != 0], True
     return variants, passthrough
 
 
-def process_images(compiled: Compiled, spec: PipelineSpec, imgs) -> list[ImageOutcome]:
+def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[int] | None = None
+                   ) -> list[ImageOutcome]:
     """All records of a few images, with one graph call for all of their variants. Never raises for bad
     input: a bad image becomes a rejection and the others are unaffected."""
     fmt = spec.output.format
@@ -152,7 +155,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs) -> list[ImageOu
             continue
         stages = dict.fromkeys(STAGES, 0.0)
         stages["read"] = time.perf_counter() - t0
-        graph_variants, passthrough = _graph_variants(spec, img)
+        graph_variants, passthrough = _graph_variants(spec, img, variants)
         work.append((k, img, data, stages, graph_variants, passthrough))
     items = [(data, img.relpath, v, img.header) for _, img, data, _, vs, _ in work for v in vs]
     results = iter(compiled.process_many(items))
@@ -165,7 +168,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs) -> list[ImageOu
             continue
         source_sha = hashlib.sha256(data).hexdigest()
         records = []
-        for v in variants_of(spec):
+        for v in variants_of(spec) if variants is None else variants:
             r = got.get(v)
             if r is not None:
                 for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
@@ -188,9 +191,11 @@ class _Batches:
     up to GRAPH_BATCH records a call (the per-call cost vanishes), slow ones one image a call (progress,
     cancellation and the spread over workers stay fine-grained). Starts at one image until timed."""
 
-    def __init__(self, order, spec: PipelineSpec, cost: Callable[[InputImage], int] | None = None):
+    def __init__(self, order, spec: PipelineSpec, cost: Callable[[InputImage], int] | None = None,
+                 variants: list[int] | None = None):
         self.order, self.next_index = order, 0
-        self.per_image = max(1, len(variants_of(spec)))
+        self.variants = variants_of(spec) if variants is None else variants
+        self.per_image = max(1, len(self.variants))
         self.seconds_per_record: float | None = None
         self.cost = cost        # memory budgeted per image; None: no memory limit
 
@@ -220,7 +225,7 @@ class _Batches:
     def timed(self, compiled, spec, batch):
         """process_images, timed for the next batches' size (run on a worker thread)."""
         t0 = time.perf_counter()
-        out = process_images(compiled, spec, batch)
+        out = process_images(compiled, spec, batch, self.variants)
         per_record = (time.perf_counter() - t0) / (len(batch) * self.per_image)
         old = self.seconds_per_record
         self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
@@ -232,9 +237,10 @@ def _tf_errors():
     return tf.errors
 
 
-def _estimate_bytes(spec: PipelineSpec, images) -> int:
-    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged."""
-    n = len(variants_of(spec))
+def _estimate_bytes(spec: PipelineSpec, images, n: int | None = None) -> int:
+    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged.
+    `n`: records per image (default: the pipeline's variants)."""
+    n = len(variants_of(spec)) if n is None else n
     if spec.output.format == "raw":
         return sum(i.header.width * i.header.height * 3 for i in images) * n
     return sum(i.size for i in images) * n
@@ -253,13 +259,28 @@ def _largest_output(nodes) -> int:
     return out
 
 
-def _image_cost(spec: PipelineSpec):
+def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
     largest = _largest_output(spec.ops)
 
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
-        return image_memory(pixels, max(pixels, largest), len(_graph_variants(spec, img)[0]))
+        return image_memory(pixels, max(pixels, largest),
+                            len(_graph_variants(spec, img, variants_for(img.split))[0]))
     return cost
+
+
+def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, list[InputImage]]]:
+    """[(split, its images)] in SPLITS order: the job's split folders, or a `split:` setting's stable hash of
+    each path (so a re-run or an added image never moves an image between splits); [("", all)] without."""
+    images = list(scan.images)
+    if spec.split:
+        if scan.splits:
+            raise JobFailed(f"{input_dir}: the job has split folders ({', '.join(scan.splits)}) and the pipeline "
+                            f"sets split: {dict(spec.split)}; use one or the other", reason=FailureReason.BAD_PIPELINE)
+        images = [dataclasses.replace(i, split=split_of(i.relpath, spec.split)) for i in images]
+    elif not scan.splits:
+        return [("", images)]
+    return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
 
 
 def _check_memory(cost, images, budget: int, limit: int) -> None:
@@ -272,24 +293,52 @@ def _check_memory(cost, images, budget: int, limit: int) -> None:
 
 
 @dataclass
+class _Shards:
+    """The shard files of a job's splits, in order, and each split's share of them."""
+    paths: list = field(default_factory=list)
+    records: list = field(default_factory=list)
+    bytes_written: int = 0
+    by_split: dict = field(default_factory=dict)
+
+    def add(self, split: str, writer) -> None:
+        self.by_split[split] = [os.path.basename(p) for p in writer.paths]
+        self.paths += writer.paths
+        self.records += writer.records_per_shard
+        self.bytes_written += writer.bytes_written
+
+    def splits(self, tally: "_Tally") -> dict:
+        """manifest.json's per-split figures."""
+        return {s: {**tally.per_split.get(s, {"images": 0, "records": 0, "rejected": 0}), "shards": files}
+                for s, files in self.by_split.items()}
+
+
+@dataclass
 class _Tally:
     """Running totals of a job, fed one ImageOutcome at a time in output order."""
     progress: JobProgress
     rejected: list = field(default_factory=list)
     per_class: dict = field(default_factory=dict)
+    per_split: dict = field(default_factory=dict)
     stages: dict = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     bytes_read: int = 0
 
     def _counts(self, label_text: str, label: int) -> dict:
         return self.per_class.setdefault(label_text, {"label": label, "images": 0, "records": 0, "rejected": 0})
 
+    def _split(self, split: str) -> dict:
+        return self.per_split.setdefault(split, {"images": 0, "records": 0, "rejected": 0})
+
     def add_scan(self, scan) -> None:
         """Zero counts for every class (an empty class folder still shows) plus the files the scan rejected,
-        counted in the class whose folder holds them ("" for the job root)."""
+        counted in the class whose folder holds them ("" for the job root) and in their split folder's split."""
         for label, name in enumerate(scan.classes):
             self._counts(name, label)
         for r in scan.rejected:
-            top, sep, _ = r.relpath.partition("/")
+            top, sep, rest = r.relpath.partition("/")
+            split = SPLIT_FOLDERS.get(top, "") if scan.splits and sep else ""
+            if split:
+                self._split(split)["rejected"] += 1
+                top, sep, _ = rest.partition("/")
             if sep and top in scan.classes:
                 self._counts(top, scan.classes.index(top))["rejected"] += 1
             else:
@@ -299,13 +348,17 @@ class _Tally:
         p = self.progress
         self.bytes_read += res.bytes_read
         cls = self._counts(res.image.label_text, res.image.label)
+        split = self._split(res.image.split) if res.image.split else {"images": 0, "records": 0, "rejected": 0}
         if res.rejected:
             self.rejected.append(res.rejected)
             cls["rejected"] += 1
+            split["rejected"] += 1
             p.rejected += 1
         else:
             cls["images"] += 1
             cls["records"] += len(res.records)
+            split["images"] += 1
+            split["records"] += len(res.records)
             p.written += 1
             p.records += len(res.records)
         for k, v in res.stage_seconds.items():
@@ -338,7 +391,7 @@ def _space_check(folder: str, images):
 
 
 def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image,
-               memory: tuple | None = None, before_writing=None) -> None:
+               memory: tuple | None = None, before_writing=None, variants: list[int] | None = None) -> None:
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
     `order`. A bounded window of batches keeps memory flat whatever the job size; with `memory` (limit,
     cost per image, guard), batches also fly only while their budget fits the limit, and the job stops
@@ -346,7 +399,7 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
     records, before any is written."""
     window = workers * defaults.INFLIGHT_PER_WORKER
     limit, cost, guard = memory or (None, None, None)
-    batches = _Batches(order, spec, cost)
+    batches = _Batches(order, spec, cost, variants)
     index = 0
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
         pending: deque = deque()   # (future, budgeted bytes)
@@ -407,13 +460,22 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
                         reason=FailureReason.NO_VALID_INPUT)
     workers = max(1, workers or os.cpu_count() or 1)
-    order = [scan.images[i] for i in shuffled_order([i.relpath for i in scan.images], spec.seed)]
-    cost = _image_cost(spec) if memory_limit else None
+
+    def variants_for(split: str) -> list[int]:  # splits left out of augment_splits keep only their originals
+        return [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
+            else variants_of(spec)
+
+    groups = []  # (split, its images in their seeded order, shard count, records per image)
+    for split, images in _split_images(scan, spec, input_dir):
+        order = [images[i] for i in shuffled_order([i.relpath for i in images], spec.seed)]
+        n = len(variants_for(split))
+        groups.append((split, order, shard_count(_estimate_bytes(spec, order, n), spec.output.shards), n))
+    everything = [img for _, order, _, _ in groups for img in order]
+    cost = _image_cost(spec, variants_for) if memory_limit else None
     budget = int(memory_limit * defaults.MEMORY_BUDGET_SHARE) if memory_limit else None
     if cost:
-        _check_memory(cost, order, budget, memory_limit)
-    count = shard_count(_estimate_bytes(spec, order), spec.output.shards)
-    state = JobProgress(name=name, total=len(order))
+        _check_memory(cost, everything, budget, memory_limit)
+    state = JobProgress(name=name, total=len(everything))
     tally = _Tally(state)
     tally.add_scan(scan)
     compiled = None
@@ -421,11 +483,16 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
             compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
-            with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard, \
-                    ShardWriter(out.tmp_dir, name, count, spec.output.compression) as writer:
-                _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image,
-                           (budget, cost, guard) if memory_limit else None,
-                           None if is_url(out.tmp_dir) else _space_check(local_path(out.tmp_dir), order))
+            check = None if is_url(out.tmp_dir) else _space_check(local_path(out.tmp_dir), everything)
+            shards = _Shards()
+            with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard:
+                for split, order, count, _ in groups:  # one shard set per split: <job>-train-00000-of-00004...
+                    with ShardWriter(out.tmp_dir, f"{name}-{split}" if split else name, count,
+                                     spec.output.compression) as writer:
+                        _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image,
+                                   (budget, cost, guard) if memory_limit else None, check, variants_for(split))
+                    check = None  # checked once, before the job's first record
+                    shards.add(split, writer)
             if state.written == 0:
                 first = tally.rejected[0]
                 raise JobFailed(f"{input_dir}: none of {len(order)} images could be decoded "
@@ -435,11 +502,11 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
             manifest = build_manifest(
                 name=name, input_dir=input_dir, spec=spec, device=compiled.device, classes=scan.classes,
                 per_class=tally.per_class, seen=len(scan.images) + len(scan.rejected), written=state.written,
-                rejected=list(scan.rejected) + tally.rejected, shard_paths=writer.paths,
-                records_per_shard=writer.records_per_shard, bytes_read=tally.bytes_read,
-                bytes_written=writer.bytes_written, graph_builds=compiled.builds, graph_traces=compiled.traces,
+                rejected=list(scan.rejected) + tally.rejected, shard_paths=shards.paths,
+                records_per_shard=shards.records, bytes_read=tally.bytes_read,
+                bytes_written=shards.bytes_written, graph_builds=compiled.builds, graph_traces=compiled.traces,
                 wall_seconds=time.perf_counter() - t_start, stage_seconds=tally.stages, started=started,
-                stage_devices=compiled.stage_devices)
+                stage_devices=compiled.stage_devices, splits=shards.splits(tally) if groups[0][0] else None)
             if scan.classes:
                 write_text(f"{out.tmp_dir}/labels.txt", labels_txt(scan.classes))
             write_text(f"{out.tmp_dir}/manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")

@@ -53,6 +53,12 @@ class _Header(_Strict):
     ops: list[Any] = Field(default_factory=list, description="the augmentation chain, applied in order")
     labels: list[str] | None = Field(None, description="fixed label map: class names, id = position; every job "
                                                        "of this pipeline numbers its classes so")
+    split: dict[Literal["train", "validation", "test"], float] | None = Field(
+        None, description="split a job without split folders by a stable hash of each path: shares that add to 1, "
+                          "e.g. {train: 0.9, validation: 0.1}")
+    augment_splits: list[Literal["train", "validation", "test"]] | None = Field(
+        None, description="splits that get augmented variants; the others keep only their originals "
+                          "(default: every split)")
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,8 @@ class PipelineSpec:
     source: str = "<string>"
     colour: str = "exact"
     labels: tuple[str, ...] | None = None
+    split: tuple[tuple[str, float], ...] | None = None      # (name, share) in train, validation, test order
+    augment_splits: tuple[str, ...] | None = None
 
     def normalized(self) -> dict:
         """Every default filled in: the form hashed into records and written to manifests."""
@@ -93,7 +101,10 @@ class PipelineSpec:
             "variants": self.variants, "keep_original": self.keep_original,
             "output": self.output.model_dump(mode="json"), "colour": self.colour,
             "ops": [n.to_dict() for n in self.ops],
-            **({"labels": list(self.labels)} if self.labels is not None else {}),  # absent: the sha stays
+            # Absent unless set: a pipeline without them keeps its sha.
+            **({"labels": list(self.labels)} if self.labels is not None else {}),
+            **({"split": dict(self.split)} if self.split else {}),
+            **({"augment_splits": list(self.augment_splits)} if self.augment_splits is not None else {}),
         }
 
     @functools.cached_property
@@ -211,6 +222,11 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
             labels = check_names(head.labels, f"{doc.source}: labels")
         except LabelMapError as exc:
             errors.append(doc.error(("labels",), str(exc).split(": labels: ", 1)[-1]))
+    split = None
+    if head is not None and head.split is not None:
+        if not head.split or any(v <= 0 for v in head.split.values()) or abs(sum(head.split.values()) - 1) > 1e-6:
+            errors.append(doc.error(("split",), f"shares must be > 0 and add up to 1; got {head.split}"))
+        split = tuple((k, head.split[k]) for k in ("train", "validation", "test") if k in head.split)
     if head is not None and head.variants == 0 and not head.keep_original:
         errors.append(doc.error(("variants",), "the pipeline would write nothing: set variants >= 1 or "
                                                "keep_original: true; got variants: 0 with keep_original: false"))
@@ -225,6 +241,8 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
         raise _combined(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
                         variants=head.variants, keep_original=head.keep_original,
-                        output=head.output, ops=ops, source=doc.source, colour=head.colour, labels=labels)
+                        output=head.output, ops=ops, source=doc.source, colour=head.colour, labels=labels,
+                        split=split, augment_splits=tuple(head.augment_splits) if head.augment_splits is not None
+                        else None)
 
 
