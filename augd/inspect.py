@@ -5,29 +5,44 @@ import collections
 import os
 import statistics
 
+from augd.io.scan import is_url
+
 __all__ = ["inspect_paths"]
 
 
 def _shards(path: str) -> list[str]:
-    import tensorflow as tf
-    if tf.io.gfile.isdir(path):
-        files = sorted(f for f in tf.io.gfile.listdir(path) if ".tfrecord" in f)
+    if is_url(path):  # object stores need tf.io.gfile
+        import tensorflow as tf
+        isdir, listdir, exists = tf.io.gfile.isdir, tf.io.gfile.listdir, tf.io.gfile.exists
+    else:
+        isdir, listdir, exists = os.path.isdir, os.listdir, os.path.exists
+    if isdir(path):
+        files = sorted(f for f in listdir(path) if ".tfrecord" in f)
         if not files:
             raise ValueError(f"{path}: no *.tfrecord files in this folder")
         return [os.path.join(path, f) for f in files]
-    if not tf.io.gfile.exists(path):
+    if not exists(path):
         raise ValueError(f"{path}: no such file or folder")
     return [path]
 
 
+def _readers(path: str):
+    """(records of a shard, its parser): without TensorFlow for local files, so inspect answers at once."""
+    if is_url(path):
+        from augd.io import parse_example, read_records
+        return read_records, parse_example
+    from augd.io.lite import decode_example, iter_records
+    return iter_records, decode_example
+
+
 def inspect_paths(paths, *, dump=None, out) -> int:
-    from augd.io import parse_example, read_records
     n_dump, dump_dir = (int(dump[0]), dump[1]) if dump else (0, None)
     if dump_dir:
         os.makedirs(dump_dir, exist_ok=True)
     dumped = 0
     for path in paths:
         shards = _shards(path)
+        read_records, parse_example = _readers(path)
         keys: set = set()
         labels: collections.Counter = collections.Counter()
         formats: collections.Counter = collections.Counter()

@@ -92,7 +92,7 @@ def test_validate_and_show_take_shipped_pipelines_by_name():
     assert missing.returncode == 2 and "known: " in missing.stderr and "seed-classifier" in missing.stderr
 
 
-@pytest.mark.parametrize("verb", [["validate", "seed-classifier"], ["ops"], ["schema"]])
+@pytest.mark.parametrize("verb", [["validate", "seed-classifier"], ["ops"], ["schema"], ["show", "normalize"]])
 def test_verbs_that_need_no_tensorflow_do_not_import_it(verb):
     code = ("import sys, contextlib, io; from augd.cli import main\n"
             f"with contextlib.redirect_stdout(io.StringIO()): rc = main({verb!r})\n"
@@ -167,3 +167,29 @@ def test_an_invalid_pipeline_says_why_in_failure_json_status_and_the_log(tmp_pat
         assert not (d.out / "tinny2").exists()
     finally:
         assert d.stop() == 0, d.log_tail()
+
+
+# -- augd inspect without TensorFlow --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("output", ["{format: jpeg, compression: gzip}", "{format: raw}"])
+def test_inspect_reads_records_without_tensorflow_exactly_as_tensorflow_does(job, tmp_path, output):
+    from augd.io import parse_example, read_records
+    from augd.io.lite import decode_example, iter_records
+    from augd.job import run_job
+    spec = parse_pipeline(f"name: x\nvariants: 1\noutput: {output}\nops:\n  - random_flip_left_right: {{}}\n")
+    out = Path(run_job(str(job), spec, str(tmp_path)).out_dir)
+    shards = sorted(str(p) for p in out.glob("*.tfrecord*"))
+    ours = [decode_example(r) for s in shards for r in iter_records(s)]
+    theirs = [parse_example(r) for s in shards for r in read_records(s)]
+    assert ours == theirs and len(ours) == 14 and any(x["image/class/label"] == -1 for x in ours)
+    code = ("import sys, contextlib, io; from augd.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()) as o: rc = main(['inspect', {str(out)!r}])\n"
+            "print(rc, 'tensorflow' in sys.modules, '14 records' in o.getvalue())")
+    res = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, cwd=ROOT, check=True)
+    assert res.stdout.split() == ["0", "False", "True"], res.stderr
+    truncated = tmp_path / "cut.tfrecord"
+    raw = Path(shards[0]).read_bytes() if not shards[0].endswith(".gz") else None
+    if raw:
+        truncated.write_bytes(raw[:-10])
+        with pytest.raises(ValueError, match="truncated"):
+            list(iter_records(str(truncated)))

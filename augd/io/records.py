@@ -15,10 +15,7 @@ __all__ = ["FEATURES", "FORMATS", "INT_KEYS", "make_example", "parse_example"]
 
 FORMATS = ("jpeg", "png", "raw")
 INT_KEYS = ("image/height", "image/width", "image/channels", "image/class/label", "augd/variant")
-_TEXT_KEYS = (
-    "image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
-    "image/key/sha256", "augd/pipeline", "augd/pipeline_sha256",
-)
+from augd.io.lite import TEXT_KEYS as _TEXT_KEYS  # one list for both readers
 _BYTES_KEYS = ("image/encoded", "image/raw")
 
 #: For tf.io.parse_single_example: every key. Exactly one of image/encoded and image/raw is present in a
