@@ -227,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("paths", nargs="+")
     i.add_argument("--dump", nargs=2, metavar=("N", "DIR"), help="write the first N images to DIR")
     i.set_defaults(fn=cmd_inspect)
+
+    pv = sub.add_parser("preview", help="contact sheet of a pipeline's variants of a few images, with the drawn "
+                                        "parameters under each tile (the records `augd run` writes)")
+    from augd.preview import add_preview_arguments, cmd_preview
+    add_preview_arguments(pv)
+    pv.set_defaults(fn=cmd_preview)
     return p
 
 

@@ -181,6 +181,15 @@ class Compiled:
             h, w = w, h
         return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1)
 
+    def explain(self, relpath: str, variant: int, height: int, width: int) -> list:
+        """What the plan decided for (relpath, variant) of an upright height x width image: one
+        augd.engine.plan.Decision per planned op, from the seed and plan process() uses (read-only; `augd
+        preview` writes it under each tile). Pass the decoded upright size: the graph re-plans from it when a
+        header disagrees. Variant 0, the original, runs no op: []."""
+        if variant <= 0:
+            return []
+        return self.program.explain(image_seed(self.spec.seed, relpath, variant), height, width)
+
     @functools.cached_property
     def stage_devices(self) -> dict:
         """Where decode, augment and encode run, read back from the graph (augd.engine.placement)."""

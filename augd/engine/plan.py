@@ -31,8 +31,8 @@ from augd.ops.colour import ColourOp
 from augd.ops.sampling import coin, generator, tf_seed
 from augd.spec import OpNode
 
-__all__ = ["Colour", "Geo", "Program", "Seeded", "DECODE_RATIOS", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY",
-           "GENERAL"]
+__all__ = ["Colour", "Decision", "Geo", "Program", "Seeded", "DECODE_RATIOS", "IDENTITY", "FLIP_X", "FLIP_Y",
+           "FLIP_XY", "GENERAL"]
 
 #: DCT scale denominators libjpeg decodes at.
 DECODE_RATIOS = (1, 2, 4, 8)
@@ -73,6 +73,22 @@ class _Leaf:
     children: list = field(default_factory=list)
     node: OpNode | None = None
     cum_weights: np.ndarray | None = None       # one_of: cumulative choice probabilities
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One node of the chain as the plan decided it for one image (Program.explain; read-only, for people:
+    `augd preview` writes it under each tile). Ops with p=0 are not planned, so they have none."""
+    name: str                          # op name
+    params: object                     # its validated parameters (p included)
+    depth: int                         # 0 at the top level; a composite's children one deeper
+    reached: bool                      # its composites (if any) applied and chose it
+    applied: bool                      # reached, and its own p coin came up
+    values: tuple = ()                 # colour ops: the drawn parameters, as the graph receives them
+    matrix: np.ndarray | None = None   # geometry: its matrix (output -> input pixels of its own input)
+    in_size: tuple = ()                # geometry: the (h, w) it was drawn for
+    out_size: tuple = ()               # geometry: the (h, w) it gives when applied
+    chosen: tuple = ()                 # composites: the names of the children chosen, in order
 
 
 def _fill(node: OpNode):
@@ -183,6 +199,58 @@ class Program:
             picked = set(sorted(range(n), key=rng.random(n).__getitem__)[:leaf.node.params.n])
             return [k in picked for k in range(n)]
         return [True] * n  # sequence
+
+    # ---- description (read-only) ----
+
+    def explain(self, seed, h, w) -> list[Decision]:
+        """What plan(seed, h, w) decided, op by op (for people: `augd preview`). It replays the plan's walk
+        over the same generator and checks every value against the plan's own arrays (colour values are
+        read from them), so it cannot describe anything but what the graph receives; RuntimeError if the
+        two ever disagree. A JPEG's decode window (plan's crop) changes no op's parameters."""
+        floats, ints = self.plan(seed, h, w)
+        out: list[Decision] = []
+        geo = {k: np.eye(3) for k, s in enumerate(self.steps) if isinstance(s, Geo)}
+        self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)], out)
+        for k, m in geo.items():
+            planned = floats[self.steps[k].f:self.steps[k].f + 9].reshape(3, 3)
+            if not np.allclose(m, planned, rtol=0.0, atol=1e-9):
+                raise RuntimeError(f"Program.explain disagrees with Program.plan on step {k}'s matrix")
+        return out
+
+    def _explain(self, leaves, depth, active, rng, floats, ints, geo, size, out) -> None:
+        """_walk's draws in _walk's order, recorded instead of written."""
+        for leaf in leaves:
+            if leaf is None:
+                continue
+            on = coin(rng, leaf.p) and active
+            name, params = leaf.node.name, leaf.node.params
+            if leaf.children:
+                picks = self._choose(leaf, rng)
+                chosen = tuple(c.name for c, k in zip(leaf.node.children, picks) if k)
+                out.append(Decision(name, params, depth, active, on, chosen=chosen))
+                for child, pick in zip(leaf.children, picks):
+                    self._explain((child,), depth + 1, on and pick, rng, floats, ints, geo, size, out)
+                continue
+            step = self.steps[leaf.step]
+            if isinstance(step, Geo):
+                ih, iw = size
+                m, oh, ow = leaf.op.sample(rng, ih, iw)
+                if on:
+                    geo[leaf.step] = geo[leaf.step] @ m
+                    size[0], size[1] = float(oh), float(ow)
+                out.append(Decision(name, params, depth, active, on, matrix=m, in_size=(ih, iw),
+                                    out_size=(float(oh), float(ow))))
+                continue
+            f, i = leaf.slot
+            if isinstance(step, Colour):
+                drawn = tuple(float(v) for v in leaf.op.draw(rng))
+                values = tuple(float(v) for v in floats[f:f + leaf.op.n_params])
+            else:
+                drawn = tuple(tf_seed(rng))   # the stateless seed of a graph-side draw
+                values = tuple(int(v) for v in ints[i + 1:i + 3])
+            if drawn != values or bool(ints[i]) != on:
+                raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
+            out.append(Decision(name, params, depth, active, on, values=values if isinstance(step, Colour) else ()))
 
     @staticmethod
     def _window(m, h, w, oh, ow, fill, ints):
