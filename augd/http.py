@@ -42,10 +42,12 @@ class StatusServer:
     health() and ready() return (ok, details dict); status() returns a JSON-able dict."""
 
     def __init__(self, registry: CollectorRegistry, bind: str, port: int, *, health: Callable[[], tuple],
-                 ready: Callable[[], tuple], status: Callable[[], dict], version: str = ""):
+                 ready: Callable[[], tuple], status: Callable[[], dict], version: str = "",
+                 preview: Callable[[], tuple | None] = lambda: None):
         self.registry = registry
         self.bind, self.requested_port = bind, port
         self.health, self.ready, self.status = health, ready, status
+        self.preview = preview  # () -> (job, PNG bytes) of the last job's contact sheet, or None
         self.version = version
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -86,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
+        self.send_header("Cache-Control", "no-store")  # every answer is live state
         self.send_header("X-Content-Type-Options", "nosniff")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -112,11 +114,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200 if ok else 503, {"ok": ok, **details})
             elif path == "/status":
                 self._json(200, owner.status())
+            elif path == "/preview.png":
+                last = owner.preview()
+                if last is None:
+                    self._send(404, b"no job has finished yet\n", "text/plain")
+                else:
+                    self._send(200, last[1], "image/png")
             elif path == "/":
                 self._send(200, statuspage.render(owner.status(), owner.version), "text/html; charset=utf-8",
                            {"Content-Security-Policy": statuspage.CSP, "Referrer-Policy": "no-referrer"})
             else:
-                self._send(404, b"not found: try /metrics, /healthz, /readyz or /status\n", "text/plain")
+                self._send(404, b"not found: try /metrics, /healthz, /readyz, /status or /preview.png\n",
+                           "text/plain")
         except BrokenPipeError:
             pass
         except Exception as exc:  # noqa: BLE001 - one bad request must not kill the server

@@ -14,6 +14,7 @@ import hashlib
 import html
 import importlib.resources
 import time
+from urllib.parse import quote
 
 __all__ = ["CSP", "render"]
 
@@ -27,7 +28,7 @@ def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
 
 
-CSP = (f"default-src 'none'; script-src {_sha256(_JS)}; style-src {_sha256(_CSS)}; connect-src 'self'; "
+CSP = (f"default-src 'none'; script-src {_sha256(_JS)}; style-src {_sha256(_CSS)}; connect-src 'self'; img-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
@@ -159,7 +160,19 @@ def _view(st: dict, version: str) -> _Html:
                  _h("span", None, "version ", _h("b", {"id": "version"}, st.get("version") or version)),
                  _h("span", None, "up ", _h("b", {"id": "uptime"}, _dur(st.get("uptime_seconds"))),
                     " since ", _when(st.get("started_iso"))))
-    return _Html(summary + _current(st.get("current")) + _queue(st) + _results(st.get("last_jobs")))
+    return _Html(summary + _current(st.get("current")) + _queue(st) + _results(st.get("last_jobs"))
+                 + _preview(st.get("last_preview")))
+
+
+def _preview(last) -> _Html:
+    """The last finished job's contact sheet (augd.preview), fetched from /preview.png."""
+    if not isinstance(last, dict) or not last.get("url"):
+        return _Html("")
+    job = str(last.get("job", ""))
+    return _h("section", {"id": "preview"}, _h("h2", None, "Last job's variants"),
+              _h("p", {"class": "empty"}, "job ", _h("b", None, job), ": its first images as written, and what the "
+                 "plan drew for each"),
+              _h("img", {"id": "preview-img", "src": f"/preview.png?job={quote(job)}", "alt": f"variants of {job}"}))
 
 
 def render(status: dict, version: str = "") -> bytes:

@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import urllib.request
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
@@ -404,3 +405,31 @@ def test_a_client_that_resets_its_connection_is_a_debug_line_not_a_traceback(cap
     finally:
         server.stop()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_last_jobs_variants_are_on_the_page_drawn_from_its_own_records(tmp_path):
+    """After a job, /preview.png is a contact sheet of its first images (at most 3) as written, with the plan's
+    draws; /status names the job; the page shows the picture. Before any job: 404 and no picture."""
+    import cv2
+    import numpy as np
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "rot.yaml").write_text("name: rot\nvariants: 3\nkeep_original: true\n"
+                                                     "output: {shards: 1}\nops:\n  - random_rotation: {degrees: 20}\n")
+    d = Daemon(write_config(tmp_path, settle_seconds=0.5)).start()
+    try:
+        d.wait_ready()
+        assert d.get("/preview.png")[0] == 404 and status(d)["last_preview"] is None
+        assert 'id="preview-img"' not in d.get("/")[1]
+        drop_ready(d.inbox, "rot/shown", n=5, seed=4)
+        d.wait_done("shown")
+        assert status(d)["last_preview"] == {"job": "shown", "url": "/preview.png"}
+        req = urllib.request.Request(d.url("/preview.png"))
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.headers["Content-Type"] == "image/png"
+            sheet = cv2.imdecode(np.frombuffer(r.read(), np.uint8), cv2.IMREAD_COLOR)
+        assert sheet is not None and sheet.shape[1] > 4 * 160 > sheet.shape[1] - 6 * 10  # input + 3 variants
+        page = d.get("/")[1]
+        assert 'id="preview-img"' in page and 'src="/preview.png?job=shown"' in page
+        assert "img-src 'self'" in d.get("/")[2]["Content-Security-Policy"]
+    finally:
+        assert d.stop() == 0, d.log_tail()

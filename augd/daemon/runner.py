@@ -31,6 +31,9 @@ log = logging.getLogger("augd.daemon")
 
 __all__ = ["JobRunner", "Outcome"]
 
+#: Images of each finished job drawn on the status page's preview sheet (its first ones, with 3 variants each).
+PREVIEW_IMAGES = 3
+
 
 class Outcome(str, enum.Enum):
     DONE = "done"
@@ -52,6 +55,7 @@ class JobRunner:
         self.heartbeat = time.monotonic()
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: dict | None = None    # name, pipeline, progress (JobProgress), started
+        self.last_preview: tuple[str, bytes] | None = None   # (job, PNG): a sheet of its first images
         self._stop = threading.Event()
         self._cancel: threading.Event | None = None
         self._cancel_reason: str | None = None
@@ -201,6 +205,13 @@ class JobRunner:
             self._cancel, self._cancel_reason = cancel, None
             self.current = {"name": c.name, "pipeline": spec.name, "chosen_by": how, "progress": None,
                             "started": time.time(), "attempt": c.attempts}
+        sample: list = []  # the first images' outcomes, for the last job's preview sheet
+
+        def on_image(o) -> None:
+            tally.image(o)
+            if o.records and len(sample) < PREVIEW_IMAGES:
+                sample.append(o)
+            self.tick()
         timer = None
         if s.job_timeout_seconds:
             timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, ("timeout",))
@@ -214,7 +225,7 @@ class JobRunner:
             from augd.job import run_job
             result = run_job(c.path, spec, s.out, name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                              gpu_memory_mb=s.gpu_memory_mb, progress=self._progress, cancel=cancel,
-                             on_image=lambda o: (tally.image(o), self.tick()), memory_limit=s.job_memory_bytes,
+                             on_image=on_image, memory_limit=s.job_memory_bytes,
                              max_rejected=s.max_rejected)
         except JobFailed as exc:
             reason = self._cancel_reason if exc.reason == "cancelled" and self._cancel_reason else exc.reason
@@ -237,6 +248,7 @@ class JobRunner:
             self.metrics.current_ips.set(0)
         duration = time.monotonic() - t0
         tally.succeeded(result.manifest, duration)
+        self._preview(c.name, spec, sample)
         m = result.manifest
         event("job_done", "job %s done: %d/%d images, %d records, %d rejected, %.1f img/s -> %s", c.name,
               m["inputs"]["written"], m["inputs"]["seen"], m["records"]["written"], m["inputs"]["rejected"],
@@ -244,6 +256,14 @@ class JobRunner:
               pipeline=spec.name, images=m["inputs"]["written"], rejected=m["inputs"]["rejected"],
               records=m["records"]["written"], seconds=round(duration, 3), output=result.out_dir)
         return self._finish(c, t0, result, None)
+
+    def _preview(self, name: str, spec, sample: list) -> None:
+        """The status page's sheet of this job: from the records it wrote; never fails the job."""
+        try:
+            from augd.preview import sheet_from_outcomes
+            self.last_preview = (name, sheet_from_outcomes(spec, sample))
+        except Exception:  # noqa: BLE001 - a picture for people must not turn a done job into a failed one
+            log.warning("job %s: no preview sheet", name, exc_info=True)
 
     def _done_images(self) -> int:
         cur = self.current

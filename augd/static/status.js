@@ -97,6 +97,19 @@
     return h("section", {id: "results"}, h("h2", null, "Last results"), body);
   }
 
+  let sheet = null, sheetJob = null;  // kept between polls: the picture is fetched once per finished job
+  function preview(last) {
+    if (!last || typeof last !== "object" || !last.url) return null;
+    const job = String(last.job ?? "");
+    if (job !== sheetJob) {
+      sheetJob = job;
+      sheet = h("img", {id: "preview-img", src: "/preview.png?job=" + encodeURIComponent(job), alt: "variants of " + job});
+    }
+    return h("section", {id: "preview"}, h("h2", null, "Last job's variants"),
+      h("p", {class: "empty"}, "job ", h("b", null, job), ": its first images as written, and what the plan drew for each"),
+      sheet);
+  }
+
   function render(st) {
     const state = String(st.state ?? "unknown");
     const summary = h("div", {class: "summary", id: "summary"},
@@ -104,7 +117,8 @@
       h("span", null, "device ", h("b", {id: "device"}, st.device || "not loaded yet")),
       h("span", null, "version ", h("b", {id: "version"}, st.version || "?")),
       h("span", null, "up ", h("b", {id: "uptime"}, dur(st.uptime_seconds)), " since ", when(st.started_iso)));
-    view.replaceChildren(summary, current(st.current), queue(st), results(st.last_jobs));
+    view.replaceChildren(...[summary, current(st.current), queue(st), results(st.last_jobs), preview(st.last_preview)]
+      .filter((el) => el));
   }
 
   let polls = 0;
