@@ -48,6 +48,8 @@ def test_every_range_parameter_takes_a_single_number():
     assert rot.params.degrees == (-10.0, 10.0)
     with pytest.raises(SpecError, match=r"area"):
         parse_pipeline("name: x\nops:\n  - random_crop: {size: 32, area: 2}\n", "x.yaml")  # still bounded
+    shift = parse_pipeline("name: x\nops:\n  - random_affine: {translate: [0.2, 0.1]}\n", "x.yaml").ops[0]
+    assert shift.params.translate == (0.2, 0.1), "translate is [x, y], not a [low, high] range"
 
 
 def test_every_composite_example_shown_by_augd_ops_is_a_valid_pipeline():

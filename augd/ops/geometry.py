@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema
 
 import numpy as np
 
@@ -16,6 +16,16 @@ from augd.ops.sampling import coin, log_uniform, uniform
 
 #: fill: a grey level 0-255 for the area outside the source, or how to extend the border.
 Fill = Annotated[int, Field(ge=0, le=255)] | Literal["reflect", "nearest", "wrap"]
+
+
+def _both(v):
+    return (v, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+_Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+#: [x, y] maximum shifts as fractions of width and height; one number means both.
+Shift = Annotated[tuple[_Fraction, _Fraction], BeforeValidator(_both), WithJsonSchema(
+    {"anyOf": [TypeAdapter(_Fraction).json_schema(), TypeAdapter(tuple[_Fraction, _Fraction]).json_schema()]})]
 
 
 def fill_field(default: Fill = 0):
@@ -84,7 +94,8 @@ class RandomAffine(Op):
     """Scale, shear, rotate and translate about the centre in one matrix; size kept."""
     class Params(OpParams):
         scale: range_of(0.05, 20.0) = Field((0.9, 1.1), description="zoom range (log-uniform)")
-        translate: range_of(0.0, 1.0) = Field((0.0, 0.0), description="max shift as a fraction of (width, height)")
+        translate: Shift = Field((0.0, 0.0), description="max shift as a fraction of [width, height] (not a range: "
+                                                         "[0.2, 0.1] shifts x up to 20 %, y up to 10 %)")
         shear: range_of(-80.0, 80.0, symmetric=True) = Field((0.0, 0.0), description="x shear angle range, degrees")
         rotate: range_of(-360.0, 360.0, symmetric=True) = Field((0.0, 0.0), description="angle range, degrees")
         fill: Fill = fill_field()
