@@ -131,7 +131,7 @@ def cmd_run(args) -> int:
           f"records in {len(m['shards'])} shard(s), {m['inputs']['rejected']} rejected, "
           f"{m['timing']['images_per_second']} img/s, {m['bytes']['written'] / 1e6:.1f} MB -> {result.out_dir}")
     if m["unlabeled"] and m["unlabeled"]["images"]:
-        print(f"  unlabeled (label -1, at the job's root): {m['unlabeled']['images']} images", file=sys.stderr)
+        print(f"  unlabeled (label -1: not in a class folder): {m['unlabeled']['images']} images", file=sys.stderr)
     rejected = m["inputs"]["rejected_files"]
     if rejected:
         by_reason: dict[str, int] = {}

@@ -43,11 +43,11 @@ class StatusServer:
 
     def __init__(self, registry: CollectorRegistry, bind: str, port: int, *, health: Callable[[], tuple],
                  ready: Callable[[], tuple], status: Callable[[], dict], version: str = "",
-                 preview: Callable[[], tuple | None] = lambda: None):
+                 preview: Callable[[], bytes | None] = lambda: None):
         self.registry = registry
         self.bind, self.requested_port = bind, port
         self.health, self.ready, self.status = health, ready, status
-        self.preview = preview  # () -> (job, PNG bytes) of the last job's contact sheet, or None
+        self.preview = preview  # () -> PNG bytes of the last job's contact sheet, or None
         self.version = version
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -115,11 +115,11 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/status":
                 self._json(200, owner.status())
             elif path == "/preview.png":
-                last = owner.preview()
-                if last is None:
-                    self._send(404, b"no job has finished yet\n", "text/plain")
+                png = owner.preview()
+                if not png:
+                    self._send(404, b"no preview: no job has finished yet, or status_preview is off\n", "text/plain")
                 else:
-                    self._send(200, last[1], "image/png")
+                    self._send(200, png, "image/png")
             elif path == "/":
                 self._send(200, statuspage.render(owner.status(), owner.version), "text/html; charset=utf-8",
                            {"Content-Security-Policy": statuspage.CSP, "Referrer-Policy": "no-referrer"})

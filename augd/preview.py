@@ -497,37 +497,43 @@ if __name__ == "__main__":
 
 # ---- the daemon's sheet of its last job, from the records the job wrote ----
 
-def sheet_from_outcomes(spec, outcomes, *, variants: int = 3, tile: int = 160) -> bytes:
-    """A PNG contact sheet of a finished job's first images, made from the records it wrote (ImageOutcomes:
-    no second graph, no re-read of the inputs), the parameters explained from the same plan."""
+def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> PreviewRow:
+    """One sheet row from an image's ImageOutcome (its records as written: no second graph, no re-read of the
+    input), the drawn parameters explained from the same plan. Tiles are letterboxed to `tile` at once, so
+    a daemon keeps a few small thumbnails, not a job's records."""
     import cv2
     from augd.engine.plan import Program
     from augd.engine.seeds import image_seed
     from augd.io.lite import decode_example
-    program, rows = Program(spec.ops), []
-    n = min(variants, spec.variants)
-    for o in outcomes:
-        h, w = o.image.header.height, o.image.header.width
-        if o.image.header.orientation in (5, 6, 7, 8):
-            h, w = w, h
-        tiles = [Tile(o.image.relpath, None, [f"input {_size((h, w))}"],
-                      error="the original is not written (keep_original: false)")]
-        for rec in o.records:
-            ex = decode_example(rec)
-            v = ex["augd/variant"]
-            payload = ex.get("image/encoded", ex.get("image/raw", b""))
-            if ex["image/format"] == "raw":
-                pixels = np.frombuffer(payload, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
-            else:
-                bgr = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
-                pixels = None if bgr is None else bgr[:, :, ::-1]
-            if v == 0:
-                tiles[0] = Tile(o.image.relpath, pixels, [f"input {_size((h, w))}", "v0: written"])
-            elif v <= n:
-                lines = format_decisions(program.explain(image_seed(spec.seed, o.image.relpath, v), h, w))
-                tiles.append(Tile(f"v{v}  {_size((ex['image/height'], ex['image/width']))}", pixels, lines,
-                                  variant=v))
-        rows.append(PreviewRow(o.image.relpath, o.image.relpath, tiles))
-    sheet = render_sheet(spec, rows, tile=tile, variants=n)
+    img, n = outcome.image, min(variants, spec.variants)
+    h, w = img.header.height, img.header.width
+    if img.header.orientation in (5, 6, 7, 8):
+        h, w = w, h
+    program = Program(spec.ops)
+    tiles = [Tile(img.relpath, None, [f"input {_size((h, w))}"],
+                  error="the original is not written (keep_original: false)")]
+    for rec in outcome.records:
+        ex = decode_example(rec)
+        v = ex["augd/variant"]
+        if v > n:
+            continue
+        payload = ex.get("image/encoded", ex.get("image/raw", b""))
+        if ex["image/format"] == "raw":
+            pixels = np.frombuffer(payload, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
+        else:
+            bgr = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
+            pixels = None if bgr is None else bgr[:, :, ::-1]
+        thumb = None if pixels is None else letterbox(pixels, tile)
+        if v == 0:
+            tiles[0] = Tile(img.relpath, thumb, [f"input {_size((h, w))}", "v0: written"])
+        else:
+            lines = format_decisions(program.explain(image_seed(spec.seed, img.relpath, v), h, w))
+            tiles.append(Tile(f"v{v}  {_size((ex['image/height'], ex['image/width']))}", thumb, lines, variant=v))
+    return PreviewRow(img.relpath, img.relpath, tiles)
+
+
+def sheet_png(spec, rows: list[PreviewRow], *, variants: int = 3, tile: int = 160) -> bytes:
+    import cv2
+    sheet = render_sheet(spec, rows, tile=tile, variants=min(variants, spec.variants))
     ok, png = cv2.imencode(".png", np.ascontiguousarray(sheet[:, :, ::-1]))
     return png.tobytes() if ok else b""

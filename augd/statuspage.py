@@ -14,7 +14,6 @@ import hashlib
 import html
 import importlib.resources
 import time
-from urllib.parse import quote
 
 __all__ = ["CSP", "render"]
 
@@ -172,7 +171,7 @@ def _preview(last) -> _Html:
     return _h("section", {"id": "preview"}, _h("h2", None, "Last job's variants"),
               _h("p", {"class": "empty"}, "job ", _h("b", None, job), ": its first images as written, and what the "
                  "plan drew for each"),
-              _h("img", {"id": "preview-img", "src": f"/preview.png?job={quote(job)}", "alt": f"variants of {job}"}))
+              _h("img", {"id": "preview-img", "src": str(last["url"]), "alt": f"variants of {job}"}))
 
 
 def render(status: dict, version: str = "") -> bytes:

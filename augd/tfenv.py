@@ -3,7 +3,7 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
+import threading
 
 
 def prepare_environment() -> None:
@@ -28,22 +28,37 @@ _NOISE = re.compile(r"absl::InitializeLog|cudart_stub\.cc|cuda_platform\.cc.*cuI
 
 @contextlib.contextmanager
 def quiet_native_stderr():
-    """Hold what native code writes to file descriptor 2 in the block, then pass on all but the known noise."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            lines = held.read().decode("utf-8", "replace").splitlines()
-            kept = [ln for ln in lines if not _NOISE.search(ln)]
-            if kept:
-                sys.stderr.write("\n".join(kept) + "\n")
+    """Filter what native code writes to file descriptor 2 in the block: each line is passed on as it comes
+    (a crash inside loses nothing a user needs), only the known noise is dropped. Does nothing where fd 2 is
+    closed. Meant for start-up, before other threads log."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as pipe:
+            for line in pipe:
+                if not _NOISE.search(line.decode("utf-8", "replace")):
+                    try:
+                        os.write(saved, line)
+                    except OSError:
+                        return
+
+    thread = threading.Thread(target=forward, name="augd-stderr", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last write end closes: the reader sees its end and stops
+        thread.join(5.0)
+        os.close(saved)
 
 
 def load_tensorflow_quietly() -> None:

@@ -121,7 +121,7 @@ def job(tmp_path_factory):
 def test_run_summary_states_unlabeled_images_and_rejects_by_reason_without_native_noise(job, tmp_path):
     r = _augd("run", str(job), "-p", "normalize", "-o", str(tmp_path), "-q", check=True)
     assert r.stdout.startswith("job: 7/9 images") and r.stdout.count("\n") == 1, "stdout: one summary line"
-    assert "unlabeled (label -1, at the job's root): 1 images" in r.stderr
+    assert "unlabeled (label -1: not in a class folder): 1 images" in r.stderr
     assert "rejected by reason: " in r.stderr and "unknown_format 1" in r.stderr
     for noise in ("absl::InitializeLog", "cudart_stub", "cuInit", "cpu_feature_guard"):
         assert noise not in r.stderr, r.stderr
@@ -193,5 +193,19 @@ def test_inspect_reads_records_without_tensorflow_exactly_as_tensorflow_does(job
     raw = Path(shards[0]).read_bytes() if not shards[0].endswith(".gz") else None
     if raw:
         truncated.write_bytes(raw[:-10])
-        with pytest.raises(ValueError, match="truncated"):
+        with pytest.raises(ValueError, match="truncated|runs past the file"):
             list(iter_records(str(truncated)))
+
+
+def test_inspect_refuses_corrupt_records_with_a_message_not_a_traceback(tmp_path):
+    import struct
+    from augd.io.lite import decode_example, iter_records
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(struct.pack("<Q", 1 << 40) + b"\0" * 20)  # a length far past the file: nothing allocated
+    with pytest.raises(ValueError, match="runs past the file"):
+        list(iter_records(str(bad)))
+    for garbage in (b"\x0a\xff\xff\xff\xff\x0f", b"\x0a\x80", b"\x0a\x05\x0a"):
+        with pytest.raises(ValueError):
+            decode_example(garbage)
+    r = _augd("inspect", str(bad))
+    assert r.returncode == 1 and "runs past the file" in r.stderr and "Traceback" not in r.stderr

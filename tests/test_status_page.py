@@ -422,14 +422,25 @@ def test_the_last_jobs_variants_are_on_the_page_drawn_from_its_own_records(tmp_p
         assert 'id="preview-img"' not in d.get("/")[1]
         drop_ready(d.inbox, "rot/shown", n=5, seed=4)
         d.wait_done("shown")
-        assert status(d)["last_preview"] == {"job": "shown", "url": "/preview.png"}
-        req = urllib.request.Request(d.url("/preview.png"))
+        last = status(d)["last_preview"]
+        assert last["job"] == "shown" and last["url"] == f"/preview.png?t={last['finished']:.3f}"
+        req = urllib.request.Request(d.url(last["url"]))
         with urllib.request.urlopen(req, timeout=10) as r:
             assert r.headers["Content-Type"] == "image/png"
             sheet = cv2.imdecode(np.frombuffer(r.read(), np.uint8), cv2.IMREAD_COLOR)
         assert sheet is not None and sheet.shape[1] > 4 * 160 > sheet.shape[1] - 6 * 10  # input + 3 variants
         page = d.get("/")[1]
-        assert 'id="preview-img"' in page and 'src="/preview.png?job=shown"' in page
+        assert 'id="preview-img"' in page and f'src="{last["url"]}"' in page
         assert "img-src 'self'" in d.get("/")[2]["Content-Security-Policy"]
     finally:
         assert d.stop() == 0, d.log_tail()
+
+
+@pytest.mark.parametrize("bind, setting, shown", [("127.0.0.1", None, True), ("0.0.0.0", None, False),
+                                                  ("0.0.0.0", True, True), ("127.0.0.1", False, False)])
+def test_pictures_of_the_data_are_shown_only_on_loopback_unless_asked(tmp_path, bind, setting, shown):
+    from augd.daemon.config import load_settings
+    cfg = tmp_path / "augd.yaml"
+    cfg.write_text(f"metrics_bind: {bind}\n" + (f"status_preview: {json.dumps(setting)}\n" if setting is not None
+                                                 else ""))
+    assert load_settings(str(cfg)).status_preview_on is shown

@@ -52,6 +52,9 @@ class DaemonConfig(BaseModel):
                             "(cgroup-aware); null: no limit")
     labels: list[str] | str | None = Field(None, description="fixed label map for jobs whose augd.yaml and "
                                                             "pipeline give none: class names, or a labels file")
+    status_preview: bool | None = Field(None, description="show the last job's first images on the status page "
+                                                          "(/preview.png); null: only when metrics_bind is "
+                                                          "loopback, since they are pictures of the data")
     max_rejected: float | None = Field(None, ge=0.0, le=1.0, description="fail a job (writing nothing) when "
                                        "more than this fraction of its inputs is rejected; null: never")
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
@@ -90,6 +93,13 @@ class Settings:
 
     def __getattr__(self, name):  # settle_seconds, workers, ...: straight from the config
         return getattr(self.config, name)
+
+    @property
+    def status_preview_on(self) -> bool:
+        if self.config.status_preview is not None:
+            return self.config.status_preview
+        return self.config.metrics_bind in ("127.0.0.1", "::1", "localhost") or \
+            self.config.metrics_bind.startswith("127.")
 
     @property
     def job_memory_bytes(self) -> int | None:

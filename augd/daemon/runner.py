@@ -55,7 +55,7 @@ class JobRunner:
         self.heartbeat = time.monotonic()
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: dict | None = None    # name, pipeline, progress (JobProgress), started
-        self.last_preview: tuple[str, bytes] | None = None   # (job, PNG): a sheet of its first images
+        self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
         self._cancel: threading.Event | None = None
         self._cancel_reason: str | None = None
@@ -205,12 +205,12 @@ class JobRunner:
             self._cancel, self._cancel_reason = cancel, None
             self.current = {"name": c.name, "pipeline": spec.name, "chosen_by": how, "progress": None,
                             "started": time.time(), "attempt": c.attempts}
-        sample: list = []  # the first images' outcomes, for the last job's preview sheet
+        rows: list = []  # thumbnails of the first images, for the status page's sheet of the last job
 
         def on_image(o) -> None:
             tally.image(o)
-            if o.records and len(sample) < PREVIEW_IMAGES:
-                sample.append(o)
+            if s.status_preview_on and o.records and len(rows) < PREVIEW_IMAGES:
+                self._thumbnail(spec, o, rows)
             self.tick()
         timer = None
         if s.job_timeout_seconds:
@@ -248,7 +248,8 @@ class JobRunner:
             self.metrics.current_ips.set(0)
         duration = time.monotonic() - t0
         tally.succeeded(result.manifest, duration)
-        self._preview(c.name, spec, sample)
+        if rows:
+            self._preview(c.name, spec, rows)
         m = result.manifest
         event("job_done", "job %s done: %d/%d images, %d records, %d rejected, %.1f img/s -> %s", c.name,
               m["inputs"]["written"], m["inputs"]["seen"], m["records"]["written"], m["inputs"]["rejected"],
@@ -257,12 +258,20 @@ class JobRunner:
               records=m["records"]["written"], seconds=round(duration, 3), output=result.out_dir)
         return self._finish(c, t0, result, None)
 
-    def _preview(self, name: str, spec, sample: list) -> None:
-        """The status page's sheet of this job: from the records it wrote; never fails the job."""
+    # A picture for people: never turns a done job into a failed one.
+    def _thumbnail(self, spec, outcome, rows: list) -> None:
         try:
-            from augd.preview import sheet_from_outcomes
-            self.last_preview = (name, sheet_from_outcomes(spec, sample))
-        except Exception:  # noqa: BLE001 - a picture for people must not turn a done job into a failed one
+            from augd.preview import row_from_outcome
+            rows.append(row_from_outcome(spec, outcome))
+        except Exception:  # noqa: BLE001
+            log.warning("no preview of %s", outcome.image.relpath, exc_info=True)
+            rows.append(None)  # tried: only the first images are drawn
+
+    def _preview(self, name: str, spec, rows: list) -> None:
+        try:
+            from augd.preview import sheet_png
+            self.last_preview = (name, time.time(), sheet_png(spec, [r for r in rows if r is not None]))
+        except Exception:  # noqa: BLE001
             log.warning("job %s: no preview sheet", name, exc_info=True)
 
     def _done_images(self) -> int:

@@ -104,7 +104,8 @@ class Daemon:
                 "queue": {"ready": len(queued), "waiting": len(settling), "jobs": queued},
                 "settling": settling,  # the waiting jobs by name (beside "queue", whose keys scripts may pin)
                 "current": current, "last_jobs": last,
-                "last_preview": {"job": self.runner.last_preview[0], "url": "/preview.png"}
+                "last_preview": {"job": self.runner.last_preview[0], "finished": round(self.runner.last_preview[1], 3),
+                                 "url": f"/preview.png?t={self.runner.last_preview[1]:.3f}"}
                 if self.runner.last_preview else None,
                 "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")}}
 
@@ -127,7 +128,8 @@ class Daemon:
             try:
                 self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
                                          ready=self.readiness, status=self.status, version=augd.__version__,
-                                         preview=lambda: self.runner.last_preview).start()
+                                         preview=lambda: self.runner.last_preview and self.runner.last_preview[2]
+                                         ).start()
             except OSError as exc:
                 raise AugdError(f"cannot serve metrics on {s.metrics_bind}:{s.metrics_port}: "
                                 f"{exc.strerror or exc} (set metrics_port, or null to turn the server off)") from None

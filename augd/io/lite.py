@@ -5,6 +5,7 @@ framing (length, crc, data, crc) and the Example's protobuf wire format are both
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 from typing import Iterator
 
@@ -15,10 +16,17 @@ TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/file
              "image/key/sha256", "augd/pipeline", "augd/pipeline_sha256")
 
 
+#: Largest record read from a compressed file, whose size says nothing: a corrupt length must not allocate GBs.
+MAX_GZIP_RECORD = 1 << 30
+
+
 def iter_records(path: str) -> Iterator[bytes]:
-    """The records of one TFRecord file (GZIP when it ends in .gz). Raises ValueError on a truncated file."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as fh:
+    """The records of one TFRecord file (GZIP when it ends in .gz). Raises ValueError on a truncated or corrupt
+    file (a length past the file's end is refused before anything is read)."""
+    gz = path.endswith(".gz")
+    with (gzip.open if gz else open)(path, "rb") as fh:
+        left = MAX_GZIP_RECORD if gz else None
+        size = None if gz else os.fstat(fh.fileno()).st_size
         while True:
             head = fh.read(12)  # uint64 length, uint32 masked crc of the length
             if not head:
@@ -26,6 +34,9 @@ def iter_records(path: str) -> Iterator[bytes]:
             if len(head) < 12:
                 raise ValueError(f"{path}: truncated record header")
             (length,) = struct.unpack("<Q", head[:8])
+            room = left if gz else size - fh.tell() - 4
+            if length > room:
+                raise ValueError(f"{path}: corrupt record: its length {length} runs past the file")
             data = fh.read(length)
             if len(data) < length or len(fh.read(4)) < 4:  # the data, then its masked crc
                 raise ValueError(f"{path}: truncated record ({len(data)} of {length} bytes)")
@@ -53,6 +64,8 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
             value, pos = _varint(buf, pos)
         elif wire == 2:
             n, pos = _varint(buf, pos)
+            if pos + n > end:
+                raise ValueError("a field runs past the end of its message")
             value, pos = buf[pos:pos + n], pos + n
         elif wire == 5:
             value, pos = buf[pos:pos + 4], pos + 4
@@ -88,7 +101,14 @@ def _feature(buf: bytes) -> list:
 
 
 def decode_example(serialized: bytes) -> dict:
-    """The same dict as augd.io.records.parse_example, without TensorFlow."""
+    """The same dict as augd.io.records.parse_example, without TensorFlow. ValueError for a malformed one."""
+    try:
+        return _decode_example(serialized)
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed tf.train.Example ({exc})") from None
+
+
+def _decode_example(serialized: bytes) -> dict:
     out: dict = {}
     for number, _, features in _fields(serialized):
         if number != 1:

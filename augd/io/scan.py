@@ -39,8 +39,9 @@ REJECT_REASONS = (
 SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
 #: Splits in the order their shards are written and listed.
 SPLITS = ("train", "validation", "test")
-#: Files at a job's root that belong to the drop-folder protocol, not to the data.
-CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt"})
+#: Files at a job's root that belong to the drop-folder protocol (labels.txt: a label map the job names), not to
+#: the data.
+CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt", "labels.txt"})
 #: Bytes read for the header: first a little (most headers sit in the first few hundred bytes, so the
 #: scan does not read every file twice), then HEADER_PREFIX, enough for any header short of a JPEG with
 #: huge APP segments before its SOF.
@@ -116,7 +117,7 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
         top = _visible(fs, "", skip)
     except OSError as e:
         raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}", reason=FailureReason.INPUT_UNREADABLE) from None
-    splits = _split_folders(fs, top, skip)
+    splits = _split_folders(root, top)
     class_dirs: dict[str, list[str]] = {}    # class name -> the folders holding it (one per split)
     for name, kind, detail in top:
         if kind == "dir":
@@ -194,17 +195,16 @@ def _visible_or_unreadable(fs, rel_dir: str, skip, rejected: list) -> list:
         return []
 
 
-def _split_folders(fs, top, skip) -> list[str]:
-    """The top folders when they make a split layout (every one is train/, validation/, val/ or test/, and
-    each holds class folders), else []. `validation/` and `val/` together would be one split twice: not one."""
+def _split_folders(root: str, top) -> list[str]:
+    """The top folders when they make a split layout, decided by their names alone (so an empty or
+    class-less split folder cannot turn the layout into classes named after splits): every top folder is
+    train/, validation/, val/ or test/. Else []. `val/` beside `validation/` is refused: one split twice."""
     dirs = [n for n, k, _ in top if k == "dir"]
-    if not dirs or any(n not in SPLIT_FOLDERS for n in dirs) or len({SPLIT_FOLDERS[n] for n in dirs}) < len(dirs):
+    if not dirs or any(n not in SPLIT_FOLDERS for n in dirs):
         return []
-    try:
-        if not all(any(k == "dir" for _, k, _ in _visible(fs, n, skip)) for n in dirs):
-            return []
-    except OSError:
-        return []
+    if len({SPLIT_FOLDERS[n] for n in dirs}) < len(dirs):
+        raise JobFailed(f"{root}: both val/ and validation/ hold the validation split; merge them into one",
+                        reason=FailureReason.BAD_LABELS)
     return sorted(dirs, key=lambda n: SPLITS.index(SPLIT_FOLDERS[n]))
 
 

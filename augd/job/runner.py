@@ -378,16 +378,23 @@ def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: flo
                     f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
 
 
-def _space_check(folder: str, images):
-    """Before the first record is written: the job's output size, extrapolated from the first records made
-    (bytes per source byte), must fit the output filesystem (augd.job.resources.check_space)."""
-    total = sum(i.size for i in images)
+class _SpaceCheck:
+    """Before the job's first record is written: its output, extrapolated from the first records made (bytes
+    per source byte per record), must fit the output filesystem (augd.job.resources.check_space). One check
+    per job, whichever split comes first; `groups`: (images, records per image) of every split."""
 
-    def check(results) -> None:
+    def __init__(self, folder: str, groups):
+        self.folder, self.done = folder, False
+        self.planned = sum(i.size * n for images, n in groups for i in images)  # source bytes x records
+
+    def __call__(self, results) -> None:
         made = [r for r in results if not r.rejected]
-        ratio = sum(len(rec) for r in made for rec in r.records) / max(1, sum(r.image.size for r in made))
-        check_space(folder, int(total * ratio))
-    return check
+        if self.done or not made:
+            return
+        self.done = True
+        per = sum(len(rec) for r in made for rec in r.records) / max(1, sum(r.image.size * len(r.records)
+                                                                         for r in made))
+        check_space(self.folder, int(self.planned * per))
 
 
 def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image,
@@ -395,8 +402,8 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
     `order`. A bounded window of batches keeps memory flat whatever the job size; with `memory` (limit,
     cost per image, guard), batches also fly only while their budget fits the limit, and the job stops
-    when the guard saw the process outgrow it. `before_writing(results)` sees the first results that hold
-    records, before any is written."""
+    when the guard saw the process outgrow it. `before_writing(results)` sees each batch's results before
+    they are written."""
     window = workers * defaults.INFLIGHT_PER_WORKER
     limit, cost, guard = memory or (None, None, None)
     batches = _Batches(order, spec, cost, variants)
@@ -420,9 +427,8 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
                 if cancel is not None and cancel.is_set():
                     raise JobFailed("job cancelled before it finished", reason=FailureReason.CANCELLED)
                 results = pending.popleft()[0].result()
-                if before_writing is not None and any(not r.rejected for r in results):
+                if before_writing is not None:
                     before_writing(results)
-                    before_writing = None
                 for res in results:
                     if not res.rejected:
                         t_w = time.perf_counter()
@@ -483,7 +489,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
             compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
-            check = None if is_url(out.tmp_dir) else _space_check(local_path(out.tmp_dir), everything)
+            check = None if is_url(out.tmp_dir) else _SpaceCheck(local_path(out.tmp_dir),
+                                                                 [(order, n) for _, order, _, n in groups])
             shards = _Shards()
             with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard:
                 for split, order, count, _ in groups:  # one shard set per split: <job>-train-00000-of-00004...
@@ -491,11 +498,10 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
                                      spec.output.compression) as writer:
                         _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image,
                                    (budget, cost, guard) if memory_limit else None, check, variants_for(split))
-                    check = None  # checked once, before the job's first record
                     shards.add(split, writer)
             if state.written == 0:
                 first = tally.rejected[0]
-                raise JobFailed(f"{input_dir}: none of {len(order)} images could be decoded "
+                raise JobFailed(f"{input_dir}: none of {len(everything)} images could be decoded "
                                 f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
             _check_rejected(input_dir, len(scan.images) + len(scan.rejected), list(scan.rejected) + tally.rejected,
                             max_rejected)

@@ -6,6 +6,7 @@ import difflib
 import functools
 import hashlib
 import json
+import math
 
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -224,7 +225,8 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
             errors.append(doc.error(("labels",), str(exc).split(": labels: ", 1)[-1]))
     split = None
     if head is not None and head.split is not None:
-        if not head.split or any(v <= 0 for v in head.split.values()) or abs(sum(head.split.values()) - 1) > 1e-6:
+        shares = list(head.split.values())
+        if not shares or not all(math.isfinite(v) and v > 0 for v in shares) or abs(sum(shares) - 1) > 1e-6:
             errors.append(doc.error(("split",), f"shares must be > 0 and add up to 1; got {head.split}"))
         split = tuple((k, head.split[k]) for k in ("train", "validation", "test") if k in head.split)
     if head is not None and head.variants == 0 and not head.keep_original:

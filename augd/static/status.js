@@ -97,13 +97,13 @@
     return h("section", {id: "results"}, h("h2", null, "Last results"), body);
   }
 
-  let sheet = null, sheetJob = null;  // kept between polls: the picture is fetched once per finished job
+  let sheet = null, sheetUrl = null;  // kept between polls: the picture is fetched once per finished job
   function preview(last) {
     if (!last || typeof last !== "object" || !last.url) return null;
     const job = String(last.job ?? "");
-    if (job !== sheetJob) {
-      sheetJob = job;
-      sheet = h("img", {id: "preview-img", src: "/preview.png?job=" + encodeURIComponent(job), alt: "variants of " + job});
+    if (last.url !== sheetUrl) {
+      sheetUrl = String(last.url);
+      sheet = h("img", {id: "preview-img", src: sheetUrl, alt: "variants of " + job});
     }
     return h("section", {id: "preview"}, h("h2", null, "Last job's variants"),
       h("p", {class: "empty"}, "job ", h("b", null, job), ": its first images as written, and what the plan drew for each"),
