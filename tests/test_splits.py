@@ -121,3 +121,27 @@ def test_the_loader_reads_one_split(tmp_path):
     ds, info = augd.data.load(str(tmp_path / "out" / "job"), split="test", image_size=(16, 16), batch_size=None,
                               with_info=True)
     assert sum(1 for _ in ds) == 2 and info.split_records == {"test": 2, "train": 21, "validation": 1}
+
+
+def test_the_split_layout_is_decided_by_folder_names_alone(tmp_path):
+    """An empty test/ (or one holding only loose files) must not turn train/'s classes into a class "train";
+    val/ beside validation/ is one split twice and is refused."""
+    from augd.io import scan_job
+    job = _tree(tmp_path / "job", {"train/cat/a.png": 1, "train/dog/b.png": 2, "validation/c.png": 3})
+    (job / "test").mkdir()
+    scan = scan_job(str(job))
+    assert scan.splits == ("train", "validation", "test") and scan.classes == ("cat", "dog")
+    assert {i.relpath: (i.split, i.label) for i in scan.images} == {
+        "train/cat/a.png": ("train", 0), "train/dog/b.png": ("train", 1), "validation/c.png": ("validation", -1)}
+    _tree(job, {"val/cat/d.png": 4})
+    with pytest.raises(JobFailed, match="both val/ and validation/") as e:
+        scan_job(str(job))
+    assert e.value.reason == "bad_labels"
+
+
+def test_a_split_job_named_like_a_pipeline_is_not_taken_for_a_misspelt_routing_folder(tmp_path):
+    from augd.daemon.routing import resolve_pipeline
+    for name in ("normalise", "normalize-v2"):
+        job = _tree(tmp_path / name, {"train/cat/a.png": 1, "val/cat/b.png": 2})
+        spec, how = resolve_pipeline(str(job), None, "normalize")
+        assert (spec.name, how) == ("normalize", "default"), name
