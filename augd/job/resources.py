@@ -18,8 +18,8 @@ import threading
 from augd import defaults
 from augd.errors import FailureReason, JobFailed
 
-__all__ = ["MemoryGuard", "check_space", "default_job_memory_bytes", "host_memory_bytes", "image_memory",
-           "job_memory_bytes", "over_budget", "rss_bytes"]
+__all__ = ["MemoryGuard", "SpaceCheck", "check_memory", "check_space", "default_job_memory_bytes",
+           "host_memory_bytes", "image_memory", "job_memory_bytes", "largest_output", "over_budget", "rss_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MB = 1024 * 1024
@@ -155,3 +155,44 @@ def check_space(folder: str, estimate: int) -> None:
                         f"{round((defaults.SPACE_MARGIN - 1) * 100)} % and {defaults.SPACE_RESERVE_BYTES // _MB} MB "
                         f"reserve) and {free / _MB:.1f} MB are free; free some space or split the job",
                         reason=FailureReason.OUTPUT_ERROR)
+
+
+def largest_output(nodes) -> int:
+    """Pixels of the largest fixed `size` any op of the chain resizes or crops to (0: none). No op makes an
+    image larger than its input otherwise, so an image's output has at most max(its pixels, this)."""
+    out, stack = 0, list(nodes)
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        size = getattr(node.params, "size", None)
+        if size:
+            out = max(out, size[0] * size[1])
+    return out
+
+
+def check_memory(cost, images, budget: int, limit: int) -> None:
+    """Fail before any decode when one image alone needs more than the job's memory budget (its share of the
+    limit that images in flight may take)."""
+    for img in images:
+        need = cost(img)
+        if need > budget:
+            raise over_budget(img.relpath, img.header.width, img.header.height, need, limit)
+
+
+class SpaceCheck:
+    """Before the job's first record is written: its output, extrapolated from the first records made (bytes
+    per source byte per record), must fit the output filesystem (augd.job.resources.check_space). One check
+    per job, whichever split comes first; `groups`: (images, records per image) of every split."""
+
+    def __init__(self, folder: str, groups):
+        self.folder, self.done = folder, False
+        self.planned = sum(i.size * n for images, n in groups for i in images)  # source bytes x records
+
+    def __call__(self, results) -> None:
+        made = [r for r in results if not r.rejected]
+        if self.done or not made:
+            return
+        self.done = True
+        per = sum(len(rec) for r in made for rec in r.records) / max(1, sum(r.image.size * len(r.records)
+                                                                         for r in made))
+        check_space(self.folder, int(self.planned * per))

@@ -29,7 +29,7 @@ from augd.io import (SPLIT_FOLDERS, SPLITS, AtomicOutput, InputImage, OutputExis
                      is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
                      write_text)
 from augd.job.manifest import STAGES, build_manifest, labels_txt
-from augd.job.resources import MemoryGuard, check_space, image_memory, over_budget
+from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, largest_output
 from augd.spec import PipelineSpec
 
 log = logging.getLogger("augd.job")
@@ -246,21 +246,8 @@ def _estimate_bytes(spec: PipelineSpec, images, n: int | None = None) -> int:
     return sum(i.size for i in images) * n
 
 
-def _largest_output(nodes) -> int:
-    """Pixels of the largest fixed `size` any op of the chain resizes or crops to (0: none). No op makes an
-    image larger than its input otherwise, so an image's output has at most max(its pixels, this)."""
-    out, stack = 0, list(nodes)
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        size = getattr(node.params, "size", None)
-        if size:
-            out = max(out, size[0] * size[1])
-    return out
-
-
 def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
-    largest = _largest_output(spec.ops)
+    largest = largest_output(spec.ops)
 
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
@@ -281,15 +268,6 @@ def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, l
     elif not scan.splits:
         return [("", images)]
     return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
-
-
-def _check_memory(cost, images, budget: int, limit: int) -> None:
-    """Fail before any decode when one image alone needs more than the job's memory budget (its share of the
-    limit that images in flight may take)."""
-    for img in images:
-        need = cost(img)
-        if need > budget:
-            raise over_budget(img.relpath, img.header.width, img.header.height, need, limit)
 
 
 @dataclass
@@ -378,25 +356,6 @@ def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: flo
                     f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
 
 
-class _SpaceCheck:
-    """Before the job's first record is written: its output, extrapolated from the first records made (bytes
-    per source byte per record), must fit the output filesystem (augd.job.resources.check_space). One check
-    per job, whichever split comes first; `groups`: (images, records per image) of every split."""
-
-    def __init__(self, folder: str, groups):
-        self.folder, self.done = folder, False
-        self.planned = sum(i.size * n for images, n in groups for i in images)  # source bytes x records
-
-    def __call__(self, results) -> None:
-        made = [r for r in results if not r.rejected]
-        if self.done or not made:
-            return
-        self.done = True
-        per = sum(len(rec) for r in made for rec in r.records) / max(1, sum(r.image.size * len(r.records)
-                                                                         for r in made))
-        check_space(self.folder, int(self.planned * per))
-
-
 def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image,
                memory: tuple | None = None, before_writing=None, variants: list[int] | None = None) -> None:
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
@@ -480,7 +439,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     cost = _image_cost(spec, variants_for) if memory_limit else None
     budget = int(memory_limit * defaults.MEMORY_BUDGET_SHARE) if memory_limit else None
     if cost:
-        _check_memory(cost, everything, budget, memory_limit)
+        check_memory(cost, everything, budget, memory_limit)
     state = JobProgress(name=name, total=len(everything))
     tally = _Tally(state)
     tally.add_scan(scan)
@@ -489,8 +448,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
             compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
-            check = None if is_url(out.tmp_dir) else _SpaceCheck(local_path(out.tmp_dir),
-                                                                 [(order, n) for _, order, _, n in groups])
+            check = None if is_url(out.tmp_dir) else SpaceCheck(local_path(out.tmp_dir),
+                                                                [(order, n) for _, order, _, n in groups])
             shards = _Shards()
             with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard:
                 for split, order, count, _ in groups:  # one shard set per split: <job>-train-00000-of-00004...
