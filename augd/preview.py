@@ -358,6 +358,8 @@ def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int
             box = sheet[y0:y0 + tile, x0:x0 + tile]
             if t.image is not None:
                 box[:] = letterbox(t.image, tile)
+            elif t.error is None:  # nothing to show, and nothing wrong (an original the job does not write)
+                box[:] = _CELL
             else:
                 box[:] = _CELL
                 cv2.rectangle(sheet, (x0, y0), (x0 + tile - 1, y0 + tile - 1), _BAD, 1)
@@ -510,8 +512,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     if img.header.orientation in (5, 6, 7, 8):
         h, w = w, h
     program = Program(spec.ops)
-    tiles = [Tile(img.relpath, None, [f"input {_size((h, w))}"],
-                  error="the original is not written (keep_original: false)")]
+    tiles = [Tile(img.relpath, None, [f"input {_size((h, w))}", "v0: not written (keep_original)"])]
     for rec in outcome.records:
         ex = decode_example(rec)
         v = ex["augd/variant"]

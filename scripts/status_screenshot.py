@@ -29,7 +29,7 @@ def main() -> int:
                    running="seed-photos", queued=("field-trial-07", "seed-classifier/batch-12"),
                    settling="drone-survey", progress_at=12, slow_images=40) as d:
             shot = root / "shot.png"
-            run_chromium(d.url("/"), f"--screenshot={shot}", "--window-size=1200,900")
+            run_chromium(d.url("/"), f"--screenshot={shot}", "--window-size=1200,1300")
             out.write_bytes(shot.read_bytes())
     print(f"wrote {out}")
     return 0
