@@ -134,12 +134,8 @@ def cmd_run(args) -> int:
         print(f"  unlabeled (label -1: not in a class folder): {m['unlabeled']['images']} images", file=sys.stderr)
     rejected = m["inputs"]["rejected_files"]
     if rejected:
-        by_reason: dict[str, int] = {}
-        for r in rejected:
-            by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
-        print("  rejected by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items(),
-                                                                                 key=lambda kv: -kv[1])),
-              file=sys.stderr)
+        from augd.job.manifest import reasons_summary
+        print("  rejected by reason: " + reasons_summary(r["reason"] for r in rejected), file=sys.stderr)
     for r in rejected[:20]:
         print(f"  rejected {r['path']}: {r['message']}", file=sys.stderr)
     if len(rejected) > 20:

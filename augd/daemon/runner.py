@@ -206,10 +206,11 @@ class JobRunner:
             self.current = {"name": c.name, "pipeline": spec.name, "chosen_by": how, "progress": None,
                             "started": time.time(), "attempt": c.attempts}
         rows: list = []  # thumbnails of the first images, for the status page's sheet of the last job
+        thumbnails = PREVIEW_IMAGES if s.status_preview_on else 0
 
         def on_image(o) -> None:
             tally.image(o)
-            if s.status_preview_on and o.records and len(rows) < PREVIEW_IMAGES:
+            if o.records and len(rows) < thumbnails:
                 self._thumbnail(spec, o, rows)
             self.tick()
         timer = None

@@ -1,6 +1,8 @@
 """manifest.json and labels.txt: what a job did, in figures a user and the metrics can both check."""
 from __future__ import annotations
 
+import collections
+
 import datetime as _dt
 import os
 
@@ -8,10 +10,16 @@ import augd
 from augd.engine import DeviceInfo
 from augd.spec import PipelineSpec
 
-__all__ = ["STAGES", "build_manifest", "labels_txt"]
+__all__ = ["STAGES", "build_manifest", "labels_txt", "reasons_summary"]
 
 #: Per-image stages, in order. The same names label augd_stage_seconds.
 STAGES = ("read", "decode", "augment", "encode", "write")
+
+
+def reasons_summary(reasons) -> str:
+    """'undecodable 3, empty 1': how many inputs each reason rejected, most first (the run summary, the
+    max_rejected failure)."""
+    return ", ".join(f"{k} {v}" for k, v in collections.Counter(reasons).most_common())
 
 
 def labels_txt(classes) -> str:

@@ -28,7 +28,7 @@ from augd.formats import passthrough_ok, read_header
 from augd.io import (SPLIT_FOLDERS, SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
                      is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
                      write_text)
-from augd.job.manifest import STAGES, build_manifest, labels_txt
+from augd.job.manifest import STAGES, build_manifest, labels_txt, reasons_summary
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, largest_output
 from augd.spec import PipelineSpec
 
@@ -347,10 +347,7 @@ class _Tally:
 def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None) -> None:
     if max_rejected is None or not seen or len(rejected) / seen <= max_rejected:
         return
-    by_reason: dict[str, int] = {}
-    for r in rejected:
-        by_reason[r.reason] = by_reason.get(r.reason, 0) + 1
-    reasons = ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1]))
+    reasons = reasons_summary(r.reason for r in rejected)
     raise JobFailed(f"{input_dir}: {len(rejected)} of {seen} inputs were rejected ({len(rejected) / seen:.1%}), more "
                     f"than max_rejected={max_rejected:g} allows ({reasons}; first: {rejected[0].relpath}: "
                     f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
