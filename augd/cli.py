@@ -170,6 +170,43 @@ def cmd_inspect(args) -> int:
         return EXIT_FAILED
 
 
+def _serve_arguments(parser) -> None:
+    parser.add_argument("--config", "-c", help="daemon config YAML (default: built-in defaults, folders under "
+                                               "./augd-data)")
+    parser.add_argument("--check", action="store_true", help="validate the config, print the resolved settings, "
+                                                             "and exit")
+
+
+def cmd_serve(args) -> int:
+    from augd.daemon.config import load_settings
+    from augd.errors import AugdError, SpecError
+    try:
+        settings = load_settings(args.config)
+    except SpecError as exc:
+        print(f"augd serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.check:
+        print(f"ok   {settings.source}")
+        for key in ("inbox", "work", "done", "failed", "out", "pipelines_dir", "default_pipeline"):
+            print(f"  {key}: {getattr(settings, key)}")
+        for key, value in settings.config.model_dump().items():
+            if key not in ("inbox", "work", "done", "failed", "out", "pipelines_dir", "default_pipeline", "data_dir"):
+                print(f"  {key}: {value}")
+        return 0
+    from augd.daemon.logs import setup_logging
+    from augd.daemon.service import Daemon
+    setup_logging(settings.log_format, "debug" if getattr(args, "verbose", False) else settings.log_level)
+    daemon = Daemon(settings, args.config)
+    try:
+        return daemon.serve()
+    except OSError as exc:
+        print(f"augd serve: {exc}", file=sys.stderr)
+        return 1
+    except AugdError as exc:
+        print(f"augd serve: {exc}", file=sys.stderr)
+        return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     from augd import defaults
     p = argparse.ArgumentParser(prog="augd", description="Offline image augmentation into TFRecord shards.")
@@ -215,8 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_schema)
 
     sv = sub.add_parser("serve", help="run the drop-folder daemon")
-    from augd.daemon.cli import add_serve_arguments, cmd_serve
-    add_serve_arguments(sv)
+    _serve_arguments(sv)
     sv.set_defaults(fn=cmd_serve)
 
     i = sub.add_parser("inspect", help="summarise TFRecord files or output folders")

@@ -2,7 +2,7 @@
 
 The figures come from the same values `augd run` writes into manifest.json (ImageOutcome per image while a
 job runs, the manifest when it commits), so a scrape and the manifests agree. Imports no TensorFlow.
-Metric names are a contract (../shared/DESIGN.md): change them only with a deprecation.
+Metric names are a contract (docs/metrics.md): change them only with a deprecation.
 """
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ def describe_variant(compiled, relpath: str, variant: int, height: int, width: i
 # ---- tiles: the engine's own pixels ----
 
 def _tf_message(exc: Exception) -> str:
-    from augd.job.runner import _tf_message as message  # the job's wording for decode errors
+    from augd.job.run import _tf_message as message  # the job's wording for decode errors
     return message(exc)
 
 
@@ -207,7 +207,7 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
     (image, relpath, variant), with the drawn parameters as text. `relpaths` (default: each file's name) are
     the paths relative to the job folder the seeds are keyed by. A bad image gives a row whose input tile
     holds the reason instead of pixels. `compiled`: a Compiled of `spec` to reuse."""
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     from augd.engine.decode import decode_full
 
     spec = _resolve_spec(spec)
@@ -217,7 +217,7 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
     if len(rels) != len(paths):
         raise ValueError(f"{len(rels)} relpaths for {len(paths)} images")
     own = compiled is None
-    compiled = compile_pipeline(spec) if own else compiled
+    compiled = Compiled(spec) if own else compiled
     try:
         return [_row(compiled, spec, path, rel, n, max_pixels, decode_full) for path, rel in zip(paths, rels)]
     finally:

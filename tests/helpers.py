@@ -17,9 +17,9 @@ def spec_for(ops: list, *, fmt: str = "raw", seed: int = 1, variants: int = 1, k
 
 @functools.lru_cache(maxsize=64)
 def _compiled(key: str):
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     d = json.loads(key)
-    return compile_pipeline(spec_for(d["ops"], fmt=d["fmt"], seed=d["seed"], colour=d["colour"]))
+    return Compiled(spec_for(d["ops"], fmt=d["fmt"], seed=d["seed"], colour=d["colour"]))
 
 
 def compiled(ops: list, *, fmt: str = "raw", seed: int = 1, colour: str = "exact"):

@@ -119,12 +119,12 @@ def test_fast_seed_colours_match_the_documented_model():
      {"random_grayscale": {"p": 0.3}}],
 ])
 def test_fast_colour_agrees_between_tf_and_opencv_kernels(chain, monkeypatch):
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     img = make_image(97, 131, seed=9)
     outs = {}
     for kernel in ("tf", "opencv"):
         monkeypatch.setenv("AUGD_KERNELS", kernel)
-        c = compile_pipeline(spec_for(chain, colour="fast"))
+        c = Compiled(spec_for(chain, colour="fast"))
         outs[kernel] = [c.process(png(img), f"k{i}.png", 1) for i in range(4)]
     for a, b in zip(outs["tf"], outs["opencv"]):
         x = np.frombuffer(a.payload, np.uint8).astype(int)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from augd.engine import compile_pipeline, graph_builds, image_seed, setup_device
+from augd.engine import Compiled, graph_builds, image_seed, setup_device
 from tests.helpers import compiled, make_image, png, run, spec_for
 
 
@@ -24,7 +24,7 @@ def test_seed_is_stable_and_keyed_by_all_three_parts():
 
 
 def test_finalized_graph_refuses_new_ops():
-    c = compile_pipeline(spec_for([{"random_hue": {}}]))
+    c = Compiled(spec_for([{"random_hue": {}}]))
     with pytest.raises(RuntimeError, match="finalized"):
         with c.graph.as_default():
             tf.constant(1.0)
@@ -35,7 +35,7 @@ def test_fifty_shapes_one_build_one_trace():
     before = graph_builds()
     spec = spec_for([{"random_saturation": {}}, {"random_rotation": {"degrees": 10}},
                      {"random_crop": {"size": [24, 24]}}, {"gaussian_blur": {}}], fmt="jpeg")
-    c = compile_pipeline(spec)
+    c = Compiled(spec)
     rng = np.random.default_rng(5)
     shapes = set()
     for i in range(50):
@@ -109,12 +109,12 @@ def test_tf_and_opencv_kernels_agree(chain, monkeypatch):
     """The GPU path (TF kernel) and the CPU path (OpenCV kernel) give the same pixels within rounding:
     mean |diff| <= 1 and at most 2 % of values off by more than 2 levels (bilinear weights are
     fixed-point in OpenCV, float in TF)."""
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     img = make_image(97, 131, seed=9)
     outs = {}
     for kernel in ("tf", "opencv"):
         monkeypatch.setenv("AUGD_KERNELS", kernel)
-        c = compile_pipeline(spec_for(chain))
+        c = Compiled(spec_for(chain))
         assert c.kernel == kernel
         outs[kernel] = [c.process(png(img), f"k{i}.png", 1) for i in range(4)]
     for a, b in zip(outs["tf"], outs["opencv"]):
@@ -196,13 +196,13 @@ def test_crop_aware_jpeg_decode_matches_full_decode(chain, monkeypatch):
     full decode + warp gives: mean |diff| <= 4 levels and mean signed diff <= 2 on a noisy test image (the
     DCT-domain downscale is a slightly different low-pass than the box prefilter, and box blocks start at
     the window instead of the image origin). Same draws: the random window is identical."""
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     img = cv2.resize(make_image(120, 160, seed=11), (640, 480), interpolation=cv2.INTER_CUBIC)
     data = cv2.imencode(".jpg", img[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
     outs = {}
     for flag in ("1", "0"):
         monkeypatch.setenv("AUGD_CROP_DECODE", flag)
-        c = compile_pipeline(spec_for(chain))
+        c = Compiled(spec_for(chain))
         outs[flag] = [c.process(data, f"c{i}.jpg", 1) for i in range(6)]
     for a, b in zip(outs["1"], outs["0"]):
         assert (a.height, a.width) == (b.height, b.width)
@@ -288,10 +288,10 @@ def test_without_a_header_the_graph_plans_from_the_decoded_size():
 def test_strong_downscale_keeps_the_last_row_and_column(kernel, monkeypatch):
     """The box prefilter extends the image to a multiple of its factor instead of dropping the tail, so
     the output's last row and column are not blended with the fill (they were: 16 on a flat 200)."""
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     monkeypatch.setenv("AUGD_KERNELS", kernel)
     flat = np.full((1003, 1501, 3), 200, np.uint8)
-    c = compile_pipeline(spec_for([{"resize": {"size": [100, 150]}}]))
+    c = Compiled(spec_for([{"resize": {"size": [100, 150]}}]))
     r = c.process(png(flat), "f.png", 1)
     out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
     assert out.min() >= 199, (out[-1].min(), out[:, -1].min())
@@ -313,14 +313,14 @@ def test_a_jpeg_header_that_lies_is_not_used_for_the_decode_window(monkeypatch):
     re-plans, giving exactly what the full-decode path gives for the true size."""
     from dataclasses import replace
 
-    from augd.engine import compile_pipeline
+    from augd.engine import Compiled
     from augd.formats import read_header
     img = cv2.resize(make_image(120, 160, seed=11), (640, 480), interpolation=cv2.INTER_CUBIC)
     data = cv2.imencode(".jpg", img[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
     chain = [{"random_crop": {"size": [64, 64], "area": [0.25, 1.0]}}, {"random_rotation": {"degrees": 10}}]
-    c = compile_pipeline(spec_for(chain))
+    c = Compiled(spec_for(chain))
     monkeypatch.setenv("AUGD_CROP_DECODE", "0")
-    full = compile_pipeline(spec_for(chain)).process(data, "j.jpg", 1)
+    full = Compiled(spec_for(chain)).process(data, "j.jpg", 1)
     assert c.process(data, "j.jpg", 1).payload != full.payload  # the honest header gets the window
     for w, h in ((600, 400), (700, 500)):
         liar = replace(read_header(data), width=w, height=h)
@@ -347,8 +347,8 @@ def test_stage_devices_are_read_back_from_the_graph(monkeypatch):
     chain = [{"random_crop": {"size": [32, 32], "area": [0.5, 1.0]}}, {"random_brightness": {"max_delta": 0.1}}]
     assert compiled(chain).stage_devices == {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"}
     monkeypatch.setenv("AUGD_KERNELS", "tf")
-    from augd.engine import compile_pipeline
-    assert compile_pipeline(spec_for(chain)).stage_devices == {"decode": "CPU", "augment": "CPU", "encode": "CPU"}
+    from augd.engine import Compiled
+    assert Compiled(spec_for(chain)).stage_devices == {"decode": "CPU", "augment": "CPU", "encode": "CPU"}
 
 
 def test_stage_devices_name_the_ops_a_gpu_leaves_to_the_cpu(monkeypatch):

@@ -392,7 +392,7 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
     """The scan lists the folder, then reads headers; the engine reads whole files later. Change the folder at
     both moments: deleted, swapped for a symlink out, for a FIFO, for a bomb, truncated, added. Nothing outside
     is read, nothing blocks, nothing is decoded on a stale header's word, every other image is written."""
-    import augd.job.runner as runner
+    import augd.job.run as runner
     from augd.io import scan_job as real_scan
 
     outside = tmp_path / "outside"

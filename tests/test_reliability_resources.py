@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
-from augd.daemon import claim as rooms
+from augd.daemon import claim
 from augd.daemon.watcher import CLAIM_FILE, JobReady
 from augd.errors import FailureReason
 from tests.daemon_harness import (Daemon, RssSampler, add_slow_pipeline, drop_job, manifest,  # noqa: F401
@@ -113,26 +113,26 @@ def test_attempts_are_counted_per_claim_and_forgotten_when_the_job_leaves_work(t
     def claimed(name: str):
         job = inbox / name
         job.mkdir(parents=True, exist_ok=True)
-        return rooms.claim(JobReady(path=str(job), relpath=name, name=name, route=None, trigger="marker",
+        return claim.claim(JobReady(path=str(job), relpath=name, name=name, route=None, trigger="marker",
                                     inode=os.stat(job).st_ino), str(work))
 
     c = claimed("again")
     assert c.attempts == 1
     os.chmod(c.path, 0o555)  # the count lives in work/.attempts, not in the job
-    assert rooms.next_attempt(rooms.recover(str(work))[0]).attempts == 2
-    assert rooms.recover(str(work))[0].attempts == 2, "written through"
+    assert claim.next_attempt(claim.recover(str(work))[0]).attempts == 2
+    assert claim.recover(str(work))[0].attempts == 2, "written through"
     os.chmod(c.path, 0o755)
-    rooms.finish(rooms.recover(str(work))[0], str(tmp_path / "done"), "move")
+    claim.finish(claim.recover(str(work))[0], str(tmp_path / "done"), "move")
     assert not (work / ".attempts" / "again").exists()
     os.rename(tmp_path / "done" / "again", inbox / "again")  # dropped again
     assert claimed("again").attempts == 1
-    rooms.requeue(rooms.next_attempt(rooms.recover(str(work))[0]), str(inbox))
+    claim.requeue(claim.next_attempt(claim.recover(str(work))[0]), str(inbox))
     assert not (work / ".attempts" / "again").exists()
     assert not (work / ".attempts").exists(), "work/ is empty again between jobs"
     (work / ".attempts").mkdir()
     (work / ".attempts" / "gone").write_text('{"attempts": 3}')  # a job that left work/ without its count
     assert claimed("again").attempts == 1
-    assert [c.attempts for c in rooms.recover(str(work))] == [1]
+    assert [c.attempts for c in claim.recover(str(work))] == [1]
     assert not (work / ".attempts" / "gone").exists(), "a start-up sweeps counts of jobs no longer in work/"
 
 
@@ -146,19 +146,19 @@ def test_a_job_cannot_make_the_daemon_block_or_write_elsewhere_through_its_contr
     work.mkdir()
     (tmp_path / "failed").mkdir()
     job.mkdir(parents=True)
-    os.mkfifo(job / rooms.JOB_LOG)
+    os.mkfifo(job / claim.JOB_LOG)
     os.mkfifo(job / (CLAIM_FILE + ".tmp"))
     os.symlink(outside, job / "error.txt")
-    c = rooms.claim(JobReady(path=str(job), relpath="evil", name="evil", route=None, trigger="marker",
+    c = claim.claim(JobReady(path=str(job), relpath="evil", name="evil", route=None, trigger="marker",
                              inode=os.stat(job).st_ino), str(work))
-    with rooms.open_job_log(c) as fh:
+    with claim.open_job_log(c) as fh:
         fh.write("a line\n")
-    assert rooms.last_log_lines(c) == ["a line"]
-    os.unlink(Path(c.path) / rooms.JOB_LOG)
-    os.link(outside, Path(c.path) / rooms.JOB_LOG)
-    with rooms.open_job_log(c) as fh:
+    assert claim.last_log_lines(c) == ["a line"]
+    os.unlink(Path(c.path) / claim.JOB_LOG)
+    os.link(outside, Path(c.path) / claim.JOB_LOG)
+    with claim.open_job_log(c) as fh:
         fh.write("another\n")
-    dest = rooms.fail(c, str(tmp_path / "failed"), {"reason": "crashed"}, "why")
+    dest = claim.fail(c, str(tmp_path / "failed"), {"reason": "crashed"}, "why")
     assert (Path(dest) / "error.txt").read_text() == "why\n"
     assert outside.read_text() == "untouched\n"
 

@@ -312,15 +312,15 @@ def test_the_jobs_graph_is_freed_when_the_job_ends(job, tmp_path, monkeypatch, f
     cycles, so run_job collects them as it ends, whether the job committed or failed."""
     import weakref
 
-    import augd.job.runner as runner
-    graphs, real_compile = [], runner.compile_pipeline
+    import augd.job.run as runner
+    graphs, real_compile = [], runner.Compiled
 
     def compile_and_watch(*args, **kwargs):
         compiled = real_compile(*args, **kwargs)
         graphs.append(weakref.ref(compiled.graph))
         return compiled
 
-    monkeypatch.setattr(runner, "compile_pipeline", compile_and_watch)
+    monkeypatch.setattr(runner, "Compiled", compile_and_watch)
     if fails:
         with pytest.raises(RuntimeError, match="injected"):
             run_job(job, spec(), str(tmp_path / "out"), workers=2, on_image=_raise_after(3))

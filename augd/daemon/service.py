@@ -20,7 +20,7 @@ from augd import defaults
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
 from augd.daemon.logs import event, setup_logging
 from augd.daemon.routing import known_pipelines
-from augd.daemon.runner import JobRunner
+from augd.daemon.worker import JobWorker
 from augd.daemon.sdnotify import Notifier
 from augd.daemon.signals import SignalState
 from augd.daemon.testhooks import hold
@@ -50,7 +50,7 @@ class Daemon:
         self.watcher = Watcher(settings.inbox, self.jobs, routes=self._routes,
                                settle_seconds=settings.settle_seconds, rescan_seconds=settings.rescan_seconds,
                                polling=settings.polling)
-        self.runner = JobRunner(settings, self.jobs, self.metrics, self.notifier, waiting=lambda: self.watcher.waiting)
+        self.worker = JobWorker(settings, self.jobs, self.metrics, self.notifier, waiting=lambda: self.watcher.waiting)
         self.metrics.queue_sources(ready=self.jobs.qsize, waiting=lambda: self.watcher.waiting)
         self.http = None
         self.signals = SignalState()
@@ -69,7 +69,7 @@ class Daemon:
         return {"GPU:0": tf.config.experimental.get_memory_info("GPU:0")["current"]}
 
     def health(self) -> tuple[bool, dict]:
-        age = time.monotonic() - self.runner.heartbeat
+        age = time.monotonic() - self.worker.heartbeat
         limit = self.settings.health_stale_seconds
         return age <= limit, {"last_tick_seconds_ago": round(age, 3), "limit_seconds": limit}
 
@@ -79,7 +79,7 @@ class Daemon:
 
     def status(self) -> dict:
         """/status: the JSON the status page renders. Times are Unix seconds with an ISO-8601 UTC twin (`*_iso`)."""
-        cur = self.runner.current
+        cur = self.worker.current
         now = time.time()
         current = None
         if cur is not None:
@@ -94,7 +94,7 @@ class Daemon:
             queued = [j.relpath for j in self.jobs.queue]
         settling = self.watcher.settling
         last = [{**r, "finished_iso": _iso(r["finished"])} if "finished" in r else dict(r)
-                for r in list(self.runner.last_results)]
+                for r in list(self.worker.last_results)]
         return {"version": augd.__version__, "state": "stopping" if self.stopping else
                 ("running" if cur else ("idle" if self.ready else "starting")),
                 "device": self.device.name if self.device else None,
@@ -104,9 +104,9 @@ class Daemon:
                 "queue": {"ready": len(queued), "waiting": len(settling), "jobs": queued},
                 "settling": settling,  # the waiting jobs by name (beside "queue", whose keys scripts may pin)
                 "current": current, "last_jobs": last,
-                "last_preview": {"job": self.runner.last_preview[0], "finished": round(self.runner.last_preview[1], 3),
-                                 "url": f"/preview.png?t={self.runner.last_preview[1]:.3f}"}
-                if self.runner.last_preview else None,
+                "last_preview": {"job": self.worker.last_preview[0], "finished": round(self.worker.last_preview[1], 3),
+                                 "url": f"/preview.png?t={self.worker.last_preview[1]:.3f}"}
+                if self.worker.last_preview else None,
                 "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")}}
 
     # -- start-up --------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ class Daemon:
             try:
                 self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
                                          ready=self.readiness, status=self.status, version=augd.__version__,
-                                         preview=lambda: self.runner.last_preview and self.runner.last_preview[2]
+                                         preview=lambda: self.worker.last_preview and self.worker.last_preview[2]
                                          ).start()
             except OSError as exc:
                 raise AugdError(f"cannot serve metrics on {s.metrics_bind}:{s.metrics_port}: "
@@ -147,10 +147,10 @@ class Daemon:
         from augd.daemon.claim import recover
         recovered = recover(s.work)
         self.watcher.start()
-        self.runner.heartbeat = time.monotonic()
-        self.runner.start(recovered)
+        self.worker.heartbeat = time.monotonic()
+        self.worker.start(recovered)
         self.ready = True
-        self.notifier.notify("READY=1", f"STATUS={self.runner.status_line()}")
+        self.notifier.notify("READY=1", f"STATUS={self.worker.status_line()}")
         event("ready", "augd %s watching %s (out: %s; %d job(s) recovered from work/)", augd.__version__, s.inbox,
               s.out, len(recovered), inbox=s.inbox, out=s.out, recovered=len(recovered))
 
@@ -165,7 +165,7 @@ class Daemon:
                 if self.signals.reloads:
                     self.signals.reloads = 0
                     self.reload()
-                if self.ready and not self.runner.alive():
+                if self.ready and not self.worker.alive():
                     log.error("the job runner stopped unexpectedly; exiting")
                     return 1
             return self.shutdown()
@@ -178,21 +178,21 @@ class Daemon:
         self.notifier.notify("STOPPING=1")
         event("stopping", "stopping (%s): taking no new job; the current one has %gs to finish",
               getattr(self.signals, "last", "signal"), s.grace_seconds, grace_seconds=s.grace_seconds)
-        self.runner.stop_taking()
+        self.worker.stop_taking()
         self.watcher.stop()
         deadline = time.monotonic() + s.grace_seconds
-        while self.runner.alive() and time.monotonic() < deadline and self.signals.stops < 2:
-            self.runner.join(0.2)
-        if self.runner.alive():
+        while self.worker.alive() and time.monotonic() < deadline and self.signals.stops < 2:
+            self.worker.join(0.2)
+        if self.worker.alive():
             why = "second signal" if self.signals.stops >= 2 else "grace period over"
-            if self.runner.current is not None:
+            if self.worker.current is not None:
                 event("aborting", "%s: cancelling job %s; it goes back to the inbox", why,
-                      self.runner.current["name"], job=self.runner.current["name"])
+                      self.worker.current["name"], job=self.worker.current["name"])
             deadline = time.monotonic() + defaults.ABORT_WAIT_SECONDS
-            while self.runner.alive() and time.monotonic() < deadline:
-                self.runner.cancel_current("shutdown")  # again and again: the job may not have started yet
-                self.runner.join(0.2)
-        if self.runner.alive():
+            while self.worker.alive() and time.monotonic() < deadline:
+                self.worker.cancel_current("shutdown")  # again and again: the job may not have started yet
+                self.worker.join(0.2)
+        if self.worker.alive():
             log.warning("the current job did not stop in %gs; exiting with it in work/ (it runs again at the next "
                         "start)", defaults.ABORT_WAIT_SECONDS)
         event("stopped", "stopped")
@@ -223,7 +223,7 @@ class Daemon:
             new = dataclasses.replace(new, config=cfg, **{k: getattr(old, k) for k in
                                                           ("inbox", "work", "done", "failed", "out")})
         self.settings = new
-        self.runner.settings = new
+        self.worker.settings = new
         self.watcher.configure(settle_seconds=new.settle_seconds, rescan_seconds=new.rescan_seconds)
         setup_logging(new.log_format, new.log_level)
         event("reloaded", "SIGHUP: config reloaded from %s", self.config_path, config=self.config_path)

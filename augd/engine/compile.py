@@ -27,7 +27,7 @@ from augd.formats import ImageHeader, read_header
 from augd.ops._tf import tf
 from augd.spec import PipelineSpec
 
-__all__ = ["Compiled", "Result", "compile_pipeline", "graph_builds"]
+__all__ = ["Compiled", "Result", "graph_builds"]
 
 _builds = 0
 _builds_lock = threading.Lock()
@@ -200,6 +200,3 @@ class Compiled:
         self._fn = None
         self.graph = None
 
-
-def compile_pipeline(spec: PipelineSpec, *, gpu_memory_mb: int | None = None) -> Compiled:
-    return Compiled(spec, gpu_memory_mb=gpu_memory_mb)

@@ -1,4 +1,4 @@
-"""The record schema: one tf.train.Example per stored image (see DESIGN.md, "Records").
+"""The record schema: one tf.train.Example per stored image (docs/records.md).
 
 gfile style, as TF-slim's and inception's converters write it, so their readers (and the seed reader, which
 parses only image/encoded, height, width and class/label and calls tf.image.decode_jpeg) work unchanged.
@@ -11,9 +11,9 @@ import hashlib
 
 import tensorflow as tf
 
-__all__ = ["FEATURES", "FORMATS", "INT_KEYS", "make_example", "parse_example"]
+__all__ = ["FEATURES", "PAYLOAD_FORMATS", "INT_KEYS", "make_example", "parse_example"]
 
-FORMATS = ("jpeg", "png", "raw")
+PAYLOAD_FORMATS = ("jpeg", "png", "raw")
 INT_KEYS = ("image/height", "image/width", "image/channels", "image/class/label", "augd/variant")
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS  # one list for both readers
 _BYTES_KEYS = ("image/encoded", "image/raw")
@@ -48,8 +48,8 @@ def make_example(
     pipeline_sha256: str,
 ) -> bytes:
     """Serialized tf.train.Example for one stored image."""
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be one of {FORMATS}; got {fmt!r}")
+    if fmt not in PAYLOAD_FORMATS:
+        raise ValueError(f"fmt must be one of {PAYLOAD_FORMATS}; got {fmt!r}")
     if fmt == "raw" and len(encoded) != height * width * channels:
         raise ValueError(f"raw image of {len(encoded)} bytes is not {height}x{width}x{channels}")
     ex = tf.train.Example()

@@ -1,4 +1,4 @@
-"""The job runner: one thread that takes JobReady values off the queue and runs each job to its outcome.
+"""The job worker: one thread that takes JobReady values off the queue and runs each job to its outcome.
 
 claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ with failure.json + error.txt,
 or back to the inbox when shutdown cancels it. A job found in work/ at start-up ended the last process; after
@@ -18,7 +18,7 @@ import time
 import traceback
 
 from augd import defaults
-from augd.daemon import claim as rooms
+from augd.daemon import claim
 from augd.daemon.logs import TextFormatter, event
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
@@ -29,7 +29,7 @@ from augd.metrics import Metrics
 
 log = logging.getLogger("augd.daemon")
 
-__all__ = ["JobRunner", "Outcome"]
+__all__ = ["JobWorker", "Outcome"]
 
 #: Images of each finished job drawn on the status page's preview sheet (its first ones, with 3 variants each).
 PREVIEW_IMAGES = 3
@@ -42,8 +42,8 @@ class Outcome(str, enum.Enum):
     SKIPPED = "skipped"
 
 
-class JobRunner:
-    """runner = JobRunner(settings, q, metrics, notifier); runner.start(recovered); ... runner.stop_taking()"""
+class JobWorker:
+    """worker = JobWorker(settings, q, metrics, notifier); worker.start(recovered); ... worker.stop_taking()"""
 
     def __init__(self, settings, jobs: "queue.Queue[JobReady]", metrics: Metrics, notifier: Notifier,
                  waiting=lambda: 0):
@@ -67,7 +67,7 @@ class JobRunner:
         self._last_progress_log = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    def start(self, recovered: list) -> "JobRunner":
+    def start(self, recovered: list) -> "JobWorker":
         self._thread = threading.Thread(target=self._loop, args=(list(recovered),), name="augd-runner",
                                         daemon=True)
         self._thread.start()
@@ -148,7 +148,7 @@ class JobRunner:
             self.current = None
             self.metrics.inflight.set(0)
 
-    def _recover(self, c: rooms.Claimed) -> Outcome:
+    def _recover(self, c: claim.Claimed) -> Outcome:
         """A job found in work/ ended the last process: run it again, or dead-letter it after max_attempts."""
         from augd.io import is_complete
         s = self.settings
@@ -156,7 +156,7 @@ class JobRunner:
         if c.attempts >= s.max_attempts and not committed:
             return self._dead_letter(c)
         try:
-            c = rooms.next_attempt(c)
+            c = claim.next_attempt(c)
         except OSError as exc:
             return self._dead_letter(c, f"its attempts cannot be counted ({exc})")
         event("job_recovered", "job %s found in work/: running it again (attempt %d of %d)", c.name, c.attempts,
@@ -167,7 +167,7 @@ class JobRunner:
         s = self.settings
         from augd.io import is_complete
         clash = is_complete(f"{s.out}/{job.name}")
-        c = rooms.claim(job, s.work, output_checked=not clash)
+        c = claim.claim(job, s.work, output_checked=not clash)
         if c is None:
             event("job_skipped", "job %s is gone or was replaced before it was claimed", job.relpath, job=job.name)
             return Outcome.SKIPPED
@@ -180,11 +180,11 @@ class JobRunner:
                               f"old output) and drop it again.")
         return self._run(c)
 
-    def _run(self, c: rooms.Claimed) -> Outcome:
+    def _run(self, c: claim.Claimed) -> Outcome:
         with _job_log(c):
             return self._run_logged(c)
 
-    def _run_logged(self, c: rooms.Claimed) -> Outcome:
+    def _run_logged(self, c: claim.Claimed) -> Outcome:
         s = self.settings
         t0 = time.monotonic()
         from augd.io import is_complete
@@ -297,23 +297,23 @@ class JobRunner:
 
     def _finish(self, c, t0, result, note) -> Outcome:
         s = self.settings
-        dest = rooms.finish(c, s.done, s.on_success)
+        dest = claim.finish(c, s.done, s.on_success)
         extra = {"output": result.out_dir, "images": result.manifest["inputs"]["written"],
                  "records": result.manifest["records"]["written"]} if result else {"note": note}
         self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
         return Outcome.DONE
 
-    def _dead_letter(self, c: rooms.Claimed, why: str | None = None) -> Outcome:
+    def _dead_letter(self, c: claim.Claimed, why: str | None = None) -> Outcome:
         """A job that ended the process max_attempts times (or whose attempts cannot be counted): to failed/,
         with what it was doing last, instead of taking the daemon down again."""
-        lines = rooms.last_log_lines(c)
+        lines = claim.last_log_lines(c)
         last = lines[-1] if lines else None
         why = why or "it was killed or crashed while running it each time"
         return self._fail(
             c, time.monotonic(), FailureReason.CRASHED, None,
             f"the job ended the daemon's process {c.attempts} times (max_attempts={self.settings.max_attempts}): "
             f"{why}, so it is not run again. Last log line: "
-            f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {rooms.JOB_LOG}):\n"
+            f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {claim.JOB_LOG}):\n"
             + "\n".join(lines), last_log_line=last)
 
     def _fail(self, c, t0, reason: FailureReason, pipeline: str | None, message: str, **extra) -> Outcome:
@@ -325,7 +325,7 @@ class JobRunner:
                    "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3),
                    "attempts": c.attempts, **extra}
         text = f"augd could not process job {c.name!r} (reason: {reason}).\n\n{message}\n"
-        dest = rooms.fail(c, s.failed, failure, text)
+        dest = claim.fail(c, s.failed, failure, text)
         event("job_failed", "job %s failed (%s): %s", c.name, reason, failure["message"], level=logging.WARNING,
               job=c.name, reason=reason, moved_to=dest)
         self._record(c, Outcome.FAILED, t0, reason=reason, message=failure["message"], moved_to=dest,
@@ -334,7 +334,7 @@ class JobRunner:
 
     def _requeue(self, c) -> Outcome:
         try:
-            dest = rooms.requeue(c, self.settings.inbox)
+            dest = claim.requeue(c, self.settings.inbox)
         except OSError as exc:
             log.error("cannot move job %s back to the inbox (%s); it stays in work/ and runs at the next start",
                       c.name, exc)
@@ -346,13 +346,13 @@ class JobRunner:
 
 
 @contextlib.contextmanager
-def _job_log(c: rooms.Claimed):
+def _job_log(c: claim.Claimed):
     """While the job runs, the daemon's log lines (but those about other jobs) also go to the job's own log, so
     that a job that takes the process down leaves its last words where its failure report can read them."""
     try:
-        handler = logging.StreamHandler(rooms.open_job_log(c))
+        handler = logging.StreamHandler(claim.open_job_log(c))
     except OSError as exc:  # a read-only job folder still runs
-        log.warning("cannot write %s into %s: %s", rooms.JOB_LOG, c.path, exc)
+        log.warning("cannot write %s into %s: %s", claim.JOB_LOG, c.path, exc)
         yield
         return
     handler.setFormatter(TextFormatter())

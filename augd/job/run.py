@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from augd import defaults
-from augd.engine import Compiled, compile_pipeline, release_memory
+from augd.engine import Compiled, release_memory
 from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
 from augd.io import (SPLIT_FOLDERS, SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
@@ -444,7 +444,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     try:
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
-            compiled = compile_pipeline(spec, gpu_memory_mb=gpu_memory_mb)
+            compiled = Compiled(spec, gpu_memory_mb=gpu_memory_mb)
             check = None if is_url(out.tmp_dir) else SpaceCheck(local_path(out.tmp_dir),
                                                                 [(order, n) for _, order, _, n in groups])
             shards = _Shards()
