@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from augd.engine.chain import fold_colour
+from augd.engine.plan import ColourSlot
 from augd.ops import REGISTRY
 from tests.helpers import compiled, make_image, png, run, spec_for
 
@@ -62,8 +63,8 @@ def test_hue_turns_the_way_tf_image_does(delta):
 
 def test_contrast_uses_the_mean_at_its_own_point_in_the_run():
     """brightness then contrast: contrast pivots on the brightened mean, as op-by-op application would."""
-    ops = [(REGISTRY["random_brightness"](REGISTRY["random_brightness"].Params()), 0, 0),
-           (REGISTRY["random_contrast"](REGISTRY["random_contrast"].Params()), 1, 1)]
+    ops = [ColourSlot(REGISTRY["random_brightness"](REGISTRY["random_brightness"].Params()), slice(0, 1), 0),
+           ColourSlot(REGISTRY["random_contrast"](REGISTRY["random_contrast"].Params()), slice(1, 2), 1)]
     floats, ints = np.array([0.1, 0.5]), np.array([1, 1])
     m = fold_colour(ops, floats, ints, np.array([0.4, 0.5, 0.6]))
     x = np.array([0.2, 0.3, 0.9])
@@ -72,15 +73,15 @@ def test_contrast_uses_the_mean_at_its_own_point_in_the_run():
     assert np.allclose(m[:, :3] @ x + m[:, 3], expected)
 
 
-def _reference_fast(img, floats, ints, ops):
+def _reference_fast(img, floats, ints, slots):
     """The documented fast model, op by op in float64 with the running mean, one clip at the end."""
     x = img.astype(np.float64) / 255.0
     luma = np.array([0.2989, 0.5870, 0.1140]) / 0.9999
     yiq = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
-    for k, (name, _) in enumerate(ops):
-        v, on = floats[k], ints[7 + k]
-        if not on:
+    for slot in slots:
+        if not ints[slot.on]:
             continue
+        name, (v,) = slot.op.name, floats[slot.params]
         if name == "random_saturation":
             x = v * x + (1 - v) * (x @ luma)[..., None]
         elif name == "random_brightness":
@@ -103,10 +104,11 @@ def test_fast_seed_colours_match_the_documented_model():
     img = make_image(60, 80, seed=5)
     spec = spec_for(SEED_COLOUR, colour="fast")
     program = Program(spec.ops)
-    ops = [next(iter(o.items())) for o in SEED_COLOUR]
+    (step,) = program.steps
+    assert [slot.op.name for slot in step.ops] == [next(iter(o)) for o in SEED_COLOUR]
     for i in range(6):
         floats, ints = program.plan(image_seed(1, f"{i}.png", 1), 60, 80)
-        ref = _reference_fast(img, floats, ints, ops)
+        ref = _reference_fast(img, floats, ints, step.ops)
         fast = run(SEED_COLOUR, img, relpath=f"{i}.png", colour="fast").astype(int)
         assert np.abs(fast - ref).max() <= 2, np.abs(fast - ref).max()
         exact = run(SEED_COLOUR, img, relpath=f"{i}.png").astype(int)

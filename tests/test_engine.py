@@ -328,18 +328,19 @@ def test_a_jpeg_header_that_lies_is_not_used_for_the_decode_window(monkeypatch):
 
 
 def test_the_plan_names_its_decode_mode():
-    """ints[0] is 0 (decode the whole image) unless a smaller window or a DCT scale pays; the graph then
-    decodes only ints[1:5] at 1/DECODE_RATIOS[ints[0] - 1]."""
-    from augd.engine.plan import DECODE_RATIOS, Program
+    """ints[DECODE_MODE] is 0 (decode the whole image) unless a smaller window or a DCT scale pays; the graph
+    then decodes only ints[WINDOW] at 1/DECODE_RATIOS[mode - 1]."""
+    from augd.engine.plan import DECODE_MODE, DECODE_RATIOS, SOURCE_SIZE, WINDOW, Program
     whole = Program(spec_for([{"random_rotation": {"degrees": 0}}]).ops)
     _, ints = whole.plan((1, 2), 480, 640, True)
-    assert ints[0] == 0 and list(ints[1:7]) == [0, 0, 480, 640, 480, 640]
+    assert ints[DECODE_MODE] == 0 and list(ints[WINDOW]) == [0, 0, 480, 640] and list(ints[SOURCE_SIZE]) == [480, 640]
     small = Program(spec_for([{"random_crop": {"size": [64, 64], "area": [0.25, 0.3]}}]).ops)
     _, ints = small.plan((1, 2), 480, 640, True)
-    ratio = DECODE_RATIOS[ints[0] - 1]
-    assert ints[0] >= 1 and ints[3] * ints[4] < 0.5 * (480 // ratio) * (640 // ratio)
+    ratio = DECODE_RATIOS[ints[DECODE_MODE] - 1]
+    _, _, wh, ww = ints[WINDOW]
+    assert ints[DECODE_MODE] >= 1 and wh * ww < 0.5 * (480 // ratio) * (640 // ratio)
     _, ints = small.plan((1, 2), 480, 640, False)  # not a JPEG in its stored orientation
-    assert ints[0] == 0
+    assert ints[DECODE_MODE] == 0
 
 
 def test_stage_devices_are_read_back_from_the_graph(monkeypatch):

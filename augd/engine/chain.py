@@ -13,9 +13,8 @@ import numpy as np
 
 from augd.engine.kernels import warp_np, warp_tf
 from augd.engine.plan import FLIP_X, FLIP_XY, FLIP_Y, GENERAL, IDENTITY, Colour, Geo, Program, Seeded
-from augd.ops import Kind
+from augd.ops import Domain
 from augd.ops._tf import tf
-from augd.ops.colour import ColourOp
 
 __all__ = ["apply_program", "fold_colour", "to_float", "to_uint8"]
 
@@ -32,44 +31,40 @@ def to_uint8(image):
     return tf.cast(tf.clip_by_value(tf.round(image * 255.0), 0.0, 255.0), tf.uint8)
 
 
-def _foldable(op) -> bool:
-    return type(op).affine is not ColourOp.affine
-
-
 def fold_colour(ops, floats, ints, mean) -> np.ndarray:
     """The 3x4 matrix (RGB in [0, 1] units) of a run of foldable colour ops that are on for this image.
     `mean`: the run's input image mean per channel; contrast needs the mean at its own point."""
     a, b = np.eye(3), np.zeros(3)
     mean = np.asarray(mean, np.float64)
-    for op, f, i in ops:
-        if ints[i]:
-            A, B = op.affine(floats[f:f + op.n_params], (a @ mean + b) if op.needs_mean else None)
+    for op, params, on in ops:
+        if ints[on]:
+            A, B = op.affine(floats[params], (a @ mean + b) if op.needs_mean else None)
             a, b = A @ a, A @ b + B
     return np.hstack([a, b[:, None]])
 
 
 def _fast_groups(ops):
-    """Split a colour step's ops into runs: (True, foldable ops) or (False, [one op])."""
+    """Split a colour step's ColourSlots into runs: (True, foldable ops) or (False, [one op])."""
     groups: list = []
-    for item in ops:
-        if _foldable(item[0]) and groups and groups[-1][0]:
-            groups[-1][1].append(item)
+    for slot in ops:
+        if slot.op.foldable() and groups and groups[-1][0]:
+            groups[-1][1].append(slot)
         else:
-            groups.append((_foldable(item[0]), [item]))
+            groups.append((slot.op.foldable(), [slot]))
     return groups
 
 
 # ---- CPU hosts: NumPy / OpenCV inside one numpy_function per run of steps ----
 
 def _geo_np(step: Geo, img, floats, ints):
-    code = ints[step.i]
+    code = ints[step.code]
     if code == IDENTITY:
         return img
     if code != GENERAL:
         import cv2
         return cv2.flip(img, _CV_FLIP[code])
-    m = np.array(floats[step.f:step.f + 9]).reshape(3, 3)
-    return warp_np(img, m, round(floats[step.f + 9]), round(floats[step.f + 10]), step.fill, step.interp)
+    m = np.array(floats[step.matrix]).reshape(3, 3)
+    return warp_np(img, m, round(floats[step.out_h]), round(floats[step.out_w]), step.fill, step.interp)
 
 
 def _colour_np(groups, img, floats, ints):
@@ -77,7 +72,7 @@ def _colour_np(groups, img, floats, ints):
     import cv2
     x = None  # float32 image in [0, 1] while exact ops run
     for foldable, ops in groups:
-        if not any(ints[i] for _, _, i in ops):
+        if not any(ints[on] for _, _, on in ops):
             continue
         if foldable:
             if x is not None:
@@ -89,9 +84,9 @@ def _colour_np(groups, img, floats, ints):
         if x is None:
             x = img.astype(np.float32)
             x *= np.float32(1.0 / 255.0)
-        for op, f, i in ops:
-            if ints[i]:
-                x = op.apply_np(x, floats[f:f + op.n_params])
+        for op, params, on in ops:
+            if ints[on]:
+                x = op.apply_np(x, floats[params])
     return img if x is None else cv2.convertScaleAbs(x, alpha=255.0)  # rounds and saturates
 
 
@@ -107,10 +102,10 @@ def _run_np(steps, img, floats, ints):
 # ---- GPU hosts (and AUGD_KERNELS=tf): TF ops ----
 
 def _geo_tf(step: Geo, image, floats, ints):
-    m = tf.cast(tf.reshape(floats[step.f:step.f + 9], [3, 3]), tf.float32)
-    size = tf.cast(tf.round(floats[step.f + 9:step.f + 11]), tf.int32)
+    m = tf.cast(tf.reshape(floats[step.matrix], [3, 3]), tf.float32)
+    size = tf.cast(tf.round(floats[step.size]), tf.int32)
     image = to_uint8(image)
-    out = tf.switch_case(tf.cast(ints[step.i], tf.int32), [
+    out = tf.switch_case(tf.cast(ints[step.code], tf.int32), [
         lambda: image,
         lambda: tf.reverse(image, [1]),
         lambda: tf.reverse(image, [0]),
@@ -131,23 +126,23 @@ def _colour_tf(step: Colour, fast: bool, image, floats, ints):
             m = tf.cast(tf.reshape(m, [3, 4]), tf.float32)
             x = tf.clip_by_value(tf.einsum("hwc,dc->hwd", x, m[:, :3]) + m[:, 3], 0.0, 1.0)
             continue
-        for op, f, i in ops:
-            params = tf.cast(floats[f:f + op.n_params], tf.float32)
-            x = tf.cond(ints[i] > 0, lambda op=op, x=x, params=params: op.apply_tf(x, params), lambda x=x: x)
+        for op, at, on in ops:
+            params = tf.cast(floats[at], tf.float32)
+            x = tf.cond(ints[on] > 0, lambda op=op, x=x, params=params: op.apply_tf(x, params), lambda x=x: x)
             x.set_shape([None, None, 3])
     return x
 
 
 def _seeded_tf(step: Seeded, image, floats, ints):
-    x = to_float(image) if step.node.kind is Kind.COLOUR else to_uint8(image)
-    seed = ints[step.i + 1:step.i + 3]
-    out = tf.cond(ints[step.i] > 0, lambda: step.op.apply(x, seed), lambda: x)
+    x = to_float(image) if step.op.domain is Domain.FLOAT else to_uint8(image)
+    seed = ints[step.seed]
+    out = tf.cond(ints[step.on] > 0, lambda: step.op.apply(x, seed), lambda: x)
     out.set_shape([None, None, 3])
     return out
 
 
 def _np_capable(step) -> bool:
-    return isinstance(step, Geo) or (isinstance(step, Colour) and all(op.apply_np for op, _, _ in step.ops))
+    return isinstance(step, Geo) or (isinstance(step, Colour) and all(slot.op.apply_np for slot in step.ops))
 
 
 def apply_program(program: Program, image, floats, ints, kernel: str, colour: str = "exact"):

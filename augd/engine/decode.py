@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from augd.engine.plan import DECODE_RATIOS, Program
+from augd.engine.plan import DECODE_MODE, DECODE_RATIOS, SOURCE_SIZE, WINDOW, Program
 from augd.ops._tf import tf
 
 __all__ = ["crop_decode_enabled", "decode_full", "decode_planned", "orient"]
@@ -29,8 +29,7 @@ _ORIENT = ((0, 0, 0), (0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 1, 0), (1, 0, 0), (1,
 def orient(image, orientation):
     """Apply EXIF orientation (1-8) exactly, with no resampling: a transpose for 5-8, then the flips.
     Looked up rather than branched eight ways (a few ops trace in a fraction of the time), and only for
-    images that need it: orientation 1 passes through untouched (measured: an identity transpose and a
-    reverse over no axes in its path cost the seed chain ~12 %)."""
+    images that need it: orientation 1 passes through untouched (even an identity transpose costs time)."""
     o = tf.clip_by_value(tf.cast(orientation, tf.int32), 0, 9)
 
     def turn():
@@ -67,7 +66,7 @@ def decode_planned(data, seed, orientation, program: Program, floats, ints, augm
     def full():
         img = decode_full(data, orientation)
         shape = tf.cast(tf.shape(img)[:2], tf.int64)
-        stale = augment & (tf.reduce_any(tf.not_equal(shape, ints[5:7])) | (ints[0] > 0))
+        stale = augment & (tf.reduce_any(tf.not_equal(shape, ints[SOURCE_SIZE])) | (ints[DECODE_MODE] > 0))
         f, i = tf.cond(stale, lambda: replan(shape[0], shape[1]), lambda: (floats, ints))
         return img, f, i
 
@@ -75,16 +74,16 @@ def decode_planned(data, seed, orientation, program: Program, floats, ints, augm
         return full()
 
     def window(ratio):
-        img = tf.io.decode_and_crop_jpeg(data, tf.cast(ints[1:5], tf.int32), channels=3, ratio=ratio)
+        img = tf.io.decode_and_crop_jpeg(data, tf.cast(ints[WINDOW], tf.int32), channels=3, ratio=ratio)
         img.set_shape([None, None, 3])
         return img, floats, ints
 
     def as_planned():  # libjpeg's own reading of the size agrees with the header the plan used
-        return tf.reduce_all(tf.equal(tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64), ints[5:7]))
+        return tf.reduce_all(tf.equal(tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64), ints[SOURCE_SIZE]))
 
     is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-    use = tf.cond((ints[0] > 0) & is_jpeg, as_planned, lambda: False)
-    img, floats, ints = tf.switch_case(tf.cast(tf.where(use, ints[0], 0), tf.int32),
+    use = tf.cond((ints[DECODE_MODE] > 0) & is_jpeg, as_planned, lambda: False)
+    img, floats, ints = tf.switch_case(tf.cast(tf.where(use, ints[DECODE_MODE], 0), tf.int32),
                                        [full] + [(lambda r=r: window(r)) for r in DECODE_RATIOS])
     img.set_shape([None, None, 3])
     return img, floats, ints

@@ -33,8 +33,8 @@ def tune_malloc() -> bool:
     """Keep freed image-sized buffers in the heap instead of returning them to the kernel.
 
     Per image the engine allocates a few buffers of several MB (decoded pixels, float planes). glibc
-    serves those with mmap and unmaps them on free, so every image pays ~1,600 page faults per buffer:
-    measured here, half the time of an OpenCV colour op. Raising the mmap threshold to its maximum (32 MB)
+    serves those with mmap and unmaps them on free, so every image pays a page fault per page of each
+    buffer. Raising the mmap threshold to its maximum (32 MB)
     and the trim threshold lets the same pages be reused. A user's own MALLOC_* settings win; AUGD_MALLOC=0
     turns this off. Returns whether it was applied."""
     if os.environ.get("AUGD_MALLOC", "1") == "0" or any(k.startswith("MALLOC_") for k in os.environ):
@@ -59,10 +59,9 @@ def release_memory() -> None:
     """Between jobs: free the last job's graph and hand the freed heap back to the kernel.
 
     A job's traced graph lives in reference cycles, which only a full collection frees; glibc then keeps
-    the freed pages (the thresholds above), so a long-lived process drifted up to a plateau ~70 MB above
-    its 10th job and swung ±20 MB around it (measured over 250 jobs). Collecting and trimming after every
-    job holds it flat (100 jobs: +7 MB). With TensorFlow's objects frozen out of the collector
-    (setup_device), this costs ~6 ms per job instead of ~120 ms."""
+    the freed pages (the thresholds above), so a long-lived process would drift upwards. Collecting and
+    trimming after every job holds it flat; with TensorFlow's objects frozen out of the collector
+    (setup_device) that is cheap."""
     gc.collect()
     libc = _glibc()
     if libc is not None:
@@ -71,7 +70,7 @@ def release_memory() -> None:
 
 def _single_threaded_opencv() -> None:
     """The engine runs one image per worker thread; OpenCV's own thread pool on top of that only adds
-    hand-offs and oversubscription (measured: ~5 % slower on 2 cores). AUGD_OPENCV_THREADS overrides."""
+    hand-offs and oversubscription. AUGD_OPENCV_THREADS overrides."""
     import cv2
     raw = os.environ.get("AUGD_OPENCV_THREADS", "1").strip()
     if not raw.isdigit():
@@ -124,7 +123,7 @@ def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:
 def _skip_grappler(tf) -> None:
     """On CPU hosts, instantiate job graphs without Grappler's rewrite passes. The job graph is a few
     codec, OpenCV and control-flow ops that Grappler cannot improve, and optimizing it is half of the
-    first call's cost (measured: 0.10 -> 0.05 s per job). GPU hosts keep it (layout and fusion passes).
+    first call's cost. GPU hosts keep it (layout and fusion passes).
     AUGD_GRAPPLER=1 keeps it everywhere."""
     if os.environ.get("AUGD_GRAPPLER", "0").strip() not in ("1", "true", "yes"):
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})

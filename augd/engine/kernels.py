@@ -1,9 +1,9 @@
 """Per-device resampling kernels behind one interface.
 
 The GPU path stays in TensorFlow (ImageProjectiveTransformV3). On CPU hosts the warp runs in OpenCV,
-inside the engine's NumPy segment (augd.engine.chain): measured here, 3.6 ms per 0.5 MP image against
-~15 ms for TF's float kernel, and OpenCV releases the GIL while it works. Both take the same matrix
-(output pixel -> input pixel, centres at integers) and agree to within rounding (tested).
+inside the engine's NumPy segment (augd.engine.chain): several times faster than TF's float kernel, and
+OpenCV releases the GIL while it works (bench/README.md). Both take the same matrix (output pixel ->
+input pixel, centres at integers) and agree to within rounding (tested).
 """
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ def shrink_matrix_tf(k):
     return tf.reshape(tf.stack([1 / k, 0.0, 0.5 / k - 0.5, 0.0, 1 / k, 0.5 / k - 0.5, 0.0, 0.0, 1.0]), [3, 3])
 
 
-def warp_tf(image, m, oh_i, ow_i, fill, interp):
-    """TensorFlow kernel: uint8 in, uint8 out. Resamples in float (the kernel truncates uint8)."""
+def warp_tf(image, m, oh_i, ow_i, fill, interp: str):
+    """TensorFlow kernel: uint8 in, uint8 out. Resamples in float (the kernel truncates uint8).
+    fill: augd.ops.base.Fill; interp: "bilinear" | "nearest"."""
     scale = tf.minimum(tf.norm(m[:2, 0]), tf.norm(m[:2, 1]))
     k = tf.cast(tf.floor(scale), tf.int32)
     src = tf.cast(image, tf.float32)
@@ -56,7 +57,7 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp):
     mode = "CONSTANT" if isinstance(fill, int) else _FILL_MODES[fill]
     out = tf.raw_ops.ImageProjectiveTransformV3(
         images=src[tf.newaxis], transforms=flat, output_shape=tf.stack([oh_i, ow_i]),
-        fill_value=_fill_value(fill), interpolation=interp, fill_mode=mode)[0]
+        fill_value=_fill_value(fill), interpolation=interp.upper(), fill_mode=mode)[0]
     return tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
 
 
@@ -76,7 +77,7 @@ def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: st
             image = cv2.copyMakeBorder(image, 0, ph, 0, pw, cv2.BORDER_REPLICATE)
         image = cv2.resize(image, ((w + pw) // k, (h + ph) // k), interpolation=cv2.INTER_AREA)
         m = box_shrink_matrix(k) @ m
-    nearest = interp == "NEAREST"
+    nearest = interp == "nearest"
     flags = (cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR) | cv2.WARP_INVERSE_MAP
     # OpenCV's bilinear remap has a SIMD path for 4 channels and none for 3. Padding the input to RGBA
     # costs ~0.5 ns per input pixel and saves ~5 ns per output pixel (measured: a 224 x 224 warp from a

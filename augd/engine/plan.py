@@ -2,17 +2,15 @@
 
 `Program(nodes)` flattens the chain once per job into static steps, the shape the graph is built from:
 
-  Geo      consecutive geometric ops with one border rule -> one matrix, ONE warp
-  Colour   consecutive colour ops with a NumPy draw       -> one pass (one OpenCV call on CPU hosts)
-  Seeded   any other op (pixel ops, per-pixel noise)      -> graph code fed a stateless seed
+  Geo      consecutive GeometryOps with one border rule -> one matrix, ONE warp
+  Colour   consecutive ColourOps                         -> one pass (one OpenCV call on CPU hosts)
+  Seeded   a SeededOp (pixel ops, per-pixel noise)       -> graph code fed a stateless seed
 
 Composites are flattened too: each leaf is gated by its composite's choice, so a one_of of two flips
 stays inside its neighbours' warp. `Program.plan(seed, h, w, crop)` returns the per-image values of
-every step as two flat arrays (floats, ints) at offsets fixed at compile time. The engine plans each
-image from its header before calling the graph and feeds the plan in as two tensors (the graph re-plans
-through a tf.numpy_function only when the decoded size disagrees with the header). Drawing here
-instead of in graph ops replaced ~1,000 tiny graph ops per image (stateless splits, 3x3 products,
-flip checks) by ~60 us of Python.
+every step as two flat arrays (floats, ints), laid out at compile time; the steps and the constants
+below name every slot. Drawing here instead of in graph ops keeps the graph small and the draws a pure
+function of the seed.
 
 When the chain starts with geometry and the source is a JPEG in its stored orientation, the plan also
 picks the decode window and DCT scale (see augd.engine.decode): the leading warp then reads only the
@@ -22,57 +20,90 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from augd.engine.kernels import box_shrink_matrix
-from augd.ops import REGISTRY, Kind
-from augd.ops.colour import ColourOp
+from augd.ops import REGISTRY, ColourOp, CompositeOp, GeometryOp, Op, SeededOp
+from augd.ops.base import Fill, Interpolation
 from augd.ops.sampling import coin, generator, tf_seed
 from augd.spec import OpNode
 
-__all__ = ["Colour", "Decision", "Geo", "Program", "Seeded", "DECODE_RATIOS", "IDENTITY", "FLIP_X", "FLIP_Y",
-           "FLIP_XY", "GENERAL"]
+__all__ = ["Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE", "DECODE_RATIOS",
+           "SOURCE_SIZE", "WINDOW", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY", "GENERAL"]
 
 #: DCT scale denominators libjpeg decodes at.
 DECODE_RATIOS = (1, 2, 4, 8)
 #: Geo step codes: what the warp amounts to for this image (identity and flips are exact, no resampling).
 IDENTITY, FLIP_X, FLIP_Y, FLIP_XY, GENERAL = range(5)
-#: ints[0:5]: decode mode (0: the whole image; k > 0: only the window that follows, at DCT scale
-#: 1/DECODE_RATIOS[k - 1]), window y, x, height, width (in DCT-scaled pixels); ints[5:7]: the source height
-#: and width the plan was made for (the graph re-plans if the decoded image differs).
-_DECODE_INTS = 7
+
+# ---- the plan's layout: the only place that knows where a value lives ----
+#: ints[DECODE_MODE]: 0 decodes the whole image; k > 0 only the WINDOW, at DCT scale 1/DECODE_RATIOS[k - 1].
+DECODE_MODE = 0
+#: ints[WINDOW]: the decode window's y, x, height, width, in DCT-scaled pixels.
+WINDOW = slice(1, 5)
+#: ints[SOURCE_SIZE]: the source height and width the plan was made for (the graph re-plans if the decoded
+#: image differs).
+SOURCE_SIZE = slice(5, 7)
+_HEADER_INTS = 7
 
 
-@dataclass
+@dataclass(frozen=True)
 class Geo:
-    fill: object          # 0-255 or "reflect" | "nearest" | "wrap"
-    interp: str           # "BILINEAR" | "NEAREST"
-    f: int = 0            # floats[f:f+9] matrix (output -> input), floats[f+9:f+11] output h, w
-    i: int = 0            # ints[i]: IDENTITY .. GENERAL
+    """Consecutive GeometryOps with one border rule: one matrix, one warp."""
+    fill: Fill            # the ops' GeometryOp.fill
+    interp: Interpolation  # their GeometryOp.interpolation
+    matrix: slice         # floats: the 3x3 matrix (output -> input pixels), row-major
+    out_h: int            # floats: the output height
+    out_w: int            # floats: the output width (at out_h + 1)
+    code: int             # ints: IDENTITY .. GENERAL
+
+    @classmethod
+    def at(cls, f: int, i: int, fill: Fill, interp: Interpolation) -> tuple[Geo, int, int]:
+        """The step whose floats start at f and ints at i, and the floats and ints it takes."""
+        return cls(fill, interp, slice(f, f + 9), f + 9, f + 10, i), 11, 1
+
+    @property
+    def size(self) -> slice:
+        """floats: (out_h, out_w), for graph code that reads both at once."""
+        return slice(self.out_h, self.out_w + 1)
+
+
+class ColourSlot(NamedTuple):
+    """One op of a Colour step (a tuple: the per-image loops unpack it)."""
+    op: ColourOp
+    params: slice         # floats: what op.draw() returned
+    on: int               # ints: whether the op applies to this image
 
 
 @dataclass
 class Colour:
-    ops: list = field(default_factory=list)    # [(op, floats offset, ints offset of its on-flag)]
+    """Consecutive ColourOps: one pass over the image."""
+    ops: list[ColourSlot] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Seeded:
-    node: OpNode
-    op: object
-    i: int = 0            # ints[i] on-flag, ints[i+1:i+3] stateless seed
+    """One SeededOp: graph code fed its on-flag and a stateless seed."""
+    op: SeededOp
+    on: int               # ints: whether the op applies to this image
+    seed: slice           # ints: its stateless seed (two words)
+
+    @classmethod
+    def at(cls, i: int, op: SeededOp) -> tuple[Seeded, int]:
+        """The step whose ints start at i, and the ints it takes."""
+        return cls(op, i, slice(i + 1, i + 3)), 3
 
 
 @dataclass
 class _Leaf:
     p: float
-    step: int
-    op: object = None
-    slot: tuple = ()                            # (floats offset, ints offset) for colour ops
+    node: OpNode
+    op: Op
+    step: int = -1                              # index of its step in Program.steps (composites: none)
+    slot: ColourSlot | Seeded | None = None     # where a colour or seeded op's values go
     children: list = field(default_factory=list)
-    node: OpNode | None = None
-    cum_weights: np.ndarray | None = None       # one_of: cumulative choice probabilities
 
 
 @dataclass(frozen=True)
@@ -91,57 +122,47 @@ class Decision:
     chosen: tuple = ()                 # composites: the names of the children chosen, in order
 
 
-def _fill(node: OpNode):
-    return getattr(node.params, "fill", 0)
-
-
-def _interp(node: OpNode) -> str:
-    return "NEAREST" if getattr(node.params, "method", "bilinear") == "nearest" else "BILINEAR"
-
-
 class Program:
     """A chain flattened into steps, and the per-image planner that fills in their values."""
 
     def __init__(self, nodes):
-        self.steps: list = []
-        self.n_floats, self.n_ints = 0, _DECODE_INTS
+        self.steps: list[Geo | Colour | Seeded] = []
+        self.n_floats, self.n_ints = 0, _HEADER_INTS
         self.tree = [leaf for n in nodes if (leaf := self._add(n)) is not None]
         self.leads_with_geometry = bool(self.steps) and isinstance(self.steps[0], Geo)
 
-    def _alloc(self, nf: int, ni: int) -> tuple[int, int]:
-        f, i = self.n_floats, self.n_ints
-        self.n_floats, self.n_ints = f + nf, i + ni
-        return f, i
 
     def _add(self, node: OpNode) -> _Leaf | None:
+        """The one dispatch on an op's contract: where its per-image values live and which step runs it."""
         if node.params.p <= 0.0:
             return None  # p=0 is the identity: nothing is planned or traced
         last = self.steps[-1] if self.steps else None
-        if node.children:
-            leaf = _Leaf(p=node.params.p, step=-1, node=node)
+        op = REGISTRY[node.name](node.params)
+        leaf = _Leaf(p=node.params.p, node=node, op=op)
+        if isinstance(op, CompositeOp):
             leaf.children = [self._add(c) for c in node.children]
-            if node.name == "one_of":
-                w = np.asarray(node.params.weights or (1.0,) * len(node.children), np.float64)
-                cum = np.cumsum(w)
-                leaf.cum_weights = cum / cum[-1]
             return leaf
-        cls = REGISTRY[node.name]
-        op = cls(node.params)
-        if cls.kind is Kind.GEOMETRY:
-            rule = (repr(_fill(node)), _interp(node))
-            if not (isinstance(last, Geo) and (repr(last.fill), last.interp) == rule):
-                f, i = self._alloc(11, 1)
-                self.steps.append(Geo(_fill(node), _interp(node), f, i))
-            return _Leaf(p=node.params.p, step=len(self.steps) - 1, op=op, node=node)
-        if isinstance(op, ColourOp):
+        if isinstance(op, GeometryOp):
+            if not (isinstance(last, Geo) and (repr(last.fill), last.interp) == (repr(op.fill), op.interpolation)):
+                step, nf, ni = Geo.at(self.n_floats, self.n_ints, op.fill, op.interpolation)
+                self.steps.append(step)
+                self.n_floats += nf
+                self.n_ints += ni
+        elif isinstance(op, ColourOp):
             if not isinstance(last, Colour):
                 self.steps.append(Colour())
-            f, i = self._alloc(op.n_params, 1)
-            self.steps[-1].ops.append((op, f, i))
-            return _Leaf(p=node.params.p, step=len(self.steps) - 1, op=op, slot=(f, i), node=node)
-        _, i = self._alloc(0, 3)
-        self.steps.append(Seeded(node, op, i))
-        return _Leaf(p=node.params.p, step=len(self.steps) - 1, op=op, slot=(0, i), node=node)
+            leaf.slot = ColourSlot(op, slice(self.n_floats, self.n_floats + op.n_params), self.n_ints)
+            self.steps[-1].ops.append(leaf.slot)
+            self.n_floats += op.n_params
+            self.n_ints += 1
+        elif isinstance(op, SeededOp):
+            leaf.slot, ni = Seeded.at(self.n_ints, op)
+            self.steps.append(leaf.slot)
+            self.n_ints += ni
+        else:
+            raise TypeError(f"op {node.name!r} has no contract the engine knows: {type(op).__mro__}")
+        leaf.step = len(self.steps) - 1
+        return leaf
 
     # ---- per image ----
 
@@ -154,14 +175,15 @@ class Program:
         geo: dict[int, list] = {}                 # step -> [matrix, in_h, in_w, out_h, out_w]
         size = [float(h), float(w)]
         self._walk(self.tree, True, rng, floats, ints, geo, size)
-        ints[1:7] = (0, 0, h, w, h, w)            # whole image, full scale
+        ints[WINDOW] = (0, 0, h, w)               # whole image (DECODE_MODE 0), full scale
+        ints[SOURCE_SIZE] = (h, w)
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:
                 m, ih, iw = self._window(m, ih, iw, oh, ow, step.fill, ints)
-            floats[step.f:step.f + 9] = m.ravel()
-            floats[step.f + 9:step.f + 11] = (oh, ow)
-            ints[step.i] = _classify(m, ih, iw, oh, ow)
+            floats[step.matrix] = m.ravel()
+            floats[step.size] = oh, ow
+            ints[step.code] = _classify(m, ih, iw, oh, ow)
         return floats, ints
 
     def _walk(self, leaves, active, rng, floats, ints, geo, size) -> None:
@@ -170,7 +192,7 @@ class Program:
                 continue
             on = coin(rng, leaf.p) and active   # every draw happens whether or not the op applies
             if leaf.children:
-                for child, chosen in zip(leaf.children, self._choose(leaf, rng)):
+                for child, chosen in zip(leaf.children, leaf.op.choose(rng, len(leaf.children))):
                     self._walk((child,), on and chosen, rng, floats, ints, geo, size)
                 continue
             step = self.steps[leaf.step]
@@ -181,24 +203,12 @@ class Program:
                     g[0] = g[0] @ m
                     size[0], size[1] = g[3], g[4] = float(oh), float(ow)
             elif isinstance(step, Colour):
-                f, i = leaf.slot
-                floats[f:f + leaf.op.n_params] = leaf.op.draw(rng)
-                ints[i] = on
+                slot = leaf.slot
+                floats[slot.params] = leaf.op.draw(rng)
+                ints[slot.on] = on
             else:
-                i = leaf.slot[1]
-                ints[i:i + 3] = (on, *tf_seed(rng))
-
-    @staticmethod
-    def _choose(leaf: _Leaf, rng) -> list[bool]:
-        n = len(leaf.children)
-        name = leaf.node.name
-        if name == "one_of":
-            idx = int(np.searchsorted(leaf.cum_weights, rng.random(), side="right"))
-            return [k == min(idx, n - 1) for k in range(n)]
-        if name == "some_of":
-            picked = set(sorted(range(n), key=rng.random(n).__getitem__)[:leaf.node.params.n])
-            return [k in picked for k in range(n)]
-        return [True] * n  # sequence
+                ints[step.on] = on
+                ints[step.seed] = tf_seed(rng)
 
     # ---- description (read-only) ----
 
@@ -212,7 +222,7 @@ class Program:
         geo = {k: np.eye(3) for k, s in enumerate(self.steps) if isinstance(s, Geo)}
         self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)], out)
         for k, m in geo.items():
-            planned = floats[self.steps[k].f:self.steps[k].f + 9].reshape(3, 3)
+            planned = floats[self.steps[k].matrix].reshape(3, 3)
             if not np.allclose(m, planned, rtol=0.0, atol=1e-9):
                 raise RuntimeError(f"Program.explain disagrees with Program.plan on step {k}'s matrix")
         return out
@@ -225,7 +235,7 @@ class Program:
             on = coin(rng, leaf.p) and active
             name, params = leaf.node.name, leaf.node.params
             if leaf.children:
-                picks = self._choose(leaf, rng)
+                picks = leaf.op.choose(rng, len(leaf.children))
                 chosen = tuple(c.name for c, k in zip(leaf.node.children, picks) if k)
                 out.append(Decision(name, params, depth, active, on, chosen=chosen))
                 for child, pick in zip(leaf.children, picks):
@@ -241,22 +251,22 @@ class Program:
                 out.append(Decision(name, params, depth, active, on, matrix=m, in_size=(ih, iw),
                                     out_size=(float(oh), float(ow))))
                 continue
-            f, i = leaf.slot
-            if isinstance(step, Colour):
+            slot = leaf.slot
+            if isinstance(slot, ColourSlot):
                 drawn = tuple(float(v) for v in leaf.op.draw(rng))
-                values = tuple(float(v) for v in floats[f:f + leaf.op.n_params])
+                values = tuple(float(v) for v in floats[slot.params])
             else:
                 drawn = tuple(tf_seed(rng))   # the stateless seed of a graph-side draw
-                values = tuple(int(v) for v in ints[i + 1:i + 3])
-            if drawn != values or bool(ints[i]) != on:
+                values = tuple(int(v) for v in ints[slot.seed])
+            if drawn != values or bool(ints[slot.on]) != on:
                 raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
             out.append(Decision(name, params, depth, active, on, values=values if isinstance(step, Colour) else ()))
 
     @staticmethod
     def _window(m, h, w, oh, ow, fill, ints):
         """Decode only the source window the leading warp reads, at the coarsest DCT scale that keeps at
-        least one decoded pixel per output pixel. Writes ints[0:5]; returns the matrix in the decoded
-        window's coordinates and the window's size."""
+        least one decoded pixel per output pixel. Writes ints[DECODE_MODE] and ints[WINDOW]; returns the
+        matrix in the decoded window's coordinates and the window's size."""
         scale = min(math.hypot(m[0, 0], m[1, 0]), math.hypot(m[0, 1], m[1, 1]))
         ridx = sum(1 for r in DECODE_RATIOS[1:] if r <= scale)
         r = DECODE_RATIOS[ridx]
@@ -275,7 +285,8 @@ class Program:
         u1 = min(max(math.ceil((x1 + 0.5) / r - 0.5) + pad + 1.0, u0 + 1.0), sw)
         v1 = min(max(math.ceil((y1 + 0.5) / r - 0.5) + pad + 1.0, v0 + 1.0), sh)
         whole = ridx == 0 and (v0, u0, v1, u1) == (0.0, 0.0, sh, sw)
-        ints[0:5] = (0 if whole else ridx + 1, v0, u0, v1 - v0, u1 - u0)
+        ints[DECODE_MODE] = 0 if whole else ridx + 1
+        ints[WINDOW] = (v0, u0, v1 - v0, u1 - u0)
         # A DCT-scaled decode samples like a box shrink by r.
         return box_shrink_matrix(r, u0, v0) @ m, v1 - v0, u1 - u0
 

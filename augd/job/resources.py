@@ -17,6 +17,7 @@ import threading
 
 from augd import defaults
 from augd.errors import FailureReason, JobFailed
+from augd.ops import REGISTRY
 
 __all__ = ["MemoryGuard", "SpaceCheck", "check_memory", "check_space", "default_job_memory_bytes",
            "host_memory_bytes", "image_memory", "job_memory_bytes", "largest_output", "over_budget", "rss_bytes"]
@@ -158,13 +159,13 @@ def check_space(folder: str, estimate: int) -> None:
 
 
 def largest_output(nodes) -> int:
-    """Pixels of the largest fixed `size` any op of the chain resizes or crops to (0: none). No op makes an
-    image larger than its input otherwise, so an image's output has at most max(its pixels, this)."""
+    """Pixels of the largest fixed size any op of the chain resizes or crops to (Op.size_limit; 0: none). No
+    op makes an image larger than its input otherwise, so an image's output has at most max(its pixels, this)."""
     out, stack = 0, list(nodes)
     while stack:
         node = stack.pop()
         stack.extend(node.children)
-        size = getattr(node.params, "size", None)
+        size = REGISTRY[node.name](node.params).size_limit
         if size:
             out = max(out, size[0] * size[1])
     return out

@@ -1,8 +1,10 @@
 """The op library. Importing it registers every op; TensorFlow loads only when a graph is traced."""
-from augd.ops.base import REGISTRY, Kind, Op, OpParams, get_op, register_op
+from augd.ops.base import (REGISTRY, ColourOp, CompositeOp, Domain, GeometryOp, Kind, Op, OpParams, SeededOp,
+                           register_op)
 from augd.ops import colour, compose, geometry, pixel  # noqa: F401  (registration side effects)
 
-__all__ = ["REGISTRY", "Kind", "Op", "OpParams", "get_op", "register_op", "describe_ops"]
+__all__ = ["REGISTRY", "ColourOp", "CompositeOp", "Domain", "GeometryOp", "Kind", "Op", "OpParams", "SeededOp",
+           "describe_ops", "register_op"]
 
 
 def describe_ops() -> list[dict]:

@@ -1,27 +1,35 @@
-"""Op registry and the declarative parameter models every op is built from.
+"""Op registry, the declarative parameter models ops are built from, and the one contract of each kind.
 
 An op is a small class: a frozen pydantic `Params` model (the model *is* the YAML form and the
-serialized form) plus either `sample()` (geometry: returns a 3x3 matrix, fused by the engine into
-one warp), `draw()` + kernels (colour ops) or `apply()` (pixel ops: image -> image). Nothing here
-imports TensorFlow.
+serialized form) on one of four bases, each a contract the engine relies on:
+
+  GeometryOp   sample() -> 3x3 matrix + output size; owns its fill and interpolation (fused into one warp)
+  ColourOp     draw() -> parameters, applied by apply_tf / apply_np (and affine for `colour: fast`)
+  SeededOp     apply(image, seed) in the graph, on its declared domain (per-pixel noise, pixel ops)
+  CompositeOp  choose() -> which of its children apply to this image
+
+Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 __all__ = [
-    "Kind", "Op", "OpParams", "REGISTRY", "register_op", "get_op", "range_of", "Probability", "Size",
+    "ColourOp", "CompositeOp", "Domain", "Fill", "GeometryOp", "Interpolation", "Kind", "Op", "OpParams",
+    "Probability", "REGISTRY", "SeededOp", "Size", "range_of", "register_op",
 ]
 
 
 class Kind(str, enum.Enum):
-    GEOMETRY = "geometry"    # sample() -> (matrix out->in, out_h, out_w); fused into one warp
-    COLOUR = "colour"        # apply() on float32 in [0, 1]
-    PIXEL = "pixel"          # apply() on uint8
-    COMPOSITE = "composite"  # holds child ops; compiled by the engine
+    """What an op does, for people (`augd ops` groups by it); its base class is its contract."""
+    GEOMETRY = "geometry"    # GeometryOp: moves pixels
+    COLOUR = "colour"        # ColourOp, or a SeededOp on float [0, 1] (noise, blur): changes values
+    PIXEL = "pixel"          # SeededOp on uint8: bit-level, histogram, cutout, JPEG
+    COMPOSITE = "composite"  # CompositeOp: holds child ops
 
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0, description="probability that the op applies")]
@@ -63,6 +71,10 @@ _Side = Annotated[int, Field(ge=1, le=65535)]
 Size = Annotated[tuple[_Side, _Side], BeforeValidator(_size), WithJsonSchema(
     {"anyOf": [TypeAdapter(_Side).json_schema(), TypeAdapter(tuple[_Side, _Side]).json_schema()]})]
 
+#: A warp's border: a grey level 0-255 for the area outside the source, or how to extend the border.
+Fill = Annotated[int, Field(ge=0, le=255)] | Literal["reflect", "nearest", "wrap"]
+Interpolation = Literal["bilinear", "nearest"]
+
 
 class OpParams(BaseModel):
     """Base of every op's parameters: unknown keys are errors, instances are immutable."""
@@ -71,7 +83,7 @@ class OpParams(BaseModel):
 
 
 class Op:
-    """One registered op. Subclasses set `Params` and `kind` and implement sample() or apply()."""
+    """One registered op: `Params`, a `kind` for people, and the contract of the base it subclasses."""
     name: ClassVar[str]
     kind: ClassVar[Kind]
     Params: ClassVar[type[OpParams]] = OpParams
@@ -84,31 +96,97 @@ class Op:
     def summary(cls) -> str:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
 
-    # Geometry ops: (NumPy generator, input h, w) -> (3x3 float64 matrix mapping output pixel coords to
-    # input coords, out_h, out_w). Runs in the engine's per-image plan, not in the graph.
-    def sample(self, rng, h, w):  # pragma: no cover - interface
+    @property
+    def size_limit(self) -> tuple[int, int] | None:
+        """The largest (h, w) this op outputs whatever its input (a crop or resize to a fixed size); None when
+        its output is no larger than its input (the job's memory check reads this)."""
+        return None
+
+
+class GeometryOp(Op):
+    """Moves pixels. sample() runs in the engine's per-image plan (plain NumPy, float64); the engine
+    multiplies the matrices of consecutive ops that share a border rule and resamples once."""
+
+    @property
+    def fill(self) -> Fill:
+        """What the warp shows outside the source: constant black unless the op takes a `fill`."""
+        return 0
+
+    @property
+    def interpolation(self) -> Interpolation:
+        return "bilinear"
+
+    def sample(self, rng, h: float, w: float) -> tuple[np.ndarray, float, float]:
+        """(3x3 float64 matrix mapping output pixel coordinates to input ones, out_h, out_w) for an
+        (h, w) input, drawn from the image's generator."""
         raise NotImplementedError
 
-    # Pixel ops (and colour ops that draw per-pixel noise): graph code, image -> image of the same dtype,
-    # 3 channels; `seed` is a [2] int64 tensor for TF's stateless kernels. Colour ops with a NumPy
-    # draw() subclass augd.ops.colour.ColourOp instead.
-    def apply(self, image, seed):  # pragma: no cover - interface
+
+class ColourOp(Op):
+    """Changes values, with a NumPy parameter draw shared by its TF and NumPy/OpenCV kernels (float32 in
+    [0, 1]; each kernel clips, so an op keeps tf.image's meaning)."""
+    #: how many floats draw() returns
+    n_params: ClassVar[int] = 0
+    #: whether affine() reads the image mean (the fold computes it only for those)
+    needs_mean: ClassVar[bool] = False
+
+    def draw(self, rng) -> tuple[float, ...]:
+        return ()
+
+    def apply_tf(self, image, params):
         raise NotImplementedError
+
+    #: None when the op has no NumPy/OpenCV kernel (the engine then keeps it in TF).
+    apply_np = None
+
+    def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
+        """(A, b) with out = A @ rgb + b in [0, 1] units, for `colour: fast`; `mean` is the image's
+        per-channel mean at this point (None unless the op sets needs_mean). None: the op is not affine
+        and runs on its own."""
+        return None
+
+    @classmethod
+    def foldable(cls) -> bool:
+        """Whether `colour: fast` may fold this op into one colour matrix (it defines affine)."""
+        return cls.affine is not ColourOp.affine
+
+
+class Domain(str, enum.Enum):
+    """The pixels a SeededOp works on; the engine converts to it before the op."""
+    FLOAT = "float"   # float32 in [0, 1]
+    UINT8 = "uint8"
+
+
+class SeededOp(Op):
+    """Graph code fed a stateless seed: for ops whose randomness is drawn per pixel (or that need none)."""
+    domain: ClassVar[Domain] = Domain.UINT8
+
+    def apply(self, image, seed):
+        """Image (3 channels, of `domain`'s dtype) -> image of the same dtype; `seed` is a [2] int64 tensor
+        for TF's stateless kernels."""
+        raise NotImplementedError
+
+
+class CompositeOp(Op):
+    """Holds child ops (the spec's OpNode carries them); choose() says which apply to an image."""
+
+    def choose(self, rng, n: int) -> list[bool]:
+        """One flag per child, drawn from the image's generator: all of them by default."""
+        return [True] * n
 
 
 REGISTRY: dict[str, type[Op]] = {}
+_CONTRACTS = (GeometryOp, ColourOp, SeededOp, CompositeOp)
 
 
 def register_op(name: str, kind: Kind):
     """Class decorator: `@register_op("random_hue", Kind.COLOUR)`."""
     def deco(cls: type[Op]) -> type[Op]:
+        if not issubclass(cls, _CONTRACTS):
+            raise TypeError(f"op {name!r} must subclass one of {[c.__name__ for c in _CONTRACTS]}")
         if name in REGISTRY:
             raise RuntimeError(f"op {name!r} registered twice")
         cls.name, cls.kind = name, kind
         REGISTRY[name] = cls
         return cls
     return deco
-
-
-def get_op(name: str) -> type[Op]:
-    return REGISTRY[name]

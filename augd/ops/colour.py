@@ -1,5 +1,6 @@
-"""Colour ops. They run on float32 images in [0, 1] (the engine converts once per run of colour ops,
-not once per op as tf.image does) and clip after every op so each keeps tf.image's meaning.
+"""Colour ops (augd.ops.base.ColourOp). They run on float32 images in [0, 1] (the engine converts once per
+run of colour ops, not once per op as tf.image does) and clip after every op so each keeps tf.image's
+meaning. gaussian_noise and gaussian_blur draw per pixel in the graph: SeededOps on the same float domain.
 
 Sampling is split from applying (as Keras does): `draw(rng)` returns the op's random parameters (NumPy,
 in the engine's per-image plan), `apply_tf` and `apply_np` apply them. On CPU hosts the engine hands a
@@ -12,13 +13,12 @@ image is clipped once at the end instead of after each op."""
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import numpy as np
 from pydantic import Field
 
 from augd.ops._tf import tf
-from augd.ops.base import Kind, Op, OpParams, range_of, register_op
+from augd.ops.base import ColourOp, Domain, Kind, OpParams, SeededOp, range_of, register_op
 from augd.ops.sampling import log_uniform, uniform
 from augd.ops.tfrand import split as tf_split, uniform as tf_uniform
 
@@ -54,29 +54,6 @@ def _np_clip(x):
     cv2.threshold(x, 1.0, 1.0, cv2.THRESH_TRUNC, dst=x)
     cv2.threshold(x, 0.0, 0.0, cv2.THRESH_TOZERO, dst=x)
     return x
-
-
-class ColourOp(Op):
-    """A colour op with a NumPy parameter draw shared by its TF and NumPy/OpenCV kernels."""
-    #: how many floats draw() returns
-    n_params: ClassVar[int] = 0
-    #: whether affine() reads the image mean (the fold computes it only for those)
-    needs_mean: ClassVar[bool] = False
-
-    def draw(self, rng) -> tuple[float, ...]:
-        return ()
-
-    def apply_tf(self, image, params):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    #: None when the op has no NumPy/OpenCV kernel (the engine then keeps it in TF).
-    apply_np = None
-
-    def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
-        """(A, b) with out = A @ rgb + b in [0, 1] units, for `colour: fast`; `mean` is the image's
-        per-channel mean at this point (None unless the op sets needs_mean). None: the op is not affine
-        and runs on its own."""
-        return None
 
 
 def _hsv_adjust_np(x, saturation: float = 1.0, hue_turns: float = 0.0):
@@ -122,16 +99,21 @@ class RandomBrightness(ColourOp):
         return _np_clip(cv2.add(x, (d, d, d, 0.0), dst=x))
 
 
+class FactorRange(OpParams):
+    """A multiplicative factor drawn from [lower, upper] (tf.image's contrast and saturation)."""
+    lower: float = Field(0.8, ge=0.0, le=10.0)
+    upper: float = Field(1.2, ge=0.0, le=10.0)
+
+    def model_post_init(self, _):
+        if self.lower > self.upper:
+            raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
+
+
 @register_op("random_contrast", Kind.COLOUR)
 class RandomContrast(ColourOp):
     """Scale each channel's distance from its mean by a factor in [lower, upper] (tf.image.random_contrast)."""
-    class Params(OpParams):
-        lower: float = Field(0.8, ge=0.0, le=10.0)
-        upper: float = Field(1.2, ge=0.0, le=10.0)
-
-        def model_post_init(self, _):
-            if self.lower > self.upper:
-                raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
+    class Params(FactorRange):
+        pass
 
     n_params = 1
     needs_mean = True
@@ -149,7 +131,6 @@ class RandomContrast(ColourOp):
 
     def apply_np(self, x, params):
         import cv2
-        import numpy as np
         f = float(params[0])
         mean = cv2.mean(x)[:3]
         m = np.array([[f, 0, 0, mean[0] * (1 - f)], [0, f, 0, mean[1] * (1 - f)], [0, 0, f, mean[2] * (1 - f)]],
@@ -160,13 +141,8 @@ class RandomContrast(ColourOp):
 @register_op("random_saturation", Kind.COLOUR)
 class RandomSaturation(ColourOp):
     """Multiply HSV saturation by a factor in [lower, upper] (tf.image.random_saturation)."""
-    class Params(OpParams):
-        lower: float = Field(0.8, ge=0.0, le=10.0)
-        upper: float = Field(1.2, ge=0.0, le=10.0)
-
-        def model_post_init(self, _):
-            if self.lower > self.upper:
-                raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
+    class Params(FactorRange):
+        pass
 
     n_params = 1
 
@@ -249,11 +225,13 @@ class RandomGrayscale(ColourOp):
 
 
 @register_op("gaussian_noise", Kind.COLOUR)
-class GaussianNoise(Op):
+class GaussianNoise(SeededOp):
     """Add zero-mean Gaussian noise whose std is drawn from the range ([0, 1] pixel units)."""
     class Params(OpParams):
         std: range_of(0.0, 1.0) = Field((0.01, 0.05), description="[low, high] noise std")
         per_channel: bool = Field(True, description="independent noise per channel (else the same for R, G, B)")
+
+    domain = Domain.FLOAT
 
     def apply(self, image, seed):
         s_std, s_noise = tf_split(seed, 2)
@@ -265,7 +243,7 @@ class GaussianNoise(Op):
 
 
 @register_op("gaussian_blur", Kind.COLOUR)
-class GaussianBlur(Op):
+class GaussianBlur(SeededOp):
     """Separable Gaussian blur with sigma drawn from the range; borders renormalised (no dark edges)."""
     class Params(OpParams):
         sigma: range_of(0.05, 20.0) = Field((0.1, 2.0), description="[low, high] sigma in pixels")
@@ -275,8 +253,9 @@ class GaussianBlur(Op):
             if self.kernel_size and self.kernel_size % 2 == 0:
                 raise ValueError(f"kernel_size must be 0 (auto) or odd; got {self.kernel_size}")
 
+    domain = Domain.FLOAT
+
     def apply(self, image, seed):
-        import math
         k = self.params.kernel_size or 2 * math.ceil(3 * self.params.sigma[1]) + 1
         sigma = tf_uniform(seed, *self.params.sigma)
         x = tf.range(k, dtype=tf.float32) - (k - 1) / 2

@@ -1,21 +1,18 @@
-"""Geometric ops. Each samples a 3x3 matrix mapping *output* pixel coordinates to *input* ones
-(pixel centres at integers, the convention of ImageProjectiveTransformV3) plus its output size.
-The engine multiplies consecutive matrices and resamples once: one warp, one interpolation.
-Sampling is plain NumPy (float64) on the image's generator: it runs in the engine's per-image plan."""
+"""Geometric ops (augd.ops.base.GeometryOp). Each samples a 3x3 matrix mapping *output* pixel coordinates
+to *input* ones (pixel centres at integers, the convention of ImageProjectiveTransformV3) plus its output
+size, and says its border fill and interpolation. The engine multiplies consecutive matrices and resamples
+once: one warp, one interpolation."""
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema
 
 import numpy as np
 
-from augd.ops.base import Kind, Op, OpParams, Size, range_of, register_op
+from augd.ops.base import Fill, GeometryOp, Interpolation, Kind, OpParams, Size, range_of, register_op
 from augd.ops.sampling import coin, log_uniform, uniform
-
-#: fill: a grey level 0-255 for the area outside the source, or how to extend the border.
-Fill = Annotated[int, Field(ge=0, le=255)] | Literal["reflect", "nearest", "wrap"]
 
 
 def _both(v):
@@ -58,7 +55,7 @@ def window(y0, x0, ch, cw, oh, ow):
 
 
 @register_op("random_flip_left_right", Kind.GEOMETRY)
-class FlipLeftRight(Op):
+class FlipLeftRight(GeometryOp):
     """Mirror horizontally with probability 0.5 (tf.image.random_flip_left_right); p gates that: p × 0.5 overall."""
     class Params(OpParams):
         pass
@@ -68,7 +65,7 @@ class FlipLeftRight(Op):
 
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
-class FlipUpDown(Op):
+class FlipUpDown(GeometryOp):
     """Mirror vertically with probability 0.5 (tf.image.random_flip_up_down); p gates that: p × 0.5 overall."""
     class Params(OpParams):
         pass
@@ -78,11 +75,15 @@ class FlipUpDown(Op):
 
 
 @register_op("random_rotation", Kind.GEOMETRY)
-class RandomRotation(Op):
+class RandomRotation(GeometryOp):
     """Rotate about the centre by an angle from [-degrees, degrees] or [low, high] (positive = counter-clockwise)."""
     class Params(OpParams):
         degrees: range_of(-360.0, 360.0, symmetric=True) = Field((-10.0, 10.0), description="angle range")
         fill: Fill = fill_field()
+
+    @property
+    def fill(self):
+        return self.params.fill
 
     def sample(self, rng, h, w):
         a = uniform(rng, *self.params.degrees) * (math.pi / 180.0)
@@ -90,7 +91,7 @@ class RandomRotation(Op):
 
 
 @register_op("random_affine", Kind.GEOMETRY)
-class RandomAffine(Op):
+class RandomAffine(GeometryOp):
     """Scale, shear, rotate and translate about the centre in one matrix; size kept."""
     class Params(OpParams):
         scale: range_of(0.05, 20.0) = Field((0.9, 1.1), description="zoom range (log-uniform)")
@@ -99,6 +100,10 @@ class RandomAffine(Op):
         shear: range_of(-80.0, 80.0, symmetric=True) = Field((0.0, 0.0), description="x shear angle range, degrees")
         rotate: range_of(-360.0, 360.0, symmetric=True) = Field((0.0, 0.0), description="angle range, degrees")
         fill: Fill = fill_field()
+
+    @property
+    def fill(self):
+        return self.params.fill
 
     def sample(self, rng, h, w):
         pr = self.params
@@ -113,12 +118,16 @@ class RandomAffine(Op):
 
 
 @register_op("random_crop", Kind.GEOMETRY)
-class RandomCrop(Op):
+class RandomCrop(GeometryOp):
     """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size`."""
     class Params(OpParams):
         size: Size = Field(description="output [height, width]")
         area: range_of(0.001, 1.0) = Field((0.08, 1.0), description="window area as a fraction of the image")
         aspect: range_of(0.05, 20.0) = Field((3 / 4, 4 / 3), description="window width/height (log-uniform)")
+
+    @property
+    def size_limit(self):
+        return self.params.size
 
     def sample(self, rng, h, w):
         area = uniform(rng, *self.params.area) * h * w
@@ -133,11 +142,19 @@ class RandomCrop(Op):
 
 
 @register_op("center_crop", Kind.GEOMETRY)
-class CenterCrop(Op):
+class CenterCrop(GeometryOp):
     """Cut the central `size` window (integer offsets: no resampling); smaller images are padded with fill."""
     class Params(OpParams):
         size: Size = Field(description="output [height, width]")
         fill: Fill = fill_field()
+
+    @property
+    def fill(self):
+        return self.params.fill
+
+    @property
+    def size_limit(self):
+        return self.params.size
 
     def sample(self, rng, h, w):
         oh, ow = (float(v) for v in self.params.size)
@@ -146,12 +163,20 @@ class CenterCrop(Op):
 
 
 @register_op("resize", Kind.GEOMETRY)
-class Resize(Op):
+class Resize(GeometryOp):
     """Resize to `size`; keep_aspect fits inside it. Downscaling is area-prefiltered (no aliasing)."""
     class Params(OpParams):
         size: Size = Field(description="[height, width]; with keep_aspect the box the image must fit in")
         keep_aspect: bool = Field(False, description="scale uniformly to fit inside size")
-        method: Literal["bilinear", "nearest"] = Field("bilinear", description="interpolation")
+        method: Interpolation = Field("bilinear", description="interpolation")
+
+    @property
+    def interpolation(self):
+        return self.params.method
+
+    @property
+    def size_limit(self):
+        return self.params.size  # with keep_aspect, the box the output fits in
 
     def sample(self, rng, h, w):
         bh, bw = (float(v) for v in self.params.size)
@@ -161,3 +186,24 @@ class Resize(Op):
         else:
             oh, ow = bh, bw
         return window(0.0, 0.0, h, w, oh, ow), oh, ow
+
+
+@register_op("random_zoom", Kind.GEOMETRY)
+class RandomZoom(GeometryOp):
+    """Zoom about the centre by 1 + a factor from the range, per axis (Keras' RandomZoom: -0.2 zooms in 20 %)."""
+    class Params(OpParams):
+        height_factor: range_of(-0.9, 0.9, symmetric=True) = Field(
+            (-0.2, 0.2), description="vertical zoom range: negative zooms in, positive out (x means [-x, x])")
+        width_factor: range_of(-0.9, 0.9, symmetric=True) | None = Field(
+            None, description="horizontal zoom range; unset: the vertical zoom (aspect kept)")
+        fill: Fill = fill_field()
+
+    @property
+    def fill(self):
+        return self.params.fill
+
+    def sample(self, rng, h, w):
+        zy = 1.0 + uniform(rng, *self.params.height_factor)
+        zx = zy if self.params.width_factor is None else 1.0 + uniform(rng, *self.params.width_factor)
+        # Output pixel (x, y) reads the input at the centre plus (zx, zy) times its offset from the centre.
+        return about_centre(mat([[zx, 0, 0], [0, zy, 0], [0, 0, 1]]), h, w), h, w

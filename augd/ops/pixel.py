@@ -1,4 +1,4 @@
-"""Ops on uint8 pixels: bit-level and histogram transforms, cutout and JPEG artefacts."""
+"""Ops on uint8 pixels (SeededOps on Domain.UINT8): bit-level and histogram transforms, cutout and JPEG artefacts."""
 from __future__ import annotations
 
 from typing import Literal
@@ -6,12 +6,12 @@ from typing import Literal
 from pydantic import Field
 
 from augd.ops._tf import tf
-from augd.ops.base import Kind, Op, OpParams, range_of, register_op
+from augd.ops.base import Kind, OpParams, SeededOp, range_of, register_op
 from augd.ops.tfrand import log_uniform, split, uniform
 
 
 @register_op("solarize", Kind.PIXEL)
-class Solarize(Op):
+class Solarize(SeededOp):
     """Invert every pixel value at or above `threshold` (PIL.ImageOps.solarize)."""
     class Params(OpParams):
         threshold: int = Field(128, ge=0, le=256, description="0-255; 256 leaves the image unchanged")
@@ -21,7 +21,7 @@ class Solarize(Op):
 
 
 @register_op("posterize", Kind.PIXEL)
-class Posterize(Op):
+class Posterize(SeededOp):
     """Keep only the top `bits` bits of each channel (PIL.ImageOps.posterize)."""
     class Params(OpParams):
         bits: int = Field(4, ge=1, le=8)
@@ -32,7 +32,7 @@ class Posterize(Op):
 
 
 @register_op("equalize", Kind.PIXEL)
-class Equalize(Op):
+class Equalize(SeededOp):
     """Histogram-equalize each channel (the PIL / torchvision algorithm)."""
     class Params(OpParams):
         pass
@@ -54,7 +54,7 @@ class Equalize(Op):
 
 
 @register_op("channel_shuffle", Kind.PIXEL)
-class ChannelShuffle(Op):
+class ChannelShuffle(SeededOp):
     """Permute R, G, B randomly."""
     class Params(OpParams):
         pass
@@ -65,7 +65,7 @@ class ChannelShuffle(Op):
 
 
 @register_op("invert", Kind.PIXEL)
-class Invert(Op):
+class Invert(SeededOp):
     """Negative: 255 - value."""
     class Params(OpParams):
         pass
@@ -75,7 +75,7 @@ class Invert(Op):
 
 
 @register_op("random_erasing", Kind.PIXEL)
-class RandomErasing(Op):
+class RandomErasing(SeededOp):
     """Cutout: overwrite one random rectangle (area and aspect ranges) with a constant or noise."""
     class Params(OpParams):
         area: range_of(0.0, 1.0) = Field((0.02, 0.33), description="rectangle area as a fraction of the image")
@@ -102,7 +102,7 @@ class RandomErasing(Op):
 
 
 @register_op("random_jpeg_quality", Kind.PIXEL)
-class RandomJpegQuality(Op):
+class RandomJpegQuality(SeededOp):
     """Re-compress through JPEG at a quality drawn from the range, to teach robustness to artefacts."""
     class Params(OpParams):
         quality: range_of(1, 100, kind=int) = Field((50, 95), description="[low, high] JPEG quality")

@@ -20,8 +20,8 @@ def _mix(z: int) -> int:
 
 class ImageRng:
     """SplitMix64 in counter mode over a key mixed from both seed words. Plain Python integers: creating
-    one and drawing the ~20 numbers a chain needs costs a few microseconds, where a NumPy Generator costs
-    tens (this runs once per image while holding the GIL)."""
+    one and drawing the numbers a chain needs is far cheaper than a NumPy Generator (this runs once per
+    image while holding the GIL)."""
     __slots__ = ("_key", "_n")
 
     def __init__(self, seed):
