@@ -6,12 +6,12 @@ MAX_PIXELS = 89_478_485
 TARGET_SHARD_BYTES = 128 * 1024 * 1024
 #: Graph calls (batches) in flight per worker: bounds memory while keeping every core busy.
 INFLIGHT_PER_WORKER = 2
-#: Records per graph call at most: one call per image costs ~0.2 ms of Python and GIL time (measured:
-#: batching 16 doubled the heavy chain's throughput on 2 cores); more adds latency and memory, not speed.
+#: Records per graph call at most: each call costs Python and GIL time, so batching pays; more adds latency and
+#: memory, not speed (bench/README.md).
 GRAPH_BATCH = 16
 #: Batches are sized to take about this long, so slow chains still report progress image by image.
 BATCH_SECONDS = 0.05
-#: Default JPEG quality of augmented variants.
+#: JPEG quality of re-encoded images when a pipeline's `output.quality` is not set.
 JPEG_QUALITY = 90
 
 # --- `augd serve`: the drop-folder daemon (every key of its config file defaults to one of these) ---
@@ -63,12 +63,11 @@ MAX_ATTEMPTS = 3
 #: set, else physical RAM), counted as growth of the process' resident memory over its size at the job's start.
 JOB_MEMORY_SHARE = 0.5
 #: Working memory budgeted per image and graph variant in flight, per pixel of source plus output, from the
-#: header and the chain's sizes alone (no decode). Measured: the seed chain on a 36 MP JPEG (output the same
-#: size) peaks at 10.6 B per variant, 5.3 per pixel of source plus output; float-heavy steps (a wide blur)
-#: take more, and the sampled limit catches them.
+#: header and the chain's sizes alone (no decode); float-heavy steps (a wide blur) take more, and the sampled
+#: limit catches them (bench/README.md).
 BYTES_PER_PIXEL_IN_FLIGHT = 8
 #: Share of a job's memory limit its images in flight may be budgeted; the rest is the job's fixed cost (its
-#: graph, TensorFlow's and the encoder's buffers, the shard writer): measured ~40 MB on top of one 4 MP image.
+#: graph, TensorFlow's and the encoder's buffers, the shard writer).
 MEMORY_BUDGET_SHARE = 0.75
 #: How often a running job's resident memory is sampled against its limit.
 MEMORY_SAMPLE_SECONDS = 0.05

@@ -1,5 +1,5 @@
-"""Reading files a job supplies, bounded: a size cap, and no blocking on a FIFO or device. A leaf module
-(like errors and defaults), so the spec's YAML reader and io's annotation readers share it."""
+"""Filesystem policies every layer shares: bounded reads of files a job supplies, whether a path stays inside a
+folder, and fsync. A leaf module (like errors and defaults), so spec, io and the daemon use one of each."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import stat
 
 from augd.errors import UntrustedFileError
 
-__all__ = ["format_size", "read_capped"]
+__all__ = ["format_size", "fsync_dir", "fsync_file", "inside", "read_capped"]
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
@@ -53,3 +53,28 @@ def read_capped(path: str, max_bytes: int, kind: str, limit_name: str = "") -> b
     if len(data) > max_bytes:
         raise too_big(f"more than {format_size(max_bytes)}")
     return data
+
+
+def inside(root: str, path: str) -> bool:
+    """True when `path`, symlinks resolved, is `root` or lies below it (resolved too): a job never makes augd
+    read a file outside its folder."""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
+
+
+def fsync_file(path: str) -> None:
+    """Flush a written file to disk, so that a rename or marker after this survives a power cut."""
+    _fsync(path, 0)
+
+
+def fsync_dir(path: str) -> None:
+    """Flush a folder's entries (renames and new files in it) to disk."""
+    _fsync(path, os.O_DIRECTORY)
+
+
+def _fsync(path: str, flags: int) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

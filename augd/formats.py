@@ -15,10 +15,7 @@ from dataclasses import dataclass
 
 from augd.errors import Rejected
 
-__all__ = ["SOURCE_FORMATS", "ImageHeader", "NeedMoreData", "passthrough_ok", "read_header", "sniff_format",
-           "unsupported"]
-
-SOURCE_FORMATS = ("jpeg", "png", "bmp", "gif", "webp")
+__all__ = ["ImageHeader", "NeedMoreData", "passthrough_ok", "read_header", "sniff_format", "unsupported"]
 
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
 # PNG colour type -> channels after a plain decode; palette (3) decodes to RGB or RGBA depending on tRNS.

@@ -2,7 +2,7 @@
 
 A map is given as a list of class names (id = position) or as a TF-slim labels file (`0:cat` lines, the
 labels.txt augd writes; plain one-name-per-line files too). Without one, a job numbers its class folders in
-sorted order, as before.
+sorted order.
 """
 from __future__ import annotations
 

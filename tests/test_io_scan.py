@@ -11,6 +11,7 @@ from PIL import Image
 
 from augd.errors import JobFailed
 from augd.io import REJECT_REASONS, read_bytes, scan_job
+from augd.jobfolder import CONTROL_FILES, MARKERS
 from augd.io.scan import HEADER_FIRST, HEADER_PREFIX, HEADER_RETRY_MAX
 
 
@@ -32,6 +33,11 @@ def put(root, rel: str, data: bytes) -> None:
     p.write_bytes(data)
 
 
+def scan(root: str, **kw):
+    """scan_job as run_job calls it: the job folder's own files (augd.jobfolder) are not data."""
+    return scan_job(root, skip_names=CONTROL_FILES, skip_anywhere=MARKERS, **kw)
+
+
 def by_rel(result):
     return {i.relpath: i for i in result.images}, {r.relpath: r for r in result.rejected}
 
@@ -40,7 +46,7 @@ def test_classes_labels_and_unlabeled_top_level(tmp_path):
     for rel in ["dog/a.jpg", "cat/x/deep/b.jpg", "cat/c.jpg", "top.jpg", "bird/.hidden.jpg"]:
         put(tmp_path, rel, jpeg())
     (tmp_path / "empty_class").mkdir()
-    r = scan_job(str(tmp_path))
+    r = scan(str(tmp_path))
     assert r.classes == ("bird", "cat", "dog", "empty_class")  # empty folders still take a label
     images, rejected = by_rel(r)
     assert rejected == {}
@@ -58,7 +64,7 @@ def test_flat_job_is_unlabeled_and_order_is_deterministic(tmp_path):
     names = ["b.jpg", "a.jpg", "C.jpg", "a b.jpg", "ä.jpg"]
     for n in names:
         put(tmp_path, n, jpeg())
-    first, second = scan_job(str(tmp_path)), scan_job(str(tmp_path))
+    first, second = scan(str(tmp_path)), scan(str(tmp_path))
     assert first == second
     assert [i.relpath for i in first.images] == sorted(names)
     assert first.classes == () and {i.label for i in first.images} == {-1}
@@ -68,16 +74,25 @@ def test_hidden_and_control_files_are_skipped_silently(tmp_path):
     for rel in ["augd.yaml", "_READY", "failure.json", "error.txt", ".DS_Store", ".git/x.jpg", "c/.thumbs/t.jpg"]:
         put(tmp_path, rel, b"not an image")
     put(tmp_path, "c/error.txt", b"only control files at the root are special")
-    r = scan_job(str(tmp_path))
+    put(tmp_path, "c/d/_READY", b"")  # but a marker is never an image, at any depth
+    r = scan(str(tmp_path))
     assert r.images == () and r.classes == ("c",)
     assert [(x.relpath, x.reason) for x in r.rejected] == [("c/error.txt", "unknown_format")]
+
+
+def test_the_scan_itself_names_no_control_files(tmp_path):
+    for rel in ["augd.yaml", "_READY", "c/_READY"]:
+        put(tmp_path, rel, b"not an image")
+    r = scan_job(str(tmp_path), skip_names=frozenset(), skip_anywhere=frozenset())
+    assert [(x.relpath, x.reason) for x in r.rejected] == [(rel, "unknown_format") for rel in
+                                                           ["_READY", "augd.yaml", "c/_READY"]]
 
 
 def test_ignore_callable(tmp_path):
     put(tmp_path, "a/keep.jpg", jpeg())
     put(tmp_path, "a/skip.jpg", b"junk")
     put(tmp_path, "b/all.jpg", b"junk")
-    r = scan_job(str(tmp_path), ignore=lambda rel: rel in ("a/skip.jpg", "b"))
+    r = scan(str(tmp_path), ignore=lambda rel: rel in ("a/skip.jpg", "b"))
     assert [i.relpath for i in r.images] == ["a/keep.jpg"] and r.rejected == ()
     assert r.classes == ("a",)
 
@@ -102,7 +117,7 @@ def test_reject_table(tmp_path):
     os.symlink("../c", job / "c" / "loop")
     os.symlink(outside, job / "escape_dir")
     try:
-        r = scan_job(str(job))
+        r = scan(str(job))
     finally:
         sock.close()
     images, rejected = by_rel(r)
@@ -131,8 +146,8 @@ def test_reject_table(tmp_path):
 
 def test_max_pixels_is_configurable(tmp_path):
     put(tmp_path, "a.jpg", jpeg(8, 6))
-    assert scan_job(str(tmp_path), max_pixels=48).images
-    r = scan_job(str(tmp_path), max_pixels=47)
+    assert scan(str(tmp_path), max_pixels=48).images
+    r = scan(str(tmp_path), max_pixels=47)
     expected = [("too_many_pixels", "8×6 = 48 pixels exceeds max_pixels=47")]
     assert [(x.reason, x.message) for x in r.rejected] == expected
 
@@ -141,7 +156,7 @@ def test_max_pixels_is_configurable(tmp_path):
 def test_unreadable_file(tmp_path):
     put(tmp_path, "a.jpg", jpeg())
     (tmp_path / "a.jpg").chmod(0)
-    assert [x.reason for x in scan_job(str(tmp_path)).rejected] == ["unreadable"]
+    assert [x.reason for x in scan(str(tmp_path)).rejected] == ["unreadable"]
 
 
 def test_odd_names_round_trip(tmp_path):
@@ -151,7 +166,7 @@ def test_odd_names_round_trip(tmp_path):
     raw = os.fsencode(str(tmp_path / "cls")) + b"/bad\xff\xfeutf8.jpg"  # not valid UTF-8
     with open(raw, "wb") as f:
         f.write(jpeg(seed=99))
-    r = scan_job(str(tmp_path))
+    r = scan(str(tmp_path))
     assert r.rejected == ()
     rels = {i.relpath: i for i in r.images}
     assert set(rels) == {"cls/" + n for n in names} | {os.fsdecode(b"cls/bad\xff\xfeutf8.jpg")}
@@ -165,7 +180,7 @@ def test_only_a_prefix_is_read_to_reject_a_huge_file(tmp_path):
     with open(tmp_path / "huge.bin", "wb") as f:
         f.write(b"%PDF-1.7")
         f.truncate(8 * 1024**3)  # sparse: reading it whole would take far longer than this test's budget
-    r = scan_job(str(tmp_path))
+    r = scan(str(tmp_path))
     assert [(x.relpath, x.reason) for x in r.rejected] == [("huge.bin", "unknown_format")]
 
 
@@ -177,7 +192,7 @@ def test_header_past_the_first_read_is_found_in_the_longer_prefix(tmp_path):
     data = src[:2] + app + src[2:]
     assert HEADER_FIRST < len(app) < HEADER_PREFIX
     put(tmp_path, "late.jpg", data)
-    images, rejected = by_rel(scan_job(str(tmp_path)))
+    images, rejected = by_rel(scan(str(tmp_path)))
     assert not rejected and (images["late.jpg"].header.width, images["late.jpg"].header.height) == (8, 6)
 
 
@@ -189,7 +204,7 @@ def test_header_past_the_prefix_is_found_up_to_the_retry_limit(tmp_path):
     with open(tmp_path / "late_sof_huge.jpg", "wb") as f:
         f.write(data)
         f.truncate(HEADER_RETRY_MAX + 1)  # trailing zeros after EOI; only the size matters
-    images, rejected = by_rel(scan_job(str(tmp_path)))
+    images, rejected = by_rel(scan(str(tmp_path)))
     assert (images["late_sof.jpg"].header.width, images["late_sof.jpg"].header.height) == (8, 6)
     assert rejected["late_sof_huge.jpg"].reason == "bad_header"
     assert "no image size in the first" in rejected["late_sof_huge.jpg"].message
@@ -197,7 +212,7 @@ def test_header_past_the_prefix_is_found_up_to_the_retry_limit(tmp_path):
 
 def test_missing_root_fails_the_job(tmp_path):
     with pytest.raises(JobFailed, match="does not exist"):
-        scan_job(str(tmp_path / "nope"))
+        scan(str(tmp_path / "nope"))
 
 
 def test_gfile_url_root():
@@ -210,7 +225,7 @@ def test_gfile_url_root():
         with tf.io.gfile.GFile(f"{root}/{rel}", "wb") as f:
             f.write(data)
     try:
-        r = scan_job(root + "/")
+        r = scan(root + "/")
         assert r.classes == ("cat", "dog")
         assert [(i.relpath, i.label) for i in r.images] == [("cat/sub/b.jpg", 0), ("dog/a.jpg", 1), ("top.jpg", -1)]
         assert [(x.relpath, x.reason) for x in r.rejected] == [("cat/bad.jpg", "unknown_format")]
@@ -227,7 +242,7 @@ def test_a_file_far_bigger_than_its_image_is_refused_before_it_is_read_whole(tmp
     with open(tmp_path / "padded.jpg", "wb") as f:
         f.write(jpeg(8, 6))
         f.truncate(MAX_METADATA_BYTES + 8 * 8 * 6 + 1)
-    images, rejected = by_rel(scan_job(str(tmp_path)))
+    images, rejected = by_rel(scan(str(tmp_path)))
     assert set(images) == {"ok.jpg"}
     assert rejected["padded.jpg"].reason == "bad_header"
     assert "more than a 8×6 jpeg can hold" in rejected["padded.jpg"].message

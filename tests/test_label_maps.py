@@ -34,7 +34,7 @@ def _job(root: Path, classes: dict[str, int]) -> Path:
 
 
 def test_a_train_and_a_validation_job_share_ids_through_labels_txt(tmp_path):
-    """The README's case: `coffee` was 2 in train and 1 in a validation set without `cat`."""
+    """The case docs/pipelines.md tells: `coffee` was 2 in train and 1 in a validation set without `cat`."""
     _job(tmp_path / "train", {"cat": 2, "coffee": 2, "dog": 1})
     _job(tmp_path / "validation", {"coffee": 1, "dog": 1})
     out = tmp_path / "out"

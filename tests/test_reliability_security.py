@@ -123,3 +123,16 @@ def test_other_methods_are_refused(server, method):
 def test_known_endpoints_answer(server):
     for p in ("/metrics", "/healthz", "/readyz", "/status", "/"):
         assert raw_get(server.port, p) == 200, p
+
+
+def test_inside_resolves_symlinks_before_it_compares(tmp_path):
+    from augd.files import inside
+    job = tmp_path / "job"
+    (job / "a").mkdir(parents=True)
+    (tmp_path / "jobber").mkdir()  # a prefix of the job's name is not inside it
+    os.symlink(tmp_path / "jobber", job / "out")
+    os.symlink(job / "a", job / "in")
+    assert inside(str(job), str(job)) and inside(str(job), str(job / "a" / "x.jpg"))
+    assert inside(str(job), str(job / "in" / "x.jpg"))
+    assert not inside(str(job), str(job / "out" / "x.jpg")) and not inside(str(job), str(tmp_path / "jobber"))
+    assert not inside(str(job), str(job / ".." / "jobber"))

@@ -150,3 +150,67 @@ def test_schema_accepts_shipped_pipelines_and_rejects_bad_ones():
         assert not errors, (f, errors[:1])
     assert list(v.iter_errors(yaml.safe_load(SEED.replace("max_delta: 0.2", "max_delta: 0.9"))))
     assert list(v.iter_errors(yaml.safe_load(SEED.replace("random_hue", "random_hew"))))
+
+
+# -- one wording of validation errors: pipelines, a job's augd.yaml and the daemon's config ------------------
+
+def test_a_union_fails_once_and_a_nested_mapping_lists_its_own_keys():
+    with pytest.raises(SpecError) as err:
+        parse_pipeline("name: a\noutput: {shards: x}\n", "p.yaml")
+    assert str(err.value) == "p.yaml:2: output.shards: Input should be 'auto'; got 'x'"  # no "output.shards.int"
+    with pytest.raises(SpecError) as err:
+        parse_pipeline("name: a\noutput: {fromat: png}\n", "p.yaml")
+    assert str(err.value) == ("p.yaml:2: output.fromat: unknown key 'fromat'; did you mean format? "
+                              "(allowed keys: format, quality, shards, compression)")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("pipelin: normalize\n", ["augd.yaml:1: pipelin: unknown key 'pipelin'; did you mean pipeline? "
+                              "(allowed keys: pipeline, labels)"]),
+    ("pipeline: [a]\nlabels: {a: 1}\n",
+     ["augd.yaml:1: pipeline: must be a pipeline name or an embedded pipeline mapping; got ['a']",
+      "augd.yaml:2: labels: must be a list of class names or a labels file in the job; got {'a': 1}"]),
+    ("pipeline:\n  name: two\n  ops:\n    - random_hue: {max_delta: 0.9}\n    - random_hew: {}\n",
+     ["augd.yaml:4: pipeline.ops[0].random_hue.max_delta: Input should be less than or equal to 0.5; got 0.9",
+      "augd.yaml:5: pipeline.ops[1].random_hew: unknown op 'random_hew'"]),
+])
+def test_a_jobs_augd_yaml_words_its_errors_like_a_pipeline(tmp_path, text, expected):
+    from augd.daemon.routing import resolve_pipeline
+    (tmp_path / "augd.yaml").write_text(text)
+    with pytest.raises(SpecError) as err:
+        resolve_pipeline(str(tmp_path), None, "normalize")
+    lines = [line.removeprefix(f"{tmp_path}/") for line in str(err.value).splitlines()]
+    assert len(lines) == len(expected) and all(line.startswith(e) for line, e in zip(lines, expected)), lines
+
+
+def test_the_daemon_config_words_its_errors_like_a_pipeline(tmp_path):
+    from augd.daemon.config import load_settings
+    (tmp_path / "c.yaml").write_text("settle_second: 3\nworkers: 0\n")
+    with pytest.raises(SpecError) as err:
+        load_settings(str(tmp_path / "c.yaml"))
+    second, first = str(err.value).splitlines()  # pydantic's order: a key's value before unknown keys
+    assert first.endswith("c.yaml:1: settle_second: unknown key 'settle_second'; did you mean settle_seconds or "
+                          "health_stale_seconds? (allowed keys: data_dir, inbox, work, done, failed, out, "
+                          "pipelines_dir, default_pipeline, settle_seconds, rescan_seconds, polling, on_success, "
+                          "job_timeout_seconds, grace_seconds, max_pixels, job_memory_mb, labels, status_preview, "
+                          "max_rejected, max_attempts, workers, gpu_memory_mb, metrics_bind, metrics_port, "
+                          "health_stale_seconds, log_format, log_level)"), first
+    assert second.endswith("c.yaml:2: workers: Input should be greater than or equal to 1; got 0"), second
+
+
+@pytest.mark.parametrize("ref, is_path", [("normalize", False), ("my-chain", False), ("p.yaml", True),
+                                          ("p.yml", True), ("sub/p", True), ("./p", True)])
+def test_a_reference_is_a_path_or_a_name_by_one_rule(ref, is_path):
+    from augd.spec import find_pipeline, is_pipeline_path
+    assert is_pipeline_path(ref) is is_path
+    if is_path:
+        assert find_pipeline(ref) == ref  # never looked up by name
+
+
+def test_known_pipelines_are_the_shipped_ones_and_the_search_folders(tmp_path):
+    from augd.spec import builtin_pipelines, find_pipeline, known_pipelines
+    (tmp_path / "mine.yml").write_text("name: mine\n")
+    assert known_pipelines((str(tmp_path), str(tmp_path / "absent"))) == set(builtin_pipelines()) | {"mine"}
+    assert find_pipeline("mine", (str(tmp_path),)) == str(tmp_path / "mine.yml")
+    with pytest.raises(SpecError, match="known: .*mine"):
+        find_pipeline("nope", (str(tmp_path),))

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from augd.daemon.watcher import CLAIM_FILE, JobReady
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
+from augd.jobfolder import ERROR_FILE, FAILURE_FILE
 
 log = logging.getLogger("augd.daemon")
 
@@ -87,7 +88,7 @@ def _write_json(path: str, obj) -> None:
         json.dump(obj, fh, indent=2, ensure_ascii=False, sort_keys=True)
         fh.write("\n")
         fh.flush()
-        os.fsync(fh.fileno())
+        os.fsync(fh.fileno())  # this fd: reopening the name in a job folder (files.fsync_file) could meet a FIFO
     os.replace(tmp, path)
 
 
@@ -206,9 +207,7 @@ def requeue(c: Claimed, inbox: str) -> str:
     """Put a claimed job back where it was dropped (shutdown before it finished). Returns the new path."""
     dest = _free_path(inbox, c.inbox_relpath)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    os.rename(c.path, dest)
-    _uncount(c.path)
-    return dest
+    return _move(c, dest)
 
 
 def finish(c: Claimed, done_dir: str, on_success: str) -> str | None:
@@ -217,10 +216,7 @@ def finish(c: Claimed, done_dir: str, on_success: str) -> str | None:
         shutil.rmtree(c.path)
         _uncount(c.path)
         return None
-    dest = _free_path(done_dir, c.name)
-    os.rename(c.path, dest)
-    _uncount(c.path)
-    return dest
+    return _move(c, _free_path(done_dir, c.name))
 
 
 def fail(c: Claimed, failed_dir: str, failure: dict, text: str) -> str:
@@ -228,15 +224,19 @@ def fail(c: Claimed, failed_dir: str, failure: dict, text: str) -> str:
     failure = {"job": c.name, "inbox_path": c.inbox_relpath, "claimed_at": c.claimed_at, "failed_at": _now(),
                **failure}
     try:
-        _write_json(os.path.join(c.path, "failure.json"), failure)
-        error_txt = os.path.join(c.path, "error.txt")
+        _write_json(os.path.join(c.path, FAILURE_FILE), failure)
+        error_txt = os.path.join(c.path, ERROR_FILE)
         _own(error_txt)
         with os.fdopen(os.open(error_txt, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _SAFE, 0o644), "w",
                        encoding="utf-8") as fh:
             fh.write(text.rstrip("\n") + "\n")
     except OSError as exc:  # a read-only job folder must still leave work/
         log.error("cannot write the failure report into %s: %s", c.path, exc)
-    dest = _free_path(failed_dir, c.name)
+    return _move(c, _free_path(failed_dir, c.name))
+
+
+def _move(c: Claimed, dest: str) -> str:
+    """The job leaves work/ (by rename, so it is always whole in one room) and its attempts stop counting."""
     os.rename(c.path, dest)
     _uncount(c.path)
     return dest

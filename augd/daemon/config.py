@@ -9,13 +9,13 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from augd import defaults
 from augd.errors import SpecError
 from augd.io import is_url
 from augd.labels import LabelMapError, label_map
-from augd.spec import YamlDoc, read_yaml_file
+from augd.spec import YamlDoc, find_pipeline, is_pipeline_path, load_pipeline, read_yaml_file, validate
 
 __all__ = ["DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
 
@@ -114,15 +114,6 @@ class Settings:
         return [k for k in RESTART_KEYS if getattr(self.config, k) != getattr(new.config, k)]
 
 
-def _error(doc: YamlDoc, exc: ValidationError) -> SpecError:
-    err = exc.errors(include_url=False)[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or "function-" in p)))
-    if err["type"] == "extra_forbidden":
-        return doc.error(loc, f"unknown key {loc[-1]!r}; allowed keys: {', '.join(DaemonConfig.model_fields)}")
-    msg = err["msg"].removeprefix("Value error, ")
-    return doc.error(loc, f"{msg}; got {err.get('input')!r}")
-
-
 def load_settings(path: str | None) -> Settings:
     """Read and validate a config file (None: the built-in defaults under the current directory)."""
     if path is None:
@@ -134,11 +125,7 @@ def load_settings(path: str | None) -> Settings:
     data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):
         raise doc.error((), f"a daemon config must be a YAML mapping of keys; got {type(data).__name__}")
-    try:
-        cfg = DaemonConfig.model_validate(data)
-    except ValidationError as exc:
-        raise _error(doc, exc) from None
-    return _resolve(cfg, doc, base)
+    return _resolve(validate(DaemonConfig, doc, data), doc, base)
 
 
 def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
@@ -165,7 +152,7 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
                                         f"got {paths[a]!r} and {paths[b]!r}")
     pipelines_dir = folder("pipelines_dir") if cfg.pipelines_dir else os.path.join(data_dir, "pipelines")
     default = cfg.default_pipeline
-    if os.sep in default or default.endswith((".yaml", ".yml")):
+    if is_pipeline_path(default):
         default = os.path.normpath(os.path.join(base, os.path.expanduser(default)))
     try:
         labels = label_map(cfg.labels, base, f"{doc.source}: labels")
@@ -178,7 +165,6 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
 
 
 def _check_default_pipeline(settings: Settings, doc: YamlDoc) -> None:
-    from augd.spec import find_pipeline, load_pipeline
     try:
         load_pipeline(find_pipeline(settings.default_pipeline, settings.search_dirs()))
     except SpecError as exc:

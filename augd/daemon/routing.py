@@ -10,16 +10,18 @@ import difflib
 import os
 import re
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from augd import defaults
 from augd.errors import SpecError
-from augd.io import CONTROL_FILES, SPLIT_FOLDERS
+from augd.files import inside
+from augd.io import SPLIT_FOLDERS
+from augd.jobfolder import CONTROL_FILES
 from augd.labels import LabelMapError, label_map
-from augd.spec import (PipelineSpec, YamlDoc, builtin_pipelines, find_pipeline, load_pipeline, parse_doc,
-                       read_yaml_file)
+from augd.spec import (PipelineSpec, YamlDoc, find_pipeline, is_pipeline_path, known_pipelines, load_pipeline,
+                       parse_doc, read_yaml_file, validate)
 
-__all__ = ["JobConfig", "known_pipelines", "resolve_pipeline"]
+__all__ = ["JobConfig", "resolve_pipeline"]
 
 
 class JobConfig(BaseModel):
@@ -28,16 +30,20 @@ class JobConfig(BaseModel):
     pipeline: str | dict | None = None
     labels: list[str] | str | None = None   # a fixed label map: class names, or a labels file in the job
 
+    # Checked before the union's branches, so that a wrong value gets one error that says what is allowed.
+    @field_validator("pipeline", mode="before")
+    @classmethod
+    def _pipeline(cls, v):
+        if v is None or isinstance(v, (str, dict)):
+            return v
+        raise ValueError("must be a pipeline name or an embedded pipeline mapping")
 
-def known_pipelines(search_dirs=()) -> set[str]:
-    """Pipeline names usable without a path: the built-in ones plus *.yaml in search_dirs."""
-    names = set(builtin_pipelines())
-    for d in search_dirs:
-        try:
-            names |= {f.rsplit(".", 1)[0] for f in os.listdir(d) if f.endswith((".yaml", ".yml"))}
-        except OSError:
-            pass
-    return names
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, v):
+        if v is None or isinstance(v, str) or isinstance(v, list) and all(isinstance(n, str) for n in v):
+            return v
+        raise ValueError("must be a list of class names or a labels file in the job")
 
 
 def _from_job_config(job_dir: str, search_dirs) -> tuple[PipelineSpec | None, tuple[str, ...] | None]:
@@ -45,29 +51,18 @@ def _from_job_config(job_dir: str, search_dirs) -> tuple[PipelineSpec | None, tu
     path = os.path.join(job_dir, defaults.JOB_CONFIG)
     if not os.path.isfile(path):
         return None, None
-    if not _inside(job_dir, path):
+    if not inside(job_dir, path):
         raise SpecError(f"{path}: refused: it is a symlink that leads outside the job folder", source=path)
     doc = read_yaml_file(path, "job config")
     data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):
         raise doc.error((), f"a job's {defaults.JOB_CONFIG} must be a mapping such as 'pipeline: normalize'; "
                             f"got {type(data).__name__}")
-    try:
-        cfg = JobConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        key = err["loc"][0] if err["loc"] else ()
-        if err["type"] == "extra_forbidden":
-            raise doc.error((key,), f"unknown key {key!r}; allowed keys: pipeline, labels") from None
-        if key == "labels":
-            raise doc.error(("labels",), f"must be a list of class names or a labels file in the job; "
-                                         f"got {data.get('labels')!r}") from None
-        raise doc.error(("pipeline",), f"must be a pipeline name or an embedded pipeline mapping; "
-                                       f"got {data.get('pipeline')!r}") from None
+    cfg = validate(JobConfig, doc, data)
     labels = None
     if cfg.labels is not None:
         if isinstance(cfg.labels, str) and (os.path.isabs(cfg.labels) or
-                                            not _inside(job_dir, os.path.join(job_dir, cfg.labels))):
+                                            not inside(job_dir, os.path.join(job_dir, cfg.labels))):
             raise doc.error(("labels",), f"{cfg.labels!r} is outside the job folder; a job may name a labels file "
                                          f"only inside itself")
         try:
@@ -81,10 +76,10 @@ def _job_pipeline(doc: YamlDoc, cfg: JobConfig, job_dir: str, search_dirs) -> Pi
     if cfg.pipeline is None:
         return None
     if isinstance(cfg.pipeline, dict):
-        return _embedded(doc, cfg.pipeline)
+        return parse_doc(doc.below("pipeline"))
     ref = cfg.pipeline
-    if os.sep in ref or ref.endswith((".yaml", ".yml")):
-        if os.path.isabs(ref) or not _inside(job_dir, os.path.join(job_dir, ref)):
+    if is_pipeline_path(ref):
+        if os.path.isabs(ref) or not inside(job_dir, os.path.join(job_dir, ref)):
             raise doc.error(("pipeline",), f"{ref!r} is outside the job folder; a job may name a pipeline file "
                                            f"only inside itself (or a pipeline by name)")
         ref = os.path.join(job_dir, ref)
@@ -94,25 +89,6 @@ def _job_pipeline(doc: YamlDoc, cfg: JobConfig, job_dir: str, search_dirs) -> Pi
         return load_pipeline(find_pipeline(ref, search_dirs))
     except SpecError as exc:
         raise doc.error(("pipeline",), str(exc)) from None
-
-
-def _inside(job_dir: str, path: str) -> bool:
-    """True when path, symlinks resolved, lies inside job_dir: a job never makes the daemon read other files."""
-    root, target = os.path.realpath(job_dir), os.path.realpath(path)
-    return os.path.commonpath([root, target]) == root
-
-
-def _embedded(doc: YamlDoc, data: dict) -> PipelineSpec:
-    """Validate a pipeline embedded under `pipeline:`; errors keep the file's line numbers and the full path."""
-    lines = {k[1:]: v for k, v in doc.lines.items() if k[:1] == ("pipeline",)}
-    try:
-        return parse_doc(YamlDoc(source=doc.source, data=data, lines=lines))
-    except SpecError as exc:
-        prefix = exc.source + (f":{exc.line}" if exc.line else "") + ": " + (f"{exc.path}: " if exc.path else "")
-        message = str(exc).removeprefix(prefix)
-        path = "pipeline" + ("." + exc.path if exc.path and not exc.path.startswith("[") else exc.path)
-        where = doc.source + (f":{exc.line}" if exc.line else "")
-        raise SpecError(f"{where}: {path}: {message}", source=doc.source, path=path, line=exc.line) from None
 
 
 def _misrouted(job_dir: str, search_dirs) -> None:

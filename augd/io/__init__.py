@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 
 from augd.io.scan import (
-    CONTROL_FILES, REJECT_REASONS, SPLIT_FOLDERS, SPLITS, InputImage, RejectedInput, ScanResult, is_url, local_path, read_bytes,
-    scan_job, split_of,
+    REJECT_REASONS, SPLIT_FOLDERS, SPLITS, InputImage, RejectedInput, ScanResult, check_header, is_url, local_path,
+    read_bytes, scan_job, split_of,
 )
 
 _LAZY = {
@@ -21,7 +21,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "CONTROL_FILES", "REJECT_REASONS", "SPLIT_FOLDERS", "SPLITS", "InputImage", "RejectedInput", "ScanResult", "is_url",
+    "REJECT_REASONS", "SPLIT_FOLDERS", "SPLITS", "InputImage", "RejectedInput", "ScanResult", "check_header", "is_url",
     "local_path", "read_bytes", "scan_job", "split_of", *_LAZY,
 ]
 

@@ -24,6 +24,7 @@ import shutil
 import tensorflow as tf
 
 from augd.errors import AugdError
+from augd.files import fsync_dir, fsync_file
 from augd.io.scan import is_url, local_path
 
 __all__ = ["SUCCESS", "AtomicOutput", "OutputExists", "clean_stale_temps", "is_complete", "write_json", "write_text"]
@@ -54,19 +55,11 @@ def write_json(path: str, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def _fsync_path(path: str, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(root: str) -> None:
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
-            _fsync_path(os.path.join(dirpath, name))
-        _fsync_path(dirpath, directory=True)
+            fsync_file(os.path.join(dirpath, name))
+        fsync_dir(dirpath)
 
 
 def _rmtree(path: str) -> None:
@@ -143,7 +136,7 @@ class AtomicOutput:
             if aside:  # put the old output back rather than leave no output at all
                 os.rename(aside, dest)
             raise
-        _fsync_path(root, directory=True)
+        fsync_dir(root)
         self._write_success()
         if aside:
             shutil.rmtree(aside, ignore_errors=True)
@@ -164,8 +157,8 @@ class AtomicOutput:
         path = _join(self.dest, SUCCESS)
         write_text(path, "")
         if self.local:
-            _fsync_path(local_path(path))
-            _fsync_path(local_path(self.dest), directory=True)
+            fsync_file(local_path(path))
+            fsync_dir(local_path(self.dest))
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if not self.committed:

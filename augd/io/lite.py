@@ -9,7 +9,7 @@ import os
 import struct
 from typing import Iterator
 
-__all__ = ["decode_example", "iter_records"]
+__all__ = ["decode_example", "feature_value", "iter_records"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
@@ -120,8 +120,13 @@ def _decode_example(serialized: bytes) -> dict:
                     key = bytes(v).decode("utf-8", "surrogateescape")
                 elif n == 2:
                     values = _feature(v)
-            value = values[0] if len(values) == 1 else values
-            if key in TEXT_KEYS and isinstance(value, bytes):
-                value = value.decode("utf-8", "surrogateescape")
-            out[key] = value
+            out[key] = feature_value(key, values)
     return out
+
+
+def feature_value(key: str, values: list):
+    """A feature's Python value, the same from both readers: one value bare, several as a list, text keys as str."""
+    value = values[0] if len(values) == 1 else values
+    if key in TEXT_KEYS and isinstance(value, bytes):
+        value = value.decode("utf-8", "surrogateescape")
+    return value

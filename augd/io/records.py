@@ -11,11 +11,12 @@ import hashlib
 
 import tensorflow as tf
 
+from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
+
 __all__ = ["FEATURES", "PAYLOAD_FORMATS", "INT_KEYS", "make_example", "parse_example"]
 
 PAYLOAD_FORMATS = ("jpeg", "png", "raw")
 INT_KEYS = ("image/height", "image/width", "image/channels", "image/class/label", "augd/variant")
-from augd.io.lite import TEXT_KEYS as _TEXT_KEYS  # one list for both readers
 _BYTES_KEYS = ("image/encoded", "image/raw")
 
 #: For tf.io.parse_single_example: every key. Exactly one of image/encoded and image/raw is present in a
@@ -77,9 +78,5 @@ def parse_example(serialized: bytes) -> dict:
     out: dict = {}
     for key, feat in ex.features.feature.items():
         kind = feat.WhichOneof("kind")
-        values = list(getattr(feat, kind).value) if kind else []
-        value = values[0] if len(values) == 1 else values
-        if key in _TEXT_KEYS and isinstance(value, bytes):
-            value = value.decode("utf-8", "surrogateescape")
-        out[key] = value
+        out[key] = feature_value(key, list(getattr(feat, kind).value) if kind else [])
     return out

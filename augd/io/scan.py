@@ -5,9 +5,10 @@ class folder names (empty class folders count too, so labels depend only on the 
 folder name; images anywhere below it belong to it. Image files directly at the root are unlabeled (label -1,
 label_text ""), whether or not class folders exist beside them: a mixed drop is kept, not guessed at.
 
-Skipped silently: anything hidden (a path part starting with "."), and augd's control files at the root.
-Everything else that is not a usable image becomes a RejectedInput with one of REJECT_REASONS and a message
-the user can act on. Only a prefix of each file is read here; the engine reads the whole file later.
+Skipped silently: anything hidden (a path part starting with "."), and the names the caller says are not data
+(`skip_names` in the root and the split folders, `skip_anywhere` at any depth). Everything else that is not a
+usable image becomes a RejectedInput with one of REJECT_REASONS and a message the user can act on. Only a
+prefix of each file is read here; the engine reads the whole file later.
 
 Local paths use os.scandir/lstat (symlinks and special files are visible there; no TensorFlow needed). Roots
 with a URL scheme ("gs://", "ram://", ...) go through tf.io.gfile, imported lazily.
@@ -22,13 +23,14 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from augd.defaults import MAX_PIXELS, READY_MARKER
+from augd.defaults import MAX_PIXELS
 from augd.errors import FailureReason, JobFailed, Rejected
+from augd.files import inside
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 
 __all__ = [
-    "CONTROL_FILES", "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
-    "is_url", "read_bytes", "scan_job", "split_of",
+    "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
+    "check_header", "is_url", "read_bytes", "scan_job", "split_of",
 ]
 
 REJECT_REASONS = (
@@ -39,9 +41,6 @@ REJECT_REASONS = (
 SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
 #: Splits in the order their shards are written and listed.
 SPLITS = ("train", "validation", "test")
-#: Files at a job's root that belong to the drop-folder protocol (labels.txt: a label map the job names), not to
-#: the data.
-CONTROL_FILES = frozenset({"augd.yaml", "_READY", "failure.json", "error.txt", "labels.txt"})
 #: Bytes read for the header: first a little (most headers sit in the first few hundred bytes, so the
 #: scan does not read every file twice), then HEADER_PREFIX, enough for any header short of a JPEG with
 #: huge APP segments before its SOF.
@@ -102,21 +101,37 @@ class _Candidate:
     split: str = ""
 
 
+@dataclass(frozen=True)
+class _Skip:
+    """What the scan passes over silently: hidden names, the caller's names, and what `ignore` says."""
+    names: frozenset[str]        # in the root and the split folders
+    anywhere: frozenset[str]     # at any depth
+    ignore: Callable[[str], bool]
+
+    def at_top(self, name: str, rel: str) -> bool:
+        return name.startswith(".") or name in self.names or name in self.anywhere or self.ignore(rel)
+
+    def below(self, name: str, rel: str) -> bool:
+        return name.startswith(".") or name in self.anywhere or self.ignore(rel)
+
+
 def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None,
-             classes: tuple[str, ...] | None = None) -> ScanResult:
-    """Scan `root`; `ignore(relpath)` returning True skips a file or folder silently (as hidden ones are).
-    `classes`: a fixed label map (augd.io.labels); a class folder missing from it fails the job, a class of it
-    without a folder keeps its id. Without one, the class folders in sorted order."""
+             classes: tuple[str, ...] | None = None,
+             skip_names: frozenset[str] = frozenset(), skip_anywhere: frozenset[str] = frozenset()) -> ScanResult:
+    """Scan `root`. Skipped silently: hidden names, `skip_names` in the root and the split folders, `skip_anywhere`
+    at any depth, and what `ignore(relpath)` says. `classes`: a fixed label map (a class folder missing from it
+    fails the job, a class without a folder keeps its id); without one, the class folders in sorted order."""
     fs = _GFileTree(root) if is_url(root) else _LocalTree(local_path(root))
     if not fs.isdir(""):
         raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason=FailureReason.INPUT_MISSING)
-    skip = ignore or (lambda _rel: False)
+    skip = _Skip(skip_names, skip_anywhere, ignore or (lambda _rel: False))
     candidates: list[_Candidate] = []
     rejected: list[RejectedInput] = []
     try:
         top = _visible(fs, "", skip)
     except OSError as e:
-        raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}", reason=FailureReason.INPUT_UNREADABLE) from None
+        raise JobFailed(f"{root}: cannot list the job folder: {e.strerror or e}",
+                        reason=FailureReason.INPUT_UNREADABLE) from None
     splits = _split_folders(root, top)
     class_dirs: dict[str, list[str]] = {}    # class name -> the folders holding it (one per split)
     for name, kind, detail in top:
@@ -181,13 +196,12 @@ def split_of(relpath: str, fractions) -> str:
     return fractions[-1][0]
 
 
-def _visible(fs, rel_dir: str, skip) -> list:
-    """The entries of a folder that are data: not hidden, not the protocol's control files, not skipped."""
-    return [(n, k, d) for n, k, d in fs.entries(rel_dir)
-            if not n.startswith(".") and n not in CONTROL_FILES and not skip(f"{rel_dir}/{n}" if rel_dir else n)]
+def _visible(fs, rel_dir: str, skip: _Skip) -> list:
+    """The entries of a top folder (the root, a split folder) that are data: not hidden, not skipped."""
+    return [(n, k, d) for n, k, d in fs.entries(rel_dir) if not skip.at_top(n, f"{rel_dir}/{n}" if rel_dir else n)]
 
 
-def _visible_or_unreadable(fs, rel_dir: str, skip, rejected: list) -> list:
+def _visible_or_unreadable(fs, rel_dir: str, skip: _Skip, rejected: list) -> list:
     try:
         return _visible(fs, rel_dir, skip)
     except OSError as e:
@@ -221,7 +235,7 @@ def read_bytes(img: InputImage) -> bytes:
         return f.read()
 
 
-def _walk(fs, rel_dir: str, skip: Callable[[str], bool]) -> Iterator[tuple[str, str, object]]:
+def _walk(fs, rel_dir: str, skip: _Skip) -> Iterator[tuple[str, str, object]]:
     try:
         entries = fs.entries(rel_dir)
     except OSError as e:
@@ -229,12 +243,26 @@ def _walk(fs, rel_dir: str, skip: Callable[[str], bool]) -> Iterator[tuple[str, 
         return
     for name, kind, detail in entries:
         rel = f"{rel_dir}/{name}"
-        if name.startswith(".") or name == READY_MARKER or skip(rel):  # a marker is never an image, at any depth
+        if skip.below(name, rel):
             continue
         if kind == "dir":
             yield from _walk(fs, rel, skip)
         else:
             yield rel, kind, detail
+
+
+def check_header(header: ImageHeader, max_pixels: int) -> int:
+    """The pixels TensorFlow will decode for this header; Rejected when a job cannot take the image (a coding
+    TensorFlow lacks, more than max_pixels)."""
+    why = unsupported(header)
+    if why:
+        raise Rejected("undecodable", why)
+    pixels = header.width * header.height * header.frames
+    if pixels > max_pixels:
+        frames = f" × {header.frames} frames" if header.frames > 1 else ""
+        raise Rejected("too_many_pixels", f"{header.width}×{header.height}{frames} = {pixels} pixels exceeds "
+                                          f"max_pixels={max_pixels}")
+    return pixels
 
 
 def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
@@ -260,14 +288,7 @@ def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
         raise Rejected("outside_job", e.strerror) from None
     except OSError as e:
         raise Rejected("unreadable", f"cannot read file: {e.strerror or e}") from None
-    why = unsupported(header)
-    if why:
-        raise Rejected("undecodable", why)
-    pixels = header.width * header.height * header.frames
-    if pixels > max_pixels:
-        frames = f" × {header.frames} frames" if header.frames > 1 else ""
-        raise Rejected("too_many_pixels", f"{header.width}×{header.height}{frames} = {pixels} pixels exceeds "
-                                          f"max_pixels={max_pixels}")
+    pixels = check_header(header, max_pixels)
     # The engine reads a file whole. One far bigger than its image can need (a small header glued onto
     # gigabytes of anything) is refused here, before it can exhaust memory: 8 bytes a pixel is raw 16-bit
     # RGBA, the worst encoding, and metadata (EXIF, ICC, XMP) gets MAX_METADATA_BYTES on top.
@@ -315,11 +336,8 @@ def _open_components(real_root: str, parts: list[str]):
 
 
 def _open_inside(root: str, path: str):
-    """Open `path` for reading only if it resolves to a regular file inside `root`. It is opened from the
-    root one component at a time with O_NOFOLLOW, so a symlink swapped in anywhere on the way after the
-    scan makes the open fail (ELOOP) instead of reading a file outside the job. A path that holds a
-    symlink is resolved first (one that stays inside the job is fine) and then opened the same way.
-    A FIFO swapped in is refused without blocking."""
+    """Open `path` only if it is a regular file inside `root`: one component at a time with O_NOFOLLOW, so a
+    symlink or FIFO swapped in after the scan fails the open instead of leading outside the job or blocking."""
     real_root = _real_root(root)
     rel = path[len(root):].lstrip("/") if path.startswith(root.rstrip("/") + "/") else ""
     parts = rel.split("/")
@@ -329,8 +347,9 @@ def _open_inside(root: str, path: str):
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise
+    # A symlink on the way: one that stays inside the job is fine, so resolve, check, and open the same way.
     target = os.path.realpath(path)
-    if os.path.commonpath([real_root, target]) != real_root or target == real_root:
+    if target == real_root or not inside(real_root, target):
         raise OutsideJob(errno.EACCES, "the file now resolves outside the job folder (changed since the scan?)")
     return _open_components(real_root, os.path.relpath(target, real_root).split(os.sep))
 
@@ -360,7 +379,6 @@ class _LocalTree:
 
     def __init__(self, root: str):
         self.root = root
-        self.real_root = os.path.realpath(root)
 
     def path(self, rel: str) -> str:
         return os.path.join(self.root, rel) if rel else self.root
@@ -379,8 +397,7 @@ class _LocalTree:
         try:
             st = e.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                target = os.path.realpath(e.path)
-                if os.path.commonpath([self.real_root, target]) != self.real_root:
+                if not inside(self.root, e.path):
                     return "outside_job", "symlink points outside the job folder"
                 try:
                     st = os.stat(e.path)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from typing import Iterator, Sequence
 
 import tensorflow as tf
 
 from augd.defaults import TARGET_SHARD_BYTES
+from augd.files import fsync_file
 from augd.io.scan import is_url, local_path
 
 __all__ = ["COMPRESSIONS", "ShardWriter", "read_records", "shard_count", "shard_name", "shuffled_order"]
@@ -83,11 +83,7 @@ class ShardWriter:
             w.close()
         for p in self.paths:
             if not is_url(p):
-                fd = os.open(local_path(p), os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_file(local_path(p))
 
     def _abort(self) -> None:
         writers, self._writers = self._writers, []

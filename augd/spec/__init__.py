@@ -4,20 +4,19 @@ from __future__ import annotations
 import os
 
 from augd.errors import SpecError
-from augd.spec.model import NAME_RE, OpNode, OutputSpec, PipelineSpec, parse_doc
-from augd.spec.yamlsrc import YamlDoc, format_path, load_yaml, read_yaml_file
+from augd.spec.model import OpNode, OutputSpec, PipelineSpec, parse_doc
+from augd.spec.validate import validate
+from augd.spec.yamlsrc import YamlDoc, load_yaml, read_yaml_file
 
-__all__ = ["builtin_pipelines", "find_pipeline", "parse_doc", "OpNode", "OutputSpec", "PipelineSpec", "SpecError", "load_pipeline", "parse_pipeline",
-           "pipeline_from_data", "format_path", "NAME_RE", "load_yaml", "read_yaml_file", "YamlDoc"]
+__all__ = ["builtin_pipelines", "find_pipeline", "is_pipeline_path", "known_pipelines", "parse_doc", "OpNode",
+           "OutputSpec", "PipelineSpec", "SpecError", "load_pipeline", "parse_pipeline", "load_yaml",
+           "read_yaml_file", "validate", "YamlDoc"]
+
+_SUFFIXES = (".yaml", ".yml")
 
 
 def parse_pipeline(text: str, source: str = "<string>") -> PipelineSpec:
     return parse_doc(load_yaml(text, source))
-
-
-def pipeline_from_data(data: dict, source: str) -> PipelineSpec:
-    """Validate already-loaded data (e.g. a pipeline embedded in a job's augd.yaml)."""
-    return parse_doc(YamlDoc(source=source, data=data, lines={}))
 
 
 def load_pipeline(path: str | os.PathLike) -> PipelineSpec:
@@ -34,20 +33,34 @@ def builtin_pipelines() -> dict[str, str]:
     return {f[:-5]: os.path.join(BUILTIN_DIR, f) for f in sorted(os.listdir(BUILTIN_DIR)) if f.endswith(".yaml")}
 
 
+def known_pipelines(search_dirs=()) -> set[str]:
+    """Pipeline names usable without a path: the built-in ones plus the *.yaml and *.yml in search_dirs."""
+    names = set(builtin_pipelines())
+    for d in search_dirs:
+        try:
+            names |= {f.rsplit(".", 1)[0] for f in os.listdir(d) if f.endswith(_SUFFIXES)}
+        except OSError:  # a missing or unreadable folder names no pipelines
+            pass
+    return names
+
+
+def is_pipeline_path(ref: str) -> bool:
+    """A pipeline reference is a file path when it holds a path separator or ends in .yaml/.yml, else a name
+    (a bare name is never looked up in the working directory)."""
+    return "/" in ref or os.sep in ref or ref.endswith(_SUFFIXES)
+
+
 def find_pipeline(ref: str, search_dirs=()) -> str:
     """A pipeline file path from a path or a bare name; search_dirs come before the built-in ones."""
-    # A path has a separator or a YAML suffix; a bare name is never looked up in the working directory.
-    if os.sep in ref or "/" in ref or ref.endswith((".yaml", ".yml")):
+    if is_pipeline_path(ref):
         return ref
     for d in search_dirs:
-        for ext in (".yaml", ".yml"):
+        for ext in _SUFFIXES:
             cand = os.path.join(d, ref + ext)
             if os.path.isfile(cand):
                 return cand
     found = builtin_pipelines().get(ref)
     if found:
         return found
-    known = sorted(set(builtin_pipelines()) | {f.rsplit(".", 1)[0] for d in search_dirs if os.path.isdir(d)
-                                                 for f in os.listdir(d) if f.endswith((".yaml", ".yml"))})
     raise SpecError(f"pipeline {ref!r} not found: not a file, and no pipeline of that name "
-                    f"(known: {', '.join(known) or 'none'})", source=ref)
+                    f"(known: {', '.join(sorted(known_pipelines(search_dirs))) or 'none'})", source=ref)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import hashlib
 import json
@@ -11,11 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from augd import defaults
 from augd.errors import SpecError
 from augd.labels import LabelMapError, check_names
 from augd.ops import REGISTRY, Kind, OpParams
+from augd.spec.validate import combine, did_you_mean, validate
 from augd.spec.yamlsrc import YamlDoc
 
 __all__ = ["OpNode", "OutputSpec", "PipelineSpec", "parse_doc", "NAME_RE"]
@@ -30,7 +31,7 @@ class _Strict(BaseModel):
 class OutputSpec(_Strict):
     """How records are encoded and sharded."""
     format: Literal["jpeg", "png", "raw"] = Field("jpeg", description="encoding of augmented images")
-    quality: int = Field(90, ge=1, le=100, description="JPEG quality of re-encoded images")
+    quality: int = Field(defaults.JPEG_QUALITY, ge=1, le=100, description="JPEG quality of re-encoded images")
     shards: Literal["auto"] | int = Field("auto", description="'auto' (~128 MB a shard) or a fixed count >= 1")
     compression: Literal["none", "gzip"] = Field("none", description="TFRecord compression")
 
@@ -121,39 +122,6 @@ class PipelineSpec:
         return self if labels is None else dataclasses.replace(self, labels=tuple(labels))
 
 
-_TYPE_TAGS = ("[", "function-", "constrained-")  # pydantic's names for union branches and validators, not keys
-
-
-def _did_you_mean(word, choices) -> str:
-    near = difflib.get_close_matches(str(word), list(choices), n=2, cutoff=0.6)
-    return f"; did you mean {' or '.join(near)}?" if near else ""
-
-
-def _pydantic_errors(doc: YamlDoc, base: tuple, exc: ValidationError, allowed_keys=()) -> list:
-    """One SpecError per problem pydantic found (a union's failed branches count once, at its first)."""
-    out, seen = [], set()
-    for err in exc.errors(include_url=False):
-        loc = base + tuple(p for p in err["loc"] if not (isinstance(p, str) and any(t in p for t in _TYPE_TAGS)))
-        if loc in seen:
-            continue
-        seen.add(loc)
-        value = err.get("input")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key {loc[-1]!r}" + _did_you_mean(loc[-1], allowed_keys)
-            if allowed_keys:
-                msg += f" (allowed keys: {', '.join(allowed_keys)})"
-            out.append(doc.error(loc, msg))
-        elif err["type"] == "missing":
-            out.append(doc.error(loc, "required key is missing"))
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            out.append(doc.error(loc, f"{msg}; got {value!r}" if "got" not in msg else msg))
-    return out
-
-
-_COMPOSITE_KEYS = {"ops"}
-
-
 def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
     if not isinstance(raw, dict) or len(raw) != 1:
         got = list(raw) if isinstance(raw, dict) else raw
@@ -161,7 +129,7 @@ def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
                              f"(e.g. '- random_hue: {{max_delta: 0.2}}'); got {got!r}")
     (name, body), = raw.items()
     if name not in REGISTRY:
-        raise doc.error(loc + (name,), f"unknown op {name!r}{_did_you_mean(name, REGISTRY)} "
+        raise doc.error(loc + (name,), f"unknown op {name!r}{did_you_mean(name, REGISTRY)} "
                                        f"(run 'augd ops' for the list)")
     cls = REGISTRY[name]
     loc = loc + (name,)
@@ -177,22 +145,9 @@ def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
         body = {k: v for k, v in body.items() if k != "ops"}
     elif not isinstance(body, dict):
         raise doc.error(loc, f"parameters of {name} must be a mapping; got {body!r}")
-    try:
-        params = cls.Params.model_validate(body, context={"n_children": len(children)})
-    except ValidationError as exc:
-        raise _combined(_pydantic_errors(doc, loc, exc, tuple(cls.Params.model_fields) +
-                                         (("ops",) if cls.kind is Kind.COMPOSITE else ()))) from None
+    params = validate(cls.Params, doc, body, at=loc, context={"n_children": len(children)},
+                      extra_keys=("ops",) if cls.kind is Kind.COMPOSITE else ())
     return OpNode(name=name, params=params, children=children)
-
-
-def _combined(errors: list) -> SpecError:
-    """One SpecError for several: its message has one line each, path and line are the first one's, and
-    `.errors` lists them all (augd validate prints each)."""
-    errors = [e for err in errors for e in getattr(err, "errors", None) or [err]]
-    first = errors[0]
-    combined = SpecError("\n".join(str(e) for e in errors), source=first.source, path=first.path, line=first.line)
-    combined.errors = errors
-    return combined
 
 
 def _parse_ops(doc: YamlDoc, raws: list, loc: tuple) -> tuple[OpNode, ...]:
@@ -204,7 +159,7 @@ def _parse_ops(doc: YamlDoc, raws: list, loc: tuple) -> tuple[OpNode, ...]:
         except SpecError as exc:
             errors.append(exc)
     if errors:
-        raise _combined(errors)
+        raise combine(errors)
     return tuple(nodes)
 
 
@@ -214,9 +169,9 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
                             f"got {type(doc.data).__name__}")
     errors = []
     try:
-        head = _Header.model_validate(doc.data)
-    except ValidationError as exc:
-        errors, head = _pydantic_errors(doc, (), exc, tuple(_Header.model_fields)), None
+        head = validate(_Header, doc, doc.data)
+    except SpecError as exc:
+        errors, head = [exc], None
     labels = None
     if head is not None and head.labels is not None:
         try:
@@ -240,7 +195,7 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
         except SpecError as exc:
             errors.append(exc)
     if errors:
-        raise _combined(errors)
+        raise combine(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
                         variants=head.variants, keep_original=head.keep_original,
                         output=head.output, ops=ops, source=doc.source, colour=head.colour, labels=labels,

@@ -27,11 +27,16 @@ def format_path(loc: tuple) -> str:
 class YamlDoc:
     source: str          # file name (or "<string>") for messages
     data: object         # plain Python data, as yaml.safe_load gives
-    lines: dict          # YAML path tuple -> 1-based line number
+    lines: dict          # YAML path tuple (from the file's root) -> 1-based line number
+    base: tuple = ()     # YAML path of data in the file: errors name the full path
+
+    def below(self, key) -> "YamlDoc":
+        """The document at `key` of this one (a pipeline embedded in a job's augd.yaml), with the file's lines."""
+        return YamlDoc(source=self.source, data=self.data[key], lines=self.lines, base=self.base + (key,))
 
     def line_of(self, loc: tuple) -> int | None:
         # Fall back to the nearest parent that has a line: a missing key is reported at its mapping.
-        loc = tuple(loc)
+        loc = self.base + tuple(loc)
         while loc:
             if loc in self.lines:
                 return self.lines[loc]
@@ -41,7 +46,7 @@ class YamlDoc:
     def error(self, loc: tuple, message: str) -> SpecError:
         line = self.line_of(loc)
         where = f"{self.source}" + (f":{line}" if line else "")
-        path = format_path(loc)
+        path = format_path(self.base + tuple(loc))
         text = f"{where}: {path}: {message}" if path else f"{where}: {message}"
         return SpecError(text, source=self.source, path=path, line=line)
 
