@@ -103,7 +103,8 @@ def cmd_run(args) -> int:
     if not os.path.isdir(args.input) and "://" not in args.input:
         print(f"augd run: input {args.input!r} is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    from augd.job import run_job
+    from augd.job import JobOptions, JobWatch, run_job
+    from augd.job.report import reasons_summary
     from augd.job.resources import job_memory_bytes
     bar = None
     if sys.stderr.isatty() and not args.quiet:
@@ -116,28 +117,27 @@ def cmd_run(args) -> int:
             bar.update(p.done - bar.n)
             bar.set_postfix(written=p.written, rejected=p.rejected, refresh=False)
 
-    try:
-        result = run_job(args.input, spec, args.out, name=args.name, workers=args.workers,
-                         overwrite=args.overwrite, max_pixels=args.max_pixels, progress=progress,
+    options = JobOptions(name=args.name, workers=args.workers, overwrite=args.overwrite, max_pixels=args.max_pixels,
                          memory_limit=job_memory_bytes(args.max_memory_mb), max_rejected=args.max_rejected)
+    try:
+        result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress))
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if bar is not None:
             bar.close()
-    m = result.manifest
-    print(f"{result.name}: {m['inputs']['written']}/{m['inputs']['seen']} images -> {m['records']['written']} "
-          f"records in {len(m['shards'])} shard(s), {m['inputs']['rejected']} rejected, "
-          f"{m['timing']['images_per_second']} img/s, {m['bytes']['written'] / 1e6:.1f} MB -> {result.out_dir}")
-    if m["unlabeled"] and m["unlabeled"]["images"]:
-        print(f"  unlabeled (label -1: not in a class folder): {m['unlabeled']['images']} images", file=sys.stderr)
-    rejected = m["inputs"]["rejected_files"]
+    r = result.report
+    print(f"{result.name}: {r.inputs.written}/{r.inputs.seen} images -> {r.records.written} "
+          f"records in {len(r.shards)} shard(s), {r.inputs.rejected} rejected, "
+          f"{r.timing.images_per_second} img/s, {r.bytes.written / 1e6:.1f} MB -> {result.out_dir}")
+    if r.unlabeled and r.unlabeled.images:
+        print(f"  unlabeled (label -1: not in a class folder): {r.unlabeled.images} images", file=sys.stderr)
+    rejected = r.inputs.rejected_files
     if rejected:
-        from augd.job.manifest import reasons_summary
-        print("  rejected by reason: " + reasons_summary(r["reason"] for r in rejected), file=sys.stderr)
-    for r in rejected[:20]:
-        print(f"  rejected {r['path']}: {r['message']}", file=sys.stderr)
+        print("  rejected by reason: " + reasons_summary(f.reason for f in rejected), file=sys.stderr)
+    for f in rejected[:20]:
+        print(f"  rejected {f.relpath}: {f.message}", file=sys.stderr)
     if len(rejected) > 20:
         print(f"  ... and {len(rejected) - 20} more: manifest.json lists them all", file=sys.stderr)
     return EXIT_OK

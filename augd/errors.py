@@ -39,12 +39,31 @@ class SpecError(AugdError):
         self.line = line
 
 
-class JobFailed(AugdError):
-    """A job could not produce its output. `reason` is a short machine-readable code."""
+class CancelCause(str, enum.Enum):
+    """Why a running job was cancelled: what the daemon does with it next."""
+    SHUTDOWN = "shutdown"  # the daemon is stopping: the job goes back to the inbox
+    TIMEOUT = "timeout"    # it ran longer than job_timeout_seconds: it fails with FailureReason.TIMEOUT
 
-    def __init__(self, message: str, *, reason: str = "error"):
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class JobFailed(AugdError):
+    """A job could not produce its output; `reason` says why."""
+
+    def __init__(self, message: str, *, reason: FailureReason):
         super().__init__(message)
         self.reason = reason
+
+
+class JobCancelled(JobFailed):
+    """The job's cancel signal stopped it between two images (reason `cancelled`); `cause` says who asked."""
+
+    def __init__(self, cause: CancelCause):
+        super().__init__(f"job cancelled before it finished ({cause})", reason=FailureReason.CANCELLED)
+        self.cause = cause
 
 
 class Rejected(AugdError):

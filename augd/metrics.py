@@ -1,13 +1,13 @@
 """Every Prometheus metric of augd, created against an injected CollectorRegistry.
 
 The figures come from the same values `augd run` writes into manifest.json (ImageOutcome per image while a
-job runs, the manifest when it commits), so a scrape and the manifests agree. Imports no TensorFlow.
+job runs, its JobReport when it commits), so a scrape and the manifests agree. Imports no TensorFlow.
 Metric names are a contract (docs/metrics.md): change them only with a deprecation.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -15,9 +15,14 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-__all__ = ["JOB_RESULTS", "IMAGE_RESULTS", "METRIC_NAMES", "QUEUE_STATES", "STAGES", "JobTally", "Metrics"]
+from augd.errors import FailureReason
+from augd.stages import STAGES
 
-STAGES = ("read", "decode", "augment", "encode", "write")   # = augd.job.STAGES (checked by a test)
+if TYPE_CHECKING:
+    from augd.job.report import JobReport
+
+__all__ = ["JOB_RESULTS", "IMAGE_RESULTS", "METRIC_NAMES", "QUEUE_STATES", "JobTally", "Metrics"]
+
 JOB_RESULTS = ("success", "failed")
 IMAGE_RESULTS = ("written", "rejected")
 QUEUE_STATES = ("ready", "waiting")
@@ -97,7 +102,6 @@ class Metrics:
                                                                "dynamic, as they should be).", registry=r)
         r.register(_DeviceMemory(device_memory))
         # Known label values start at 0, so rate() and ratios work from the first scrape.
-        from augd.errors import FailureReason
         from augd.io import REJECT_REASONS
         for v in FailureReason:
             self.failures.labels(v.value)
@@ -124,14 +128,14 @@ class Metrics:
     def job_tally(self) -> "JobTally":
         return JobTally(self)
 
-    def job_failed(self, duration: float, reason: str) -> None:
+    def job_failed(self, duration: float, reason: FailureReason) -> None:
         self.jobs.labels("failed").inc()
         self.failures.labels(str(reason)).inc()
         self.job_duration.observe(duration)
 
 
 class JobTally:
-    """Counts one job's images as they are processed, then settles with its manifest: images rejected by the
+    """Counts one job's images as they are processed, then settles with its report: images rejected by the
     scan (before any image is processed) and bytes written are only known there."""
 
     def __init__(self, metrics: Metrics):
@@ -160,26 +164,26 @@ class JobTally:
             for stage in STAGES:
                 m.stage.labels(stage).observe(outcome.stage_seconds.get(stage, 0.0))
 
-    def succeeded(self, manifest: dict, duration: float) -> None:
-        """Add what only the manifest knows; the totals then equal the manifest's figures."""
+    def succeeded(self, report: JobReport, duration: float) -> None:
+        """Add what only the report knows; the totals then equal its figures (and manifest.json's)."""
         m = self.m
         by_reason: dict[str, int] = {}
-        for r in manifest["inputs"]["rejected_files"]:
-            by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+        for r in report.inputs.rejected_files:
+            by_reason[r.reason] = by_reason.get(r.reason, 0) + 1
         for reason, n in by_reason.items():
             extra = n - self.rejected_by_reason.get(reason, 0)
             if extra > 0:
                 m.rejected.labels(reason).inc(extra)
                 m.images.labels("rejected").inc(extra)
-        if manifest["inputs"]["written"] > self.written:
-            m.images.labels("written").inc(manifest["inputs"]["written"] - self.written)
-        if manifest["records"]["written"] > self.records:
-            m.records.inc(manifest["records"]["written"] - self.records)
-        if manifest["bytes"]["read"] > self.bytes_read:
-            m.bytes_read.inc(manifest["bytes"]["read"] - self.bytes_read)
-        m.bytes_written.inc(manifest["bytes"]["written"])
-        m.graph_builds.inc(manifest["graph"]["builds"])
-        m.graph_traces.inc(manifest["graph"]["traces"])
+        if report.inputs.written > self.written:
+            m.images.labels("written").inc(report.inputs.written - self.written)
+        if report.records.written > self.records:
+            m.records.inc(report.records.written - self.records)
+        if report.bytes.read > self.bytes_read:
+            m.bytes_read.inc(report.bytes.read - self.bytes_read)
+        m.bytes_written.inc(report.bytes.written)
+        m.graph_builds.inc(report.graph.builds)
+        m.graph_traces.inc(report.graph.traces)
         m.jobs.labels("success").inc()
         m.job_duration.observe(duration)
         m.last_success.set(time.time())

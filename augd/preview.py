@@ -159,20 +159,15 @@ def _tf_message(exc: Exception) -> str:
 
 def _source(path: str, max_pixels: int):
     """(bytes, header) of an image file the way a job accepts it, or Rejected naming what is wrong."""
-    from augd.formats import read_header, unsupported
+    from augd.formats import read_header
+    from augd.io import check_header
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as exc:
         raise Rejected("unreadable", f"cannot read: {exc.strerror or exc}") from None
     header = read_header(data)
-    why = unsupported(header)
-    if why:
-        raise Rejected("undecodable", why)
-    pixels = header.width * header.height * header.frames
-    if pixels > max_pixels:
-        raise Rejected("too_many_pixels", f"{header.width}×{header.height} = {pixels} pixels exceeds "
-                                          f"max_pixels={max_pixels}")
+    check_header(header, max_pixels)
     return data, header
 
 
@@ -427,13 +422,13 @@ def add_preview_arguments(p: argparse.ArgumentParser) -> None:
 def _relpaths(images, root: str | None) -> list[str]:
     if root is None:
         return [os.path.basename(p) for p in images]
+    from augd.files import inside
     base = os.path.realpath(root)
     out = []
     for p in images:
-        rel = os.path.relpath(os.path.realpath(p), base)
-        if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        if not inside(base, p):
             raise ValueError(f"{p}: not inside --root {root}")
-        out.append(rel.replace(os.sep, "/"))
+        out.append(os.path.relpath(os.path.realpath(p), base).replace(os.sep, "/"))
     return out
 
 

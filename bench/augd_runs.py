@@ -69,11 +69,11 @@ SPECS = {
 
 
 def make_spec(name: str):
-    from augd.spec import pipeline_from_data
+    from augd.spec import YamlDoc, parse_doc
     base, overrides = SPECS[name]
     doc = copy.deepcopy(base())
     doc.update(copy.deepcopy(overrides))
-    return pipeline_from_data(doc, f"<bench:{name}>")
+    return parse_doc(YamlDoc(source=f"<bench:{name}>", data=doc, lines={}))
 
 
 def git_commit() -> str:
@@ -101,10 +101,10 @@ def environment() -> dict:
 def _warm_up(spec, data_dir: str, files: list[str], workers: int, tmp: str) -> None:
     """One small job first, so TensorFlow's one-off process start-up (kernel registration, thread pools,
     oneDNN) is not charged to the measured job. Each measured job still pays its own compile."""
-    from augd.job import run_job
+    from augd.job import JobOptions, run_job
     job = os.path.join(tmp, "warmup-in")
     link_tree(data_dir, job, files[:max(4, 2 * workers)])
-    run_job(job, spec, os.path.join(tmp, "warmup-out"), name="warmup", workers=workers, overwrite=True)
+    run_job(job, spec, os.path.join(tmp, "warmup-out"), JobOptions(name="warmup", workers=workers, overwrite=True))
     shutil.rmtree(job)
     shutil.rmtree(os.path.join(tmp, "warmup-out"))
 
@@ -121,7 +121,7 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
     """Time one run_job over `files` (relative to data_dir) with spec `name`. img/s = images / wall time of
     run_job, which includes scanning, compiling the job's graph, writing the shards and committing."""
     from augd.engine import graph_builds
-    from augd.job import run_job
+    from augd.job import JobOptions, JobWatch, run_job
 
     spec = make_spec(name)
     work = tempfile.mkdtemp(prefix=f"augd-bench-{name}-", dir=tmp)
@@ -134,26 +134,26 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
         done: list[float] = []
         builds0 = graph_builds()
         t0 = time.perf_counter()
-        res = run_job(job, spec, os.path.join(work, "out"), name=name, workers=workers, overwrite=True,
-                      on_image=lambda _r: done.append(time.perf_counter()))
+        res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name=name, workers=workers, overwrite=True),
+                      JobWatch(on_image=lambda _r: done.append(time.perf_counter())))
         wall = time.perf_counter() - t0
         builds = graph_builds() - builds0
-        m = res.manifest
-        n = m["inputs"]["written"]
+        m = res.report
+        n = m.inputs.written
         steady = (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 and done[-1] > done[0] else None
         out = {
-            "images": n, "records": m["records"]["written"], "rejected": m["inputs"]["rejected"],
+            "images": n, "records": m.records.written, "rejected": m.inputs.rejected,
             "workers": workers, "wall_seconds": round(wall, 3), "images_per_second": round(n / wall, 2),
             "includes": "scan + compile + augment + write + commit (after a warm-up job)",
             "first_image_seconds": round(done[0] - t0, 3) if done else None,
             "steady_images_per_second": round(steady, 2) if steady else None,
             "compile_seconds_separately": round(compile_s, 3),
-            "manifest_images_per_second": m["timing"]["images_per_second"],
-            "manifest_wall_seconds": m["timing"]["wall_seconds"],
-            "stage_seconds": m["timing"]["stage_seconds"],
-            "stage_share": _shares(m["timing"]["stage_seconds"]),
-            "device": m.get("device"), "graph": m.get("graph"), "graph_builds_counted": builds,
-            "bytes": m.get("bytes"),
+            "manifest_images_per_second": m.timing.images_per_second,
+            "manifest_wall_seconds": m.timing.wall_seconds,
+            "stage_seconds": m.timing.stage_seconds,
+            "stage_share": _shares(m.timing.stage_seconds),
+            "device": m.device, "graph": m.graph.to_dict(), "graph_builds_counted": builds,
+            "bytes": m.bytes.to_dict(),
         }
         if keep_output:
             out["out_dir"] = res.out_dir

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
 
     from augd.engine import Compiled
     from augd.io import read_bytes, scan_job
-    from augd.job import process_images, run_job
+    from augd.job import JobOptions, process_images, run_job
 
     data_dir = build_dataset(args.n, 0, args.cache)
     spec = make_spec(args.chain)
@@ -85,7 +85,8 @@ def main(argv=None) -> int:
                 process_images(compiled, spec, images[k:min(k + BATCH, hi)])
 
         def job():
-            run_job(job_dir, spec, os.path.join(tmp, "out"), name="layers", workers=args.workers, overwrite=True)
+            run_job(job_dir, spec, os.path.join(tmp, "out"), JobOptions(name="layers", workers=args.workers,
+                                                                        overwrite=True))
             return len(images)
 
         layers = {"graph": lambda: _threads(graph_only, len(images), args.workers),

@@ -41,7 +41,7 @@ def rss_mb(pid: int | str = "self") -> float:
 # ---------------------------------------------------------------------------------------------- flatness
 
 def flatness(data_dir: str, files: list[str], images: int, pipeline: str, workers: int, tmp: str) -> dict:
-    from augd.job import run_job
+    from augd.job import JobOptions, JobWatch, run_job
 
     from bench.augd_runs import make_spec
     spec = make_spec(pipeline)
@@ -67,8 +67,8 @@ def flatness(data_dir: str, files: list[str], images: int, pipeline: str, worker
 
         load0 = os.getloadavg()
         t0 = time.perf_counter()
-        res = run_job(job, spec, os.path.join(work, "out"), name="flat", workers=workers, overwrite=True,
-                      on_image=on_image)
+        res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name="flat", workers=workers, overwrite=True),
+                      JobWatch(on_image=on_image))
         wall = time.perf_counter() - t0
         load1 = os.getloadavg()
     finally:
@@ -91,7 +91,7 @@ def flatness(data_dir: str, files: list[str], images: int, pipeline: str, worker
     first_g, last_g = statistics.fmean(in_graph[:k]), statistics.fmean(in_graph[-k:])
     first_c, last_c = statistics.fmean(cpu_iv[:k]), statistics.fmean(cpu_iv[-k:])
     return {"images": n, "pipeline": pipeline, "workers": workers, "wall_seconds": round(wall, 2),
-            "images_per_second": round(n / wall, 2), "graph": res.manifest.get("graph"),
+            "images_per_second": round(n / wall, 2), "graph": res.report.graph.to_dict(),
             "wall_ms_per_image_first_10pct": round(1000 * first_w, 2),
             "wall_ms_per_image_last_10pct": round(1000 * last_w, 2),
             "wall_ratio_last_first": round(last_w / first_w, 3),
@@ -108,7 +108,7 @@ def flatness(data_dir: str, files: list[str], images: int, pipeline: str, worker
 
 def _memory_inproc(data_dir, files, jobs, workers, tmp, pipeline, checkpoints) -> dict:
     from augd.engine import graph_builds
-    from augd.job import run_job
+    from augd.job import JobOptions, run_job
 
     from bench.augd_runs import make_spec
     spec = make_spec(pipeline)
@@ -119,8 +119,8 @@ def _memory_inproc(data_dir, files, jobs, workers, tmp, pipeline, checkpoints) -
             job = os.path.join(work, f"job-{i:03d}")
             link_tree(data_dir, job, files, prefix=f"j{i}-")
             b0 = graph_builds()
-            res = run_job(job, spec, os.path.join(work, "out"), name=f"job-{i:03d}", workers=workers)
-            builds.append({"counted": graph_builds() - b0, "manifest": res.manifest["graph"]["builds"]})
+            res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name=f"job-{i:03d}", workers=workers))
+            builds.append({"counted": graph_builds() - b0, "manifest": res.report.graph.builds})
             shutil.rmtree(job)
             shutil.rmtree(res.out_dir)
             if i in checkpoints:

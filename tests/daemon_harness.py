@@ -89,10 +89,12 @@ def write_config(root: Path, **overrides) -> Path:
 
 
 class Daemon:
-    """`augd serve --config CFG` as a real subprocess, its log in a file."""
+    """`augd serve --config CFG` as a real subprocess, its log in a file. With `hold_dir`, tests.held_daemon
+    instead: the same daemon, stalled at "startup" or in its work "loop" while a file of that name is there."""
 
-    def __init__(self, config: Path, env: dict | None = None):
+    def __init__(self, config: Path, env: dict | None = None, hold_dir: Path | None = None):
         self.config = Path(config)
+        self.holds = Path(hold_dir) if hold_dir is not None else None
         self.root = self.config.parent
         self.log_path = self.root / f"daemon-{time.monotonic_ns()}.log"
         self.env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
@@ -104,8 +106,10 @@ class Daemon:
 
     def start(self) -> "Daemon":
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "augd", "serve", "--config", str(self.config)],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=self.root)
+        cmd = ["augd", "serve", "--config", str(self.config)] if self.holds is None else \
+            ["tests.held_daemon", "--config", str(self.config), "--hold-dir", str(self.holds)]
+        self.proc = subprocess.Popen([sys.executable, "-m", *cmd], stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=self.env, cwd=self.root)
         return self
 
     def log(self) -> str:

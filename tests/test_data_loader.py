@@ -17,7 +17,7 @@ from PIL import Image
 import augd.data
 from augd.data import DataError
 from augd.io import ShardWriter, make_example, parse_example, read_records
-from augd.job import run_job
+from augd.job import JobOptions, run_job
 from augd.spec import parse_pipeline
 from tests.jobfiles import make_job
 
@@ -51,8 +51,8 @@ def outputs(tmp_path_factory):
 
     def get(name):
         if name not in done:
-            done[name] = run_job(str(root / "pics"), pipeline(*JOBS[name]), str(root / "out"), name=name,
-                                 workers=2).out_dir
+            done[name] = run_job(str(root / "pics"), pipeline(*JOBS[name]), str(root / "out"),
+                                 JobOptions(name=name, workers=2)).out_dir
         return done[name]
 
     return get

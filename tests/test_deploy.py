@@ -25,7 +25,7 @@ def registry_names(tmp_path_factory):
     """Every metric and sample name augd's registry exposes after a real job."""
     from prometheus_client import CollectorRegistry
 
-    from augd.job import run_job
+    from augd.job import JobWatch, run_job
     from augd.metrics import Metrics
     from tests.helpers import make_image, png, spec_for
 
@@ -38,8 +38,8 @@ def registry_names(tmp_path_factory):
     m.build_info("0", "0", "CPU")
     tally = m.job_tally()
     result = run_job(str(job), spec_for([{"invert": {}}], fmt="jpeg"), str(tmp_path_factory.mktemp("out")),
-                     on_image=tally.image)
-    tally.succeeded(result.manifest, 1.0)
+                     watch=JobWatch(on_image=tally.image))
+    tally.succeeded(result.report, 1.0)
     names = set()
     for fam in m.registry.collect():
         names.add(fam.name)

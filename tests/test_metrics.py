@@ -12,24 +12,26 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from augd.metrics import METRIC_NAMES, STAGES, Metrics
+from augd.io import RejectedInput
+from augd.job.report import ByteCounts, GraphInfo, Inputs, JobReport, RecordCounts, Shard, Timing
+from augd.metrics import METRIC_NAMES, Metrics
+from augd.stages import STAGES
 from tests.daemon_harness import (REPO, Daemon, make_image, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, wait_for, write_config)
 
-DOCS = REPO / "README.md"  # the Metrics section
+DOCS = REPO / "docs" / "metrics.md"
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    """A daemon held before TensorFlow loads (test hook), so /readyz can be seen answering 503 first.
+    """A daemon held before TensorFlow loads (tests.held_daemon), so /readyz can be seen answering 503 first.
     Jobs are only ready with a _READY marker (settle_seconds is an hour) and deleted after success."""
     root = tmp_path_factory.mktemp("metrics")
     holds = root / "holds"
     holds.mkdir()
     (holds / "startup").write_text("")
     cfg = write_config(root, settle_seconds=3600, on_success="delete", health_stale_seconds=2)
-    d = Daemon(cfg, env={"AUGD_DEBUG_HOLD_DIR": str(holds)}).start()
-    d.holds = holds
+    d = Daemon(cfg, hold_dir=holds).start()
     try:
         d.wait_http()
         yield d
@@ -225,7 +227,19 @@ class _Outcome:
         self.stage_seconds = stages or {}
 
 
-def test_job_tally_settles_with_the_manifest():
+def _report(*, written: int, rejected: list[str], records: int, read: int, shards: int) -> JobReport:
+    """A JobReport with the figures JobTally.succeeded reads; the rest is filler."""
+    return JobReport(
+        augd_version="0", tensorflow_version="0", device="CPU", job="j", input="/in/j", created="", pipeline={},
+        pipeline_sha256="", seed=0, classes=(), unlabeled=None,
+        inputs=Inputs(seen=written + len(rejected), written=written,
+                      rejected_files=tuple(RejectedInput(f"r{i}", r, "") for i, r in enumerate(rejected))),
+        records=RecordCounts(written=records, variants=(1,)), shards=(Shard("j-00000-of-00001", records),),
+        splits={}, bytes=ByteCounts(read=read, written=shards), graph=GraphInfo(builds=1, traces=1, stage_devices=None),
+        timing=Timing.measured(1.0, written, dict.fromkeys(STAGES, 0.0)))
+
+
+def test_job_tally_settles_with_the_report():
     reg = CollectorRegistry()
     m = Metrics(reg, process_collectors=False)
     get = reg.get_sample_value
@@ -235,10 +249,7 @@ def test_job_tally_settles_with_the_manifest():
     t.image(_Outcome(records=(b"a", b"b"), bytes_read=100, stages=dict.fromkeys(STAGES, 0.01)))
     t.image(_Outcome(rejected=_Rej("undecodable"), bytes_read=7))
     assert get("augd_images_total", {"result": "written"}) == 1 and get("augd_records_written_total") == 2
-    t.succeeded({"inputs": {"written": 1, "rejected_files": [{"reason": "undecodable"}, {"reason": "empty"},
-                                                              {"reason": "empty"}]},
-                 "records": {"written": 2}, "bytes": {"read": 107, "written": 5000},
-                 "graph": {"builds": 1, "traces": 1}}, 3.5)
+    t.succeeded(_report(written=1, rejected=["undecodable", "empty", "empty"], records=2, read=107, shards=5000), 3.5)
     assert get("augd_images_total", {"result": "rejected"}) == 3
     assert get("augd_rejected_inputs_total", {"reason": "empty"}) == 2
     assert get("augd_rejected_inputs_total", {"reason": "undecodable"}) == 1
@@ -247,7 +258,3 @@ def test_job_tally_settles_with_the_manifest():
     assert get("augd_jobs_total", {"result": "success"}) == 1 and get("augd_job_duration_seconds_sum") == 3.5
     assert get("augd_last_success_timestamp_seconds") > 0
 
-
-def test_stage_names_match_the_job_manifest():
-    from augd.job.manifest import STAGES as JOB_STAGES
-    assert STAGES == JOB_STAGES

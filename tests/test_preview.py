@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from augd.engine import Compiled
 from augd.io import parse_example
-from augd.job import run_job
+from augd.job import JobOptions, run_job
 from augd.preview import contact_sheet, describe_variant, letterbox, preview_rows
 from augd.spec import parse_pipeline
 from tests.jobfiles import augd_env, image_bytes, psnr, records
@@ -77,7 +77,7 @@ def job_root(tmp_path_factory):
 def test_tiles_are_the_records_the_job_writes(job_root, tmp_path, fmt):
     root, paths = job_root
     spec = pipeline(CHAIN, fmt=fmt)
-    written = job_pixels(run_job(root, spec, str(tmp_path), workers=2).out_dir)
+    written = job_pixels(run_job(root, spec, str(tmp_path), JobOptions(workers=2)).out_dir)
     rows = preview_rows(spec, paths)
     assert [r.relpath for r in rows] == sorted(SOURCES)
     for row in rows:
@@ -111,7 +111,7 @@ def test_seeds_are_keyed_by_the_relative_path(tmp_path):
     root = tmp_path / "job"
     (path,) = write_sources(root / "cls", {"a.jpg": ("jpeg", 41, 67)})
     spec = pipeline([{"random_rotation": {"degrees": 20}}, {"random_hue": {"max_delta": 0.2}}], variants=2)
-    written = job_pixels(run_job(str(root), spec, str(tmp_path / "out"), workers=1).out_dir)
+    written = job_pixels(run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1)).out_dir)
     compiled = Compiled(spec)
     try:
         (keyed,) = preview_rows(spec, [path], relpaths=["cls/a.jpg"], compiled=compiled)

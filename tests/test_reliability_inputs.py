@@ -24,7 +24,7 @@ import pytest
 from PIL import Image
 
 from augd.io import parse_example
-from augd.job import run_job
+from augd.job import JobOptions, JobReport, run_job
 from augd.spec import parse_pipeline
 from tests.jobfiles import augd, image_bytes, picture, records
 from tests.test_formats import bmp_header, png_chunk
@@ -297,7 +297,7 @@ def catalogue(tmp_path_factory):
     expected["special/sock.png"] = "not_regular_file"
     try:
         spec = parse_pipeline(PIPELINE, "catalogue.yaml")
-        result = run_job(str(job), spec, str(base / "out"), workers=2)
+        result = run_job(str(job), spec, str(base / "out"), JobOptions(workers=2))
         cli = augd("run", job, "--pipeline", _write(base / "p.yaml", PIPELINE), "--out", base / "cli",
                    "--workers", 2, timeout=300)
     finally:
@@ -311,8 +311,13 @@ def _write(path, text):
     return path
 
 
-def outcomes(manifest: dict, recs: list[bytes]) -> tuple[dict, dict]:
-    """({relpath: reason or "written"}, {relpath: {variant: parsed record}}) from an output."""
+def rejections(report: JobReport) -> list[tuple[str, str]]:
+    return [(r.relpath, r.reason) for r in report.inputs.rejected_files]
+
+
+def outcomes(rejected: list[tuple[str, str]], recs: list[bytes]) -> tuple[dict, dict]:
+    """({relpath: reason or "written"}, {relpath: {variant: parsed record}}) from an output's (path, reason) of
+    each rejected file and its records."""
     parsed: dict = {}
     for r in recs:
         ex = parse_example(r)
@@ -321,16 +326,15 @@ def outcomes(manifest: dict, recs: list[bytes]) -> tuple[dict, dict]:
         assert ex["augd/variant"] not in parsed.get(name, {}), f"{name!r} variant written twice"
         parsed.setdefault(name, {})[ex["augd/variant"]] = ex
     got = {rel: "written" for rel in parsed}
-    for r in manifest["inputs"]["rejected_files"]:
-        assert r["path"] not in got, f"{r['path']!r} both written and rejected"
-        got[r["path"]] = r["reason"]
+    for path, reason in rejected:
+        assert path not in got, f"{path!r} both written and rejected"
+        got[path] = reason
     return got, parsed
 
 
 @pytest.fixture(scope="module")
 def got(catalogue):
-    m = catalogue["result"].manifest
-    return outcomes(m, records(catalogue["result"].out_dir))
+    return outcomes(rejections(catalogue["result"].report), records(catalogue["result"].out_dir))
 
 
 def test_every_case_has_its_expected_outcome(catalogue, got):
@@ -343,14 +347,14 @@ def test_every_case_has_its_expected_outcome(catalogue, got):
 
 def test_every_written_image_has_all_its_variants_and_controls_are_written(catalogue, got):
     outcome, parsed = got
-    m = catalogue["result"].manifest
+    m = catalogue["result"].report
     written = [rel for rel, o in outcome.items() if o == "written"]
     assert set(CONTROLS) <= set(written)
     for rel in written:
         assert sorted(parsed[rel]) == list(range(N_VARIANTS)), rel
-    assert m["inputs"]["written"] == len(written)
-    assert m["inputs"]["seen"] == m["inputs"]["written"] + m["inputs"]["rejected"] == len(outcome)
-    assert m["records"]["written"] == N_VARIANTS * len(written)
+    assert m.inputs.written == len(written)
+    assert m.inputs.seen == m.inputs.written + m.inputs.rejected == len(outcome)
+    assert m.records.written == N_VARIANTS * len(written)
 
 
 @pytest.mark.parametrize("rel", [r for r, c in CATALOGUE.items() if c[2] is not None])
@@ -364,8 +368,8 @@ def test_written_cases_are_stored_upright_at_their_size(got, rel):
 
 
 def test_rejections_have_messages_for_people(catalogue):
-    for r in catalogue["result"].manifest["inputs"]["rejected_files"]:
-        assert len(r["message"]) > 8 and not any(s in r["message"] for s in ("{{", "[[", "Op:")), r
+    for r in catalogue["result"].report.inputs.rejected_files:
+        assert len(r.message) > 8 and not any(s in r.message for s in ("{{", "[[", "Op:")), r
 
 
 def test_nothing_outside_the_job_is_read(catalogue, got):
@@ -380,7 +384,7 @@ def test_the_cli_gives_the_same_outcome_per_file(catalogue, got):
     assert cli.returncode == 0, cli.stderr
     out_dir = catalogue["base"] / "cli" / "hostile"
     m = json.loads((out_dir / "manifest.json").read_text())
-    cli_outcome, _ = outcomes(m, records(str(out_dir)))
+    cli_outcome, _ = outcomes([(r["path"], r["reason"]) for r in m["inputs"]["rejected_files"]], records(str(out_dir)))
     assert cli_outcome == got[0]
     assert sorted(os.listdir(out_dir))[-1] == "manifest.json" and (out_dir / "_SUCCESS").is_file()
 
@@ -429,8 +433,8 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
         return res
 
     monkeypatch.setattr(runner, "scan_job", scan)
-    res = run_job(str(job), parse_pipeline(PIPELINE, "p.yaml"), str(tmp_path / "out"), workers=2)
-    outcome, parsed = outcomes(res.manifest, records(res.out_dir))
+    res = run_job(str(job), parse_pipeline(PIPELINE, "p.yaml"), str(tmp_path / "out"), JobOptions(workers=2))
+    outcome, parsed = outcomes(rejections(res.report), records(res.out_dir))
     assert outcome == {
         "c/img0.png": "unreadable", "c/img1.png": "outside_job", "c/img2.png": "unreadable",
         "c/img3.png": "unreadable", "c/img4.png": "unreadable", "c/img5.png": "unreadable",
@@ -441,7 +445,7 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
         for ex in v.values():
             sid = ex["image/source_id"]
             assert (sid.decode() if isinstance(sid, bytes) else sid) != secret_sha
-    msgs = {r["path"]: r["message"] for r in res.manifest["inputs"]["rejected_files"]}
+    msgs = {r.relpath: r.message for r in res.report.inputs.rejected_files}
     assert "changed after the job was scanned" in msgs["c/img5.png"]
     assert "outside the job folder" in msgs["c/img3.png"]
 
@@ -463,9 +467,9 @@ def test_path_longer_than_path_max_is_rejected_not_fatal(tmp_path):
         os.close(leaf)
     finally:
         os.close(fd)
-    res = run_job(str(job), parse_pipeline(PIPELINE, "p.yaml"), str(tmp_path / "out"), workers=1)
-    rej = res.manifest["inputs"]["rejected_files"]
-    assert len(rej) == 1 and rej[0]["reason"] == "unreadable" and rej[0]["path"].startswith("dddd"), rej
-    assert res.manifest["inputs"]["written"] == 1
+    res = run_job(str(job), parse_pipeline(PIPELINE, "p.yaml"), str(tmp_path / "out"), JobOptions(workers=1))
+    rej = res.report.inputs.rejected_files
+    assert len(rej) == 1 and rej[0].reason == "unreadable" and rej[0].relpath.startswith("dddd"), rej
+    assert res.report.inputs.written == 1
     from augd.daemon.watcher import tree_signature
     assert tree_signature(str(job)) == tree_signature(str(job))  # the watcher settles on it instead of crashing

@@ -283,18 +283,18 @@ def test_the_memory_guard_trips_when_the_process_outgrows_its_limit():
 
 _MEASURED_RUN = """
 import sys, threading
-from augd.job import run_job
+from augd.job import JobOptions, run_job
 from augd.job.resources import rss_bytes
 from augd.spec import parse_pipeline
 job, warm, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) or None
 spec = parse_pipeline(sys.argv[5])
-run_job(warm, spec, out + "-warm", workers=4)  # TensorFlow and the graph's kernels loaded, on small images
+run_job(warm, spec, out + "-warm", JobOptions(workers=4))  # TensorFlow and the graph's kernels loaded, on small images
 peak, base, done = [0], rss_bytes(), threading.Event()
 def sample():
     while not done.wait(0.01):
         peak[0] = max(peak[0], rss_bytes() - base)
 threading.Thread(target=sample, daemon=True).start()
-run_job(job, spec, out, workers=4, memory_limit=limit)
+run_job(job, spec, out, JobOptions(workers=4, memory_limit=limit))
 done.set()
 print(peak[0])
 """

@@ -14,9 +14,11 @@ import tensorflow as tf
 from PIL import Image
 
 import augd
-from augd.errors import JobFailed
+from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed
 from augd.io import parse_example
-from augd.job import STAGES, run_job
+from augd.job import Cancel, JobOptions, JobWatch, run_job
+from augd.job.report import SCHEMA_VERSION
+from augd.stages import STAGES
 from augd.spec import parse_pipeline
 from tests.jobfiles import (BAD, PASSTHROUGH, make_job, pipeline_yaml, psnr, records, seed_reader, shard_files,
                       upright_rgb)
@@ -73,7 +75,7 @@ def job(tmp_path_factory):
 def runs(job, tmp_path_factory):
     """The same pipeline and seed with jpeg, png and raw output: {fmt: JobResult}."""
     out = tmp_path_factory.mktemp("out")
-    return {fmt: run_job(job, spec(fmt=fmt), str(out / fmt), workers=2) for fmt in ("jpeg", "png", "raw")}
+    return {fmt: run_job(job, spec(fmt=fmt), str(out / fmt), JobOptions(workers=2)) for fmt in ("jpeg", "png", "raw")}
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +106,10 @@ def test_unlabeled_folder_label_minus_one_and_gzip_shards(tmp_path):
         with open(p, "rb") as f:
             assert f.read(2) == b"\x1f\x8b", "not gzip"
     got = list(tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator())
-    assert len(got) == 9 == result.records_written
+    assert len(got) == 9 == result.report.records.written
     examples = [parse_example(r) for r in got]
     assert {(e["image/class/label"], e["image/class/text"]) for e in examples} == {(-1, "")}
-    assert result.manifest["classes"] == [] and result.manifest["unlabeled"]["images"] == 3
+    assert result.report.classes == () and result.report.unlabeled.images == 3
     images = [img for img, _ in tf.data.TFRecordDataset(files, "GZIP").map(seed_reader)]
     assert len(images) == 9
 
@@ -118,7 +120,7 @@ def test_seed_reader_parses_and_decodes_every_record(runs, parsed, fmt):
     ds = tf.data.TFRecordDataset(files).map(seed_reader)
     got = [(img.numpy(), int(label)) for img, label in ds]
     want = [parse_example(r) for r in records(runs[fmt].out_dir)]
-    assert len(got) == len(want) == runs[fmt].records_written
+    assert len(got) == len(want) == runs[fmt].report.records.written
     for (img, label), ex in zip(got, want):
         assert img.shape == (ex["image/height"], ex["image/width"], 3)
         assert label == ex["image/class/label"]
@@ -183,7 +185,7 @@ def test_variant0_of_other_sources_is_reencoded_upright_rgb(job, parsed, kind):
 
 
 def test_rejected_files_listed_with_reasons_and_the_rest_written(runs):
-    m = runs["jpeg"].manifest
+    m = runs["jpeg"].report.to_dict()
     listed = {r["path"]: r for r in m["inputs"]["rejected_files"]}
     assert {p: r["reason"] for p, r in listed.items()} == REJECTED
     for r in listed.values():  # messages for people: no TF graph plumbing
@@ -209,8 +211,8 @@ def test_shard_count_names_and_interleaved_classes(runs):
         assert set(labels) == {0, 1, 2}, os.path.basename(p)
         assert labels != sorted(labels), f"{os.path.basename(p)}: records are grouped by class, not shuffled"
     counts = [len(x) for x in per_shard]
-    assert [s["records"] for s in result.manifest["shards"]] == counts
-    assert [s["file"] for s in result.manifest["shards"]] == [os.path.basename(p) for p in files]
+    assert [s.records for s in result.report.shards] == counts
+    assert [s.file for s in result.report.shards] == [os.path.basename(p) for p in files]
     assert max(counts) - min(counts) <= 1
 
 
@@ -218,7 +220,9 @@ def test_manifest_fields(job, runs):
     result = runs["jpeg"]
     with open(os.path.join(result.out_dir, "manifest.json")) as f:
         m = json.load(f)
-    assert m == result.manifest
+    # manifest.json is the report's serialisation, keys in order, its schema version first.
+    assert m == result.report.to_dict() and list(m) == list(result.report.to_dict())
+    assert list(m)[:2] == ["schema_version", "augd_version"] and m["schema_version"] == SCHEMA_VERSION == 1
     s = spec(fmt="jpeg")
     assert (m["augd_version"], m["tensorflow_version"]) == (augd.__version__, tf.__version__)
     assert m["device"] == "CPU" or m["device"].startswith("GPU")
@@ -254,7 +258,7 @@ def test_variants_zero_still_stores_the_source_bytes(tmp_path):
     result = run_job(str(tmp_path / "conv"), spec(variants=0, keep_original=True), str(tmp_path / "out"))
     got = by_key(result.out_dir)
     assert set(got) == {("a.jpg", 0), ("b.png", 0), ("c.jpg", 0)}
-    assert {r["path"]: r["reason"] for r in result.rejected} == {"d.jpg": "undecodable"}
+    assert {r.relpath: r.reason for r in result.report.inputs.rejected_files} == {"d.jpg": "undecodable"}
     for rel in ("a.jpg", "b.png"):
         with open(tmp_path / "conv" / rel, "rb") as f:
             assert got[rel, 0]["image/encoded"] == f.read(), f"{rel} ({layout[rel]}) was re-encoded"
@@ -273,19 +277,20 @@ def _raise_after(n):
 def test_failure_mid_write_leaves_no_output(job, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="injected"):
-        run_job(job, spec(), str(out), workers=2, on_image=_raise_after(6))
+        run_job(job, spec(), str(out), JobOptions(workers=2), JobWatch(on_image=_raise_after(6)))
     assert os.listdir(out) == [], "neither the destination nor the temp folder may remain"
-    assert run_job(job, spec(), str(out), workers=2).manifest["inputs"]["written"] == len(GOOD)
+    assert run_job(job, spec(), str(out), JobOptions(workers=2)).report.inputs.written == len(GOOD)
     assert os.listdir(out) == ["train"]
 
 
-def test_cancel_mid_write_leaves_no_output(job, tmp_path):
-    import threading
-    cancel = threading.Event()
+def test_cancel_mid_write_leaves_no_output_and_says_who_asked(job, tmp_path):
+    cancel = Cancel()
     out = tmp_path / "out"
-    with pytest.raises(JobFailed) as err:
-        run_job(job, spec(), str(out), workers=2, cancel=cancel, on_image=lambda _o: cancel.set())
-    assert err.value.reason == "cancelled"
+    with pytest.raises(JobCancelled) as err:
+        run_job(job, spec(), str(out), JobOptions(workers=2),
+                JobWatch(on_image=lambda _o: cancel.set(CancelCause.TIMEOUT), cancel=cancel))
+    assert err.value.reason is FailureReason.CANCELLED and err.value.cause is CancelCause.TIMEOUT
+    assert not cancel.set(CancelCause.SHUTDOWN) and cancel.cause is CancelCause.TIMEOUT  # the first cause counts
     assert os.listdir(out) == []
 
 
@@ -294,7 +299,7 @@ def test_existing_output_fails_before_the_graph_is_built(job, runs):
     before = graph_builds()
     with pytest.raises(JobFailed, match="--overwrite") as err:
         run_job(job, spec(fmt="jpeg"), os.path.dirname(runs["jpeg"].out_dir))
-    assert err.value.reason == "output_exists"
+    assert err.value.reason is FailureReason.OUTPUT_EXISTS
     assert graph_builds() == before
 
 
@@ -302,7 +307,7 @@ def test_no_decodable_image_fails_and_leaves_nothing(tmp_path):
     make_job(tmp_path / "bad", {"a.jpg": "truncated", "b.jpg": "truncated", "c.txt": "text"})
     with pytest.raises(JobFailed, match="could be decoded") as err:
         run_job(str(tmp_path / "bad"), spec(), str(tmp_path / "out"))
-    assert err.value.reason == "no_valid_input"
+    assert err.value.reason is FailureReason.NO_VALID_INPUT
     assert os.listdir(tmp_path / "out") == []
 
 
@@ -323,7 +328,7 @@ def test_the_jobs_graph_is_freed_when_the_job_ends(job, tmp_path, monkeypatch, f
     monkeypatch.setattr(runner, "Compiled", compile_and_watch)
     if fails:
         with pytest.raises(RuntimeError, match="injected"):
-            run_job(job, spec(), str(tmp_path / "out"), workers=2, on_image=_raise_after(3))
+            run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), JobWatch(on_image=_raise_after(3)))
     else:
-        run_job(job, spec(), str(tmp_path / "out"), workers=2)
+        run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2))
     assert len(graphs) == 1 and graphs[0]() is None

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from augd.errors import JobFailed
+from augd.errors import FailureReason, JobFailed
 from augd.io import parse_example, read_records, split_of
-from augd.job import run_job
+from augd.job import JobOptions, run_job
 from augd.spec import parse_pipeline
 from tests.daemon_harness import make_image
 
@@ -38,16 +38,15 @@ def test_split_folders_give_one_shard_set_per_split_and_one_label_map(tmp_path):
     job = _split_job(tmp_path / "job")
     (job / "stray.png").write_bytes((job / "val" / "cat" / "v0.png").read_bytes())
     spec = parse_pipeline(PIPE + "augment_splits: [train]\n")
-    r = run_job(str(job), spec, str(tmp_path / "out"), workers=2)
+    r = run_job(str(job), spec, str(tmp_path / "out"), JobOptions(workers=2)).report
     out = tmp_path / "out" / "job"
     shards = _records_by_shard(out)
     assert sorted(shards) == [f"job-{s}-0000{i}-of-00002.tfrecord" for s in ("test", "train", "validation")
                               for i in (0, 1)]
     assert (out / "labels.txt").read_text() == "0:cat\n1:dog\n"
-    m = r.manifest
-    assert {s: (v["images"], v["records"]) for s, v in m["splits"].items()} == {
+    assert {s: (v.images, v.records) for s, v in r.splits.items()} == {
         "train": (7, 21), "validation": (1, 1), "test": (2, 2)}
-    assert m["splits"]["train"]["shards"] == ["job-train-00000-of-00002.tfrecord", "job-train-00001-of-00002.tfrecord"]
+    assert r.splits["train"].shards == ("job-train-00000-of-00002.tfrecord", "job-train-00001-of-00002.tfrecord")
     for name, recs in shards.items():
         split = name.split("-")[1]
         folder = {"train": "train/", "validation": "val/", "test": "test/"}[split]
@@ -59,14 +58,14 @@ def test_split_folders_give_one_shard_set_per_split_and_one_label_map(tmp_path):
     labels = {x["image/filename"]: x["image/class/label"] for recs in shards.values() for x in recs}
     assert labels["test/dog/t0.png"] == labels["train/dog/dog0.png"] == 1 and labels["val/cat/v0.png"] == 0
     assert labels["train/loose.png"] == -1  # a file directly in a split folder: unlabeled, in that split
-    assert [(x["path"], x["reason"]) for x in m["inputs"]["rejected_files"]] == [("stray.png", "outside_splits")]
+    assert [(x.relpath, x.reason) for x in r.inputs.rejected_files] == [("stray.png", "outside_splits")]
 
 
 def test_split_jobs_write_the_same_bytes_whatever_the_workers(tmp_path):
     job = _split_job(tmp_path / "job")
     spec = parse_pipeline(PIPE)
     for w in (1, 3):
-        run_job(str(job), spec, str(tmp_path / f"w{w}"), workers=w)
+        run_job(str(job), spec, str(tmp_path / f"w{w}"), JobOptions(workers=w))
     one, three = (sorted((tmp_path / f"w{w}" / "job").glob("*.tfrecord")) for w in (1, 3))
     assert [p.name for p in one] == [p.name for p in three]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(one, three))
@@ -85,31 +84,31 @@ def test_split_shares_assign_by_a_stable_hash_of_the_path():
 def test_a_job_without_split_folders_is_split_by_shares(tmp_path):
     job = _tree(tmp_path / "job", {f"{c}/{c}{i}.png": 10 * k + i for k, c in enumerate(("a", "b")) for i in range(8)})
     spec = parse_pipeline(PIPE + "split: {train: 0.75, validation: 0.25}\n")
-    m = run_job(str(job), spec, str(tmp_path / "out")).manifest
+    m = run_job(str(job), spec, str(tmp_path / "out")).report
     expect = {}
     for i in range(8):
         for c in ("a", "b"):
             s = split_of(f"{c}/{c}{i}.png", (("train", 0.75), ("validation", 0.25)))
             expect[s] = expect.get(s, 0) + 1
-    assert {s: v["images"] for s, v in m["splits"].items()} == expect
-    assert m["pipeline"]["split"] == {"train": 0.75, "validation": 0.25}
+    assert {s: v.images for s, v in m.splits.items()} == expect
+    assert m.pipeline["split"] == {"train": 0.75, "validation": 0.25}
     (job / "a" / "late.png").write_bytes((job / "a" / "a0.png").read_bytes())  # an added image moves no other
-    m2 = run_job(str(job), spec, str(tmp_path / "out2")).manifest
+    m2 = run_job(str(job), spec, str(tmp_path / "out2")).report
     added = split_of("a/late.png", (("train", 0.75), ("validation", 0.25)))
-    assert {s: v["images"] for s, v in m2["splits"].items()} == {s: n + (s == added) for s, n in expect.items()}
+    assert {s: v.images for s, v in m2.splits.items()} == {s: n + (s == added) for s, n in expect.items()}
 
 
 def test_split_folders_and_split_shares_together_are_refused(tmp_path):
     job = _split_job(tmp_path / "job")
     with pytest.raises(JobFailed, match="has split folders") as e:
         run_job(str(job), parse_pipeline(PIPE + "split: {train: 0.5, test: 0.5}\n"), str(tmp_path / "out"))
-    assert e.value.reason == "bad_pipeline"
+    assert e.value.reason is FailureReason.BAD_PIPELINE
 
 
 def test_a_class_called_test_alone_is_a_class_not_a_split(tmp_path):
     job = _tree(tmp_path / "job", {"test/x.png": 1, "other/y.png": 2})
-    m = run_job(str(job), parse_pipeline(PIPE), str(tmp_path / "out")).manifest
-    assert "splits" not in m and [c["name"] for c in m["classes"]] == ["other", "test"]
+    m = run_job(str(job), parse_pipeline(PIPE), str(tmp_path / "out")).report
+    assert "splits" not in m.to_dict() and [c.name for c in m.classes] == ["other", "test"]
     assert sorted(os.listdir(tmp_path / "out" / "job"))[1:3] == ["job-00000-of-00002.tfrecord",
                                                                   "job-00001-of-00002.tfrecord"]
 
@@ -136,7 +135,7 @@ def test_the_split_layout_is_decided_by_folder_names_alone(tmp_path):
     _tree(job, {"val/cat/d.png": 4})
     with pytest.raises(JobFailed, match="both val/ and validation/") as e:
         scan_job(str(job))
-    assert e.value.reason == "bad_labels"
+    assert e.value.reason is FailureReason.BAD_LABELS
 
 
 def test_a_split_job_named_like_a_pipeline_is_not_taken_for_a_misspelt_routing_folder(tmp_path):

@@ -185,7 +185,7 @@ def scene(root: Path, *, done: tuple[str, ...] = (),
     holds = root / "holds"
     holds.mkdir()
     d = Daemon(write_config(root, settle_seconds=3600, grace_seconds=1, health_stale_seconds=3600),
-               env={"AUGD_DEBUG_HOLD_DIR": str(holds)}).start()
+               hold_dir=holds).start()
     try:
         d.wait_ready()
         for i, name in enumerate(done):

@@ -19,13 +19,12 @@ import augd
 from augd import defaults
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
 from augd.daemon.logs import event, setup_logging
-from augd.daemon.routing import known_pipelines
-from augd.daemon.worker import JobWorker
+from augd.spec import known_pipelines
 from augd.daemon.sdnotify import Notifier
 from augd.daemon.signals import SignalState
-from augd.daemon.testhooks import hold
 from augd.daemon.watcher import Watcher
-from augd.errors import AugdError, SpecError
+from augd.daemon.worker import JobWorker, Pause, no_pause
+from augd.errors import AugdError, CancelCause, SpecError
 from augd.metrics import Metrics
 
 log = logging.getLogger("augd.daemon")
@@ -39,18 +38,24 @@ def _iso(t: float) -> str:
 
 
 class Daemon:
-    def __init__(self, settings: Settings, config_path: str | None = None, *, registry=None, notifier=None):
+    """Daemon(settings, config_path).serve(). `registry`, `notifier` and `pause` (worker.Pause: where tests stall
+    the daemon on purpose) are seams for tests; the defaults are the production ones."""
+
+    def __init__(self, settings: Settings, config_path: str | None = None, *, registry=None, notifier=None,
+                 pause: Pause = no_pause):
         self.settings = settings
         self.config_path = config_path
         self.registry = registry or CollectorRegistry()
         self.notifier = notifier or Notifier()
+        self.pause = pause
         self.device = None
         self.metrics = Metrics(self.registry, device_memory=self._device_memory)
         self.jobs: queue.Queue = queue.Queue()
         self.watcher = Watcher(settings.inbox, self.jobs, routes=self._routes,
                                settle_seconds=settings.settle_seconds, rescan_seconds=settings.rescan_seconds,
                                polling=settings.polling)
-        self.worker = JobWorker(settings, self.jobs, self.metrics, self.notifier, waiting=lambda: self.watcher.waiting)
+        self.worker = JobWorker(settings, self.jobs, self.metrics, self.notifier, waiting=lambda: self.watcher.waiting,
+                                pause=pause)
         self.metrics.queue_sources(ready=self.jobs.qsize, waiting=lambda: self.watcher.waiting)
         self.http = None
         self.signals = SignalState()
@@ -83,10 +88,10 @@ class Daemon:
         now = time.time()
         current = None
         if cur is not None:
-            p = cur["progress"]
-            current = {"job": cur["name"], "pipeline": cur["pipeline"], "pipeline_chosen_by": cur["chosen_by"],
-                       "running_seconds": round(now - cur["started"], 3), "attempt": cur["attempt"],
-                       "started": round(cur["started"], 3), "started_iso": _iso(cur["started"])}
+            p = cur.progress
+            current = {"job": cur.name, "pipeline": cur.pipeline, "pipeline_chosen_by": cur.chosen_by,
+                       "running_seconds": round(now - cur.started, 3), "attempt": cur.attempt,
+                       "started": round(cur.started, 3), "started_iso": _iso(cur.started)}
             if p is not None:
                 current.update(total=p.total, done=p.done, written=p.written, rejected=p.rejected,
                                records=p.records, images_per_second=round(p.images_per_second, 2))
@@ -135,7 +140,7 @@ class Daemon:
                                 f"{exc.strerror or exc} (set metrics_port, or null to turn the server off)") from None
             event("http_listening", "serving /metrics /healthz /readyz /status on http://%s:%d/", s.metrics_bind,
                   self.http.port, bind=s.metrics_bind, port=self.http.port)
-        hold("startup", lambda: self.signals.stops > 0)
+        self.pause("startup", lambda: self.signals.stops > 0)
         if self.signals.stops:
             return
         from augd.engine import setup_device
@@ -185,12 +190,11 @@ class Daemon:
             self.worker.join(0.2)
         if self.worker.alive():
             why = "second signal" if self.signals.stops >= 2 else "grace period over"
-            if self.worker.current is not None:
-                event("aborting", "%s: cancelling job %s; it goes back to the inbox", why,
-                      self.worker.current["name"], job=self.worker.current["name"])
+            if (cur := self.worker.current) is not None:
+                event("aborting", "%s: cancelling job %s; it goes back to the inbox", why, cur.name, job=cur.name)
             deadline = time.monotonic() + defaults.ABORT_WAIT_SECONDS
             while self.worker.alive() and time.monotonic() < deadline:
-                self.worker.cancel_current("shutdown")  # again and again: the job may not have started yet
+                self.worker.cancel_current(CancelCause.SHUTDOWN)  # again and again: the job may not have started yet
                 self.worker.join(0.2)
         if self.worker.alive():
             log.warning("the current job did not stop in %gs; exiting with it in work/ (it runs again at the next "

@@ -2,9 +2,9 @@
 
 claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ with failure.json + error.txt,
 or back to the inbox when shutdown cancels it. A job found in work/ at start-up ended the last process; after
-`max_attempts` such ends it goes to failed/ (reason crashed) instead of taking the daemon down again. It is also the daemon's heartbeat: `tick()` runs every
-TICK_SECONDS while idle and after every image while a job runs, and feeds /healthz and systemd's watchdog,
-so a hang anywhere in the work stops both.
+`max_attempts` such ends it goes to failed/ (reason crashed) instead of taking the daemon down again. It is also
+the daemon's heartbeat: `tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and
+feeds /healthz and systemd's watchdog, so a hang anywhere in the work stops both.
 """
 from __future__ import annotations
 
@@ -16,20 +16,33 @@ import queue
 import threading
 import time
 import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from augd import defaults
 from augd.daemon import claim
 from augd.daemon.logs import TextFormatter, event
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
-from augd.daemon.testhooks import hold
 from augd.daemon.watcher import JobReady
-from augd.errors import FailureReason, JobFailed, SpecError
+from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
 from augd.metrics import Metrics
+
+if TYPE_CHECKING:
+    from augd.job import Cancel, JobProgress, JobResult
 
 log = logging.getLogger("augd.daemon")
 
-__all__ = ["JobWorker", "Outcome"]
+__all__ = ["JobWorker", "Outcome", "Pause", "RunningJob", "no_pause"]
+
+#: A seam for tests: called with a point's name ("startup" before TensorFlow loads, "loop" on every tick of the
+#: work loop) and a should_stop() it must return on; it may block there to stall the daemon on purpose.
+Pause = Callable[[str, Callable[[], bool]], None]
+
+
+def no_pause(point: str, should_stop: Callable[[], bool]) -> None:
+    """The default Pause: never waits."""
+
 
 #: Images of each finished job drawn on the status page's preview sheet (its first ones, with 3 variants each).
 PREVIEW_IMAGES = 3
@@ -42,23 +55,34 @@ class Outcome(str, enum.Enum):
     SKIPPED = "skipped"
 
 
+@dataclass
+class RunningJob:
+    """The job the worker runs now, as /status shows it; `progress` is None until its first image."""
+    name: str
+    pipeline: str
+    chosen_by: str          # how the pipeline was chosen (routing folder, augd.yaml, default)
+    started: float          # Unix seconds
+    attempt: int
+    progress: JobProgress | None = None
+
+
 class JobWorker:
     """worker = JobWorker(settings, q, metrics, notifier); worker.start(recovered); ... worker.stop_taking()"""
 
     def __init__(self, settings, jobs: "queue.Queue[JobReady]", metrics: Metrics, notifier: Notifier,
-                 waiting=lambda: 0):
+                 waiting=lambda: 0, pause: Pause = no_pause):
         self.settings = settings            # replaced whole on SIGHUP
         self.jobs = jobs
         self.metrics = metrics
         self.notifier = notifier
         self.waiting = waiting
+        self.pause = pause
         self.heartbeat = time.monotonic()
         self.last_results: collections.deque = collections.deque(maxlen=20)
-        self.current: dict | None = None    # name, pipeline, progress (JobProgress), started
+        self.current: RunningJob | None = None
         self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
-        self._cancel: threading.Event | None = None
-        self._cancel_reason: str | None = None
+        self._cancel: Cancel | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_ping = 0.0
@@ -85,18 +109,14 @@ class JobWorker:
         """Take no new job; the current one runs on."""
         self._stop.set()
 
-    def cancel_current(self, reason: str) -> bool:
-        """Cancel the running job between two images; "shutdown" requeues it, "timeout" fails it."""
+    def cancel_current(self, cause: CancelCause) -> bool:
+        """Cancel the running job between two images: SHUTDOWN requeues it, TIMEOUT fails it."""
         with self._lock:
-            if self._cancel is None or self._cancel.is_set():
-                return False
-            self._cancel_reason = reason
-            self._cancel.set()
-            return True
+            return self._cancel is not None and self._cancel.set(cause)
 
     # -- heartbeat -------------------------------------------------------------------------------------------
     def tick(self) -> None:
-        hold("loop", self._stop.is_set)
+        self.pause("loop", self._stop.is_set)
         now = time.monotonic()
         self.heartbeat = now
         if now - self._last_ping >= self._ping_every:
@@ -113,8 +133,8 @@ class JobWorker:
         if cur is None:
             head = "stopping" if self._stop.is_set() else "idle"
         else:
-            p = cur["progress"]
-            head = f"running {cur['name']}" + (f" ({p.done}/{p.total} images)" if p is not None else "")
+            p = cur.progress
+            head = f"running {cur.name}" + (f" ({p.done}/{p.total} images)" if p is not None else "")
         return f"{head}; queue: {ready} ready, {waiting} settling"
 
     # -- the loop --------------------------------------------------------------------------------------------
@@ -199,12 +219,13 @@ class JobWorker:
             spec, how = resolve_pipeline(c.path, c.route, s.default_pipeline, s.search_dirs(), s.labels)
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
-        cancel = threading.Event()
+        from augd.job import Cancel, JobOptions, JobWatch, run_job
+        cancel = Cancel()
         tally = self.metrics.job_tally()
         with self._lock:
-            self._cancel, self._cancel_reason = cancel, None
-            self.current = {"name": c.name, "pipeline": spec.name, "chosen_by": how, "progress": None,
-                            "started": time.time(), "attempt": c.attempts}
+            self._cancel = cancel
+            self.current = RunningJob(name=c.name, pipeline=spec.name, chosen_by=how, started=time.time(),
+                                      attempt=c.attempts)
         rows: list = []  # thumbnails of the first images, for the status page's sheet of the last job
         thumbnails = PREVIEW_IMAGES if s.status_preview_on else 0
 
@@ -215,28 +236,26 @@ class JobWorker:
             self.tick()
         timer = None
         if s.job_timeout_seconds:
-            timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, ("timeout",))
+            timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, (CancelCause.TIMEOUT,))
             timer.daemon = True
             timer.start()
         event("job_started", "job %s started: pipeline %s (by %s)", c.name, spec.name, how, job=c.name,
               pipeline=spec.name, pipeline_by=how)
         self.metrics.inflight.set(1)
         self._last_progress_log = time.monotonic()
+        options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels, gpu_memory_mb=s.gpu_memory_mb,
+                             memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected)
         try:
-            from augd.job import run_job
-            result = run_job(c.path, spec, s.out, name=c.name, workers=s.workers, max_pixels=s.max_pixels,
-                             gpu_memory_mb=s.gpu_memory_mb, progress=self._progress, cancel=cancel,
-                             on_image=on_image, memory_limit=s.job_memory_bytes,
-                             max_rejected=s.max_rejected)
-        except JobFailed as exc:
-            reason = self._cancel_reason if exc.reason == "cancelled" and self._cancel_reason else exc.reason
-            if reason == "shutdown":
+            result = run_job(c.path, spec, s.out, options,
+                             JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel))
+        except JobCancelled as exc:
+            if exc.cause is CancelCause.SHUTDOWN:
                 return self._requeue(c)
-            if reason == "timeout":
-                return self._fail(c, t0, FailureReason.TIMEOUT, spec.name,
-                                  f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
-                                  f"cancelled after {self._done_images()} images; split it, or raise the limit.")
-            return self._fail(c, t0, reason, spec.name, str(exc))
+            return self._fail(c, t0, FailureReason.TIMEOUT, spec.name,
+                              f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
+                              f"cancelled after {self._done_images()} images; split it, or raise the limit.")
+        except JobFailed as exc:
+            return self._fail(c, t0, exc.reason, spec.name, str(exc))
         except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
             return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
                               + traceback.format_exc())
@@ -248,15 +267,15 @@ class JobWorker:
             self.metrics.inflight.set(0)
             self.metrics.current_ips.set(0)
         duration = time.monotonic() - t0
-        tally.succeeded(result.manifest, duration)
+        r = result.report
+        tally.succeeded(r, duration)
         if rows:
             self._preview(c.name, spec, rows)
-        m = result.manifest
         event("job_done", "job %s done: %d/%d images, %d records, %d rejected, %.1f img/s -> %s", c.name,
-              m["inputs"]["written"], m["inputs"]["seen"], m["records"]["written"], m["inputs"]["rejected"],
-              m["inputs"]["written"] / duration if duration > 0 else 0.0, result.out_dir, job=c.name,
-              pipeline=spec.name, images=m["inputs"]["written"], rejected=m["inputs"]["rejected"],
-              records=m["records"]["written"], seconds=round(duration, 3), output=result.out_dir)
+              r.inputs.written, r.inputs.seen, r.records.written, r.inputs.rejected,
+              r.inputs.written / duration if duration > 0 else 0.0, result.out_dir, job=c.name,
+              pipeline=spec.name, images=r.inputs.written, rejected=r.inputs.rejected,
+              records=r.records.written, seconds=round(duration, 3), output=result.out_dir)
         return self._finish(c, t0, result, None)
 
     # A picture for people: never turns a done job into a failed one.
@@ -277,11 +296,11 @@ class JobWorker:
 
     def _done_images(self) -> int:
         cur = self.current
-        return cur["progress"].done if cur and cur["progress"] is not None else 0
+        return cur.progress.done if cur and cur.progress is not None else 0
 
-    def _progress(self, p) -> None:
+    def _progress(self, p: JobProgress) -> None:
         if self.current is not None:
-            self.current["progress"] = p
+            self.current.progress = p
         self.metrics.current_ips.set(p.images_per_second)
         now = time.monotonic()
         if now - self._last_progress_log >= defaults.PROGRESS_LOG_SECONDS:
@@ -295,11 +314,11 @@ class JobWorker:
                                       "seconds": round(time.monotonic() - t0, 3), **extra})
         self.current = None
 
-    def _finish(self, c, t0, result, note) -> Outcome:
+    def _finish(self, c, t0, result: JobResult | None, note: str | None) -> Outcome:
         s = self.settings
         dest = claim.finish(c, s.done, s.on_success)
-        extra = {"output": result.out_dir, "images": result.manifest["inputs"]["written"],
-                 "records": result.manifest["records"]["written"]} if result else {"note": note}
+        extra = {"output": result.out_dir, "images": result.report.inputs.written,
+                 "records": result.report.records.written} if result else {"note": note}
         self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
         return Outcome.DONE
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 import re
@@ -21,37 +20,24 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
-from augd import defaults
+import augd
+from augd import defaults, jobfolder
 from augd.engine import Compiled, release_memory
-from augd.errors import FailureReason, JobFailed, Rejected
+from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
-from augd.io import (SPLIT_FOLDERS, SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
+from augd.io import (SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
                      is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
                      write_text)
-from augd.job.manifest import STAGES, build_manifest, labels_txt, reasons_summary
+from augd.job.report import (ByteCounts, GraphInfo, Inputs, JobProgress, JobReport, RecordCounts, ShardSet, Tally,
+                             Timing, iso_utc, labels_txt, reasons_summary)
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, largest_output
 from augd.spec import PipelineSpec
+from augd.stages import STAGES
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["JobProgress", "JobResult", "ImageOutcome", "run_job", "process_images", "variants_of"]
-
-
-@dataclass
-class JobProgress:
-    """Live figures of a running job (the CLI's progress bar and the daemon's /status read them)."""
-    name: str
-    total: int
-    done: int = 0
-    written: int = 0
-    rejected: int = 0
-    records: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def images_per_second(self) -> float:
-        elapsed = time.monotonic() - self.started
-        return self.done / elapsed if elapsed > 0 else 0.0
+__all__ = ["Cancel", "ImageOutcome", "JobOptions", "JobResult", "JobWatch", "process_images", "run_job",
+           "variants_of"]
 
 
 @dataclass(frozen=True)
@@ -66,17 +52,57 @@ class ImageOutcome:
 
 @dataclass(frozen=True)
 class JobResult:
+    """A committed job: its name, its output folder, and what it did (manifest.json holds the same report)."""
     name: str
     out_dir: str
-    manifest: dict
+    report: JobReport
 
-    @property
-    def records_written(self) -> int:
-        return self.manifest["records"]["written"]
 
-    @property
-    def rejected(self) -> list[dict]:
-        return self.manifest["inputs"]["rejected_files"]
+@dataclass(frozen=True)
+class JobOptions:
+    """How to run a job. `name`: the output folder's (default: the input folder's name); `workers`: images in
+    parallel (default: all cores); `overwrite`: replace a complete output; `max_pixels`: larger images are
+    rejected; `gpu_memory_mb`: cap on the GPU's memory; `memory_limit`: bytes the process' resident memory may
+    grow by while the job runs (augd.job.resources), None: no limit; `max_rejected`: the largest fraction of the
+    inputs that may be rejected, above it the job fails and commits nothing."""
+    name: str | None = None
+    workers: int | None = None
+    overwrite: bool = False
+    max_pixels: int = defaults.MAX_PIXELS
+    gpu_memory_mb: int | None = None
+    memory_limit: int | None = None
+    max_rejected: float | None = None
+
+
+class Cancel:
+    """A job's cancel signal: `set(cause)` stops it between two images with JobCancelled(cause). The first
+    cause set is the one that counts."""
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.cause: CancelCause | None = None
+
+    def set(self, cause: CancelCause) -> bool:
+        """Ask the job to stop; False when it was asked already."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.cause = cause
+            self._event.set()
+            return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True)
+class JobWatch:
+    """What a caller follows of a running job, every part optional: each image's outcome (in output order), the
+    live progress after it, and the cancel signal."""
+    on_image: Callable[[ImageOutcome], None] | None = None
+    on_progress: Callable[[JobProgress], None] | None = None
+    cancel: Cancel | None = None
 
 
 def variants_of(spec: PipelineSpec) -> list[int]:
@@ -270,80 +296,6 @@ def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, l
     return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
 
 
-@dataclass
-class _Shards:
-    """The shard files of a job's splits, in order, and each split's share of them."""
-    paths: list = field(default_factory=list)
-    records: list = field(default_factory=list)
-    bytes_written: int = 0
-    by_split: dict = field(default_factory=dict)
-
-    def add(self, split: str, writer) -> None:
-        self.by_split[split] = [os.path.basename(p) for p in writer.paths]
-        self.paths += writer.paths
-        self.records += writer.records_per_shard
-        self.bytes_written += writer.bytes_written
-
-    def splits(self, tally: "_Tally") -> dict:
-        """manifest.json's per-split figures."""
-        return {s: {**tally.per_split.get(s, {"images": 0, "records": 0, "rejected": 0}), "shards": files}
-                for s, files in self.by_split.items()}
-
-
-@dataclass
-class _Tally:
-    """Running totals of a job, fed one ImageOutcome at a time in output order."""
-    progress: JobProgress
-    rejected: list = field(default_factory=list)
-    per_class: dict = field(default_factory=dict)
-    per_split: dict = field(default_factory=dict)
-    stages: dict = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
-    bytes_read: int = 0
-
-    def _counts(self, label_text: str, label: int) -> dict:
-        return self.per_class.setdefault(label_text, {"label": label, "images": 0, "records": 0, "rejected": 0})
-
-    def _split(self, split: str) -> dict:
-        return self.per_split.setdefault(split, {"images": 0, "records": 0, "rejected": 0})
-
-    def add_scan(self, scan) -> None:
-        """Zero counts for every class (an empty class folder still shows) plus the files the scan rejected,
-        counted in the class whose folder holds them ("" for the job root) and in their split folder's split."""
-        for label, name in enumerate(scan.classes):
-            self._counts(name, label)
-        for r in scan.rejected:
-            top, sep, rest = r.relpath.partition("/")
-            split = SPLIT_FOLDERS.get(top, "") if scan.splits and sep else ""
-            if split:
-                self._split(split)["rejected"] += 1
-                top, sep, _ = rest.partition("/")
-            if sep and top in scan.classes:
-                self._counts(top, scan.classes.index(top))["rejected"] += 1
-            else:
-                self._counts("", -1)["rejected"] += 1
-
-    def add(self, res: ImageOutcome) -> None:
-        p = self.progress
-        self.bytes_read += res.bytes_read
-        cls = self._counts(res.image.label_text, res.image.label)
-        split = self._split(res.image.split) if res.image.split else {"images": 0, "records": 0, "rejected": 0}
-        if res.rejected:
-            self.rejected.append(res.rejected)
-            cls["rejected"] += 1
-            split["rejected"] += 1
-            p.rejected += 1
-        else:
-            cls["images"] += 1
-            cls["records"] += len(res.records)
-            split["images"] += 1
-            split["records"] += len(res.records)
-            p.written += 1
-            p.records += len(res.records)
-        for k, v in res.stage_seconds.items():
-            self.stages[k] += v
-        p.done += 1
-
-
 def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None) -> None:
     if max_rejected is None or not seen or len(rejected) / seen <= max_rejected:
         return
@@ -353,7 +305,7 @@ def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: flo
                     f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
 
 
-def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, progress, on_image,
+def _write_all(compiled, spec, order, writer, workers, tally: Tally, watch: JobWatch,
                memory: tuple | None = None, before_writing=None, variants: list[int] | None = None) -> None:
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
     `order`. A bounded window of batches keeps memory flat whatever the job size; with `memory` (limit,
@@ -364,6 +316,7 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
     limit, cost, guard = memory or (None, None, None)
     batches = _Batches(order, spec, cost, variants)
     index = 0
+    cancel, on_image, on_progress = watch.cancel, watch.on_image, watch.on_progress
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
         pending: deque = deque()   # (future, budgeted bytes)
         try:
@@ -381,7 +334,7 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
                 if not pending:
                     return
                 if cancel is not None and cancel.is_set():
-                    raise JobFailed("job cancelled before it finished", reason=FailureReason.CANCELLED)
+                    raise JobCancelled(cancel.cause)
                 results = pending.popleft()[0].result()
                 if before_writing is not None:
                     before_writing(results)
@@ -395,33 +348,30 @@ def _write_all(compiled, spec, order, writer, workers, tally: _Tally, cancel, pr
                     tally.add(res)
                     if on_image:
                         on_image(res)
-                    if progress:
-                        progress(tally.progress)
+                    if on_progress:
+                        on_progress(tally.progress)
         finally:
             for f, _ in pending:
                 f.cancel()
 
 
-def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | None = None,
-            workers: int | None = None, overwrite: bool = False, max_pixels: int = defaults.MAX_PIXELS,
-            gpu_memory_mb: int | None = None, progress: Callable[[JobProgress], None] | None = None,
-            cancel: threading.Event | None = None, on_image: Callable[[ImageOutcome], None] | None = None,
-            memory_limit: int | None = None, max_rejected: float | None = None) -> JobResult:
-    """Run one job. Raises JobFailed (with a reason code) when no complete output can be produced;
-    bad images are rejected and listed, they never fail the job on their own. `memory_limit`: bytes the
-    process' resident memory may grow by while the job runs (augd.job.resources); None: no limit.
-    `max_rejected`: the largest fraction of the inputs that may be rejected; above it the job fails and
-    commits nothing."""
+def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptions | None = None,
+            watch: JobWatch | None = None) -> JobResult:
+    """Run one job into `out_root`/name/. Raises JobFailed (with its reason) when no complete output can be
+    produced; bad images are rejected and listed, they never fail the job on their own."""
+    opts, watch = options or JobOptions(), watch or JobWatch()
     started = time.time()
     t_start = time.perf_counter()
     input_dir = input_dir.rstrip("/") or "/"
-    name = name or os.path.basename(input_dir)
-    scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels)
+    name = opts.name or os.path.basename(input_dir)
+    scan = scan_job(input_dir, max_pixels=opts.max_pixels, classes=spec.labels,
+                    skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS)
     if not scan.images:
         reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
                         reason=FailureReason.NO_VALID_INPUT)
-    workers = max(1, workers or os.cpu_count() or 1)
+    workers = max(1, opts.workers or os.cpu_count() or 1)
+    memory_limit = opts.memory_limit
 
     def variants_for(split: str) -> list[int]:  # splits left out of augment_splits keep only their originals
         return [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
@@ -438,40 +388,44 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
     if cost:
         check_memory(cost, everything, budget, memory_limit)
     state = JobProgress(name=name, total=len(everything))
-    tally = _Tally(state)
+    tally = Tally(state)
     tally.add_scan(scan)
     compiled = None
     try:
-        with AtomicOutput(out_root, name, overwrite=overwrite) as out:
+        with AtomicOutput(out_root, name, overwrite=opts.overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
-            compiled = Compiled(spec, gpu_memory_mb=gpu_memory_mb)
+            compiled = Compiled(spec, gpu_memory_mb=opts.gpu_memory_mb)
             check = None if is_url(out.tmp_dir) else SpaceCheck(local_path(out.tmp_dir),
                                                                 [(order, n) for _, order, _, n in groups])
-            shards = _Shards()
+            shards = ShardSet()
             with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard:
                 for split, order, count, _ in groups:  # one shard set per split: <job>-train-00000-of-00004...
                     with ShardWriter(out.tmp_dir, f"{name}-{split}" if split else name, count,
                                      spec.output.compression) as writer:
-                        _write_all(compiled, spec, order, writer, workers, tally, cancel, progress, on_image,
+                        _write_all(compiled, spec, order, writer, workers, tally, watch,
                                    (budget, cost, guard) if memory_limit else None, check, variants_for(split))
                     shards.add(split, writer)
             if state.written == 0:
                 first = tally.rejected[0]
                 raise JobFailed(f"{input_dir}: none of {len(everything)} images could be decoded "
                                 f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
-            _check_rejected(input_dir, len(scan.images) + len(scan.rejected), list(scan.rejected) + tally.rejected,
-                            max_rejected)
-            manifest = build_manifest(
-                name=name, input_dir=input_dir, spec=spec, device=compiled.device, classes=scan.classes,
-                per_class=tally.per_class, seen=len(scan.images) + len(scan.rejected), written=state.written,
-                rejected=list(scan.rejected) + tally.rejected, shard_paths=shards.paths,
-                records_per_shard=shards.records, bytes_read=tally.bytes_read,
-                bytes_written=shards.bytes_written, graph_builds=compiled.builds, graph_traces=compiled.traces,
-                wall_seconds=time.perf_counter() - t_start, stage_seconds=tally.stages, started=started,
-                stage_devices=compiled.stage_devices, splits=shards.splits(tally) if groups[0][0] else None)
+            rejected = list(scan.rejected) + tally.rejected
+            seen = len(scan.images) + len(scan.rejected)
+            _check_rejected(input_dir, seen, rejected, opts.max_rejected)
+            report = JobReport(
+                augd_version=augd.__version__, tensorflow_version=compiled.device.tf_version,
+                device=compiled.device.name, job=name, input=input_dir, created=iso_utc(started),
+                pipeline=spec.normalized(), pipeline_sha256=spec.sha256, seed=spec.seed,
+                classes=tally.classes(scan.classes), unlabeled=tally.unlabeled(),
+                inputs=Inputs(seen, state.written, tuple(sorted(rejected, key=lambda r: r.relpath))),
+                records=RecordCounts(sum(shards.records), tuple(variants_of(spec))), shards=shards.shards(),
+                splits=shards.splits(tally) if groups[0][0] else {},
+                bytes=ByteCounts(tally.bytes_read, shards.bytes_written),
+                graph=GraphInfo(compiled.builds, compiled.traces, compiled.stage_devices),
+                timing=Timing.measured(time.perf_counter() - t_start, state.written, tally.stages))
             if scan.classes:
                 write_text(f"{out.tmp_dir}/labels.txt", labels_txt(scan.classes))
-            write_text(f"{out.tmp_dir}/manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+            write_text(f"{out.tmp_dir}/manifest.json", report.to_json())
             out.commit()
     except OutputExists as exc:
         raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
@@ -482,5 +436,4 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, *, name: str | No
         if compiled is not None:
             compiled.close()
             release_memory()  # a long-lived process (the daemon) stays flat from job to job
-    return JobResult(name=name, out_dir=out.dest, manifest=manifest)
-
+    return JobResult(name=name, out_dir=out.dest, report=report)
