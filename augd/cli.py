@@ -100,6 +100,13 @@ def cmd_run(args) -> int:
         except LabelMapError as exc:
             print(f"augd run: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    if args.annotations is not None or args.label_map is not None:
+        from augd.spec import Annotations
+        lm = os.path.abspath(args.label_map) if args.label_map is not None else None
+        if lm is not None and not os.path.isfile(lm):
+            print(f"augd run: --label-map {args.label_map!r} is not a file", file=sys.stderr)
+            return EXIT_USAGE
+        spec = spec.with_annotations(Annotations(format=args.annotations, label_map=lm))
     if not os.path.isdir(args.input) and "://" not in args.input:
         print(f"augd run: input {args.input!r} is not a folder", file=sys.stderr)
         return EXIT_USAGE
@@ -131,7 +138,12 @@ def cmd_run(args) -> int:
     print(f"{result.name}: {r.inputs.written}/{r.inputs.seen} images -> {r.records.written} "
           f"records in {len(r.shards)} shard(s), {r.inputs.rejected} rejected, "
           f"{r.timing.images_per_second} img/s, {r.bytes.written / 1e6:.1f} MB -> {result.out_dir}")
-    if r.unlabeled and r.unlabeled.images:
+    if r.annotations is not None:
+        a = r.annotations.to_dict()
+        print(f"  {a['format']} annotations: {a['objects']['in']} objects in, {a['objects']['out']} out "
+              f"({a['objects']['dropped']} dropped), {a['negatives']['kept']} negatives kept, "
+              f"{a['bad_annotations']} bad annotations; label map: {a['label_map']}", file=sys.stderr)
+    if r.unlabeled and r.unlabeled.images and r.annotations is None:  # a detection job's images have no class
         print(f"  unlabeled (label -1: not in a class folder): {r.unlabeled.images} images", file=sys.stderr)
     rejected = r.inputs.rejected_files
     if rejected:
@@ -230,6 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--labels", metavar="FILE|A,B,...",
                    help="fixed label map (ids across jobs): a labels.txt (0:cat lines, as augd writes) or class "
                         "names separated by commas; a class folder not in it fails the job")
+    from augd.spec import ANNOTATION_FORMATS
+    r.add_argument("--annotations", choices=ANNOTATION_FORMATS, default=None,
+                   help="detection/segmentation annotations: auto (the default, unless the pipeline says otherwise) "
+                        "detects a VOC, COCO, YOLO or mask layout; none: a classification job")
+    r.add_argument("--label-map", metavar="FILE", default=None,
+                   help="fixed detection label map (a TF Object Detection API label_map.pbtxt): ids across jobs; an "
+                        "object of a class not in it rejects its image")
     r.add_argument("--max-rejected", type=_fraction, default=None, metavar="FRACTION",
                    help="fail the job (writing nothing) when more than this fraction of its inputs is rejected")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

@@ -1,4 +1,6 @@
-"""`augd inspect`: what is in a TFRecord file or an output folder, and a way to look at the images."""
+"""`augd inspect`: what is in a TFRecord file or an output folder, and a way to look at the images. Detection
+records also get their objects counted per class and per image, and `--dump` draws their boxes (with class names)
+and mask overlays onto the images it writes."""
 from __future__ import annotations
 
 import collections
@@ -48,6 +50,9 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         formats: collections.Counter = collections.Counter()
         variants: collections.Counter = collections.Counter()
         heights, widths, sizes = [], [], []
+        objects: collections.Counter = collections.Counter()   # (label id, class text) -> objects
+        boxes_per_image: list[int] = []                          # detection records only
+        masked = 0
         per_shard = []
         for shard in shards:
             n = 0
@@ -62,6 +67,11 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                 widths.append(ex["image/width"])
                 data = ex.get("image/encoded", ex.get("image/raw", b""))
                 sizes.append(len(data))
+                if "image/object/class/label" in ex:
+                    ids, texts = _objects(ex)
+                    objects.update(zip(ids, texts))
+                    boxes_per_image.append(len(ids))
+                    masked += bool(ex.get("image/segmentation/class/encoded") or ex.get("image/object/mask"))
                 if dumped < n_dump:
                     _dump(ex, data, dump_dir, dumped)
                     dumped += 1
@@ -82,9 +92,29 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         print(f"  height min/median/max: {min(heights)}/{statistics.median(heights):g}/{max(heights)}; "
               f"width: {min(widths)}/{statistics.median(widths):g}/{max(widths)}", file=out)
         print(f"  payload bytes: total {sum(sizes)}, mean {sum(sizes) / total:.0f}", file=out)
+        if boxes_per_image:
+            print(f"  objects: {sum(objects.values())} in {len(boxes_per_image)} detection records; per class: "
+                  + (", ".join(f"{i}:{t}={n}" for (i, t), n in sorted(objects.items())) or "none"), file=out)
+            hist = collections.Counter(boxes_per_image)
+            print(f"  boxes per image min/median/max: {min(boxes_per_image)}/"
+                  f"{statistics.median(boxes_per_image):g}/{max(boxes_per_image)}; "
+                  + ", ".join(f"{k} box{'es' if k != 1 else ''}: {n}" for k, n in sorted(hist.items())), file=out)
+            if masked:
+                print(f"  records with masks: {masked}", file=out)
     if dump_dir:
         print(f"wrote {dumped} image(s) to {dump_dir}", file=out)
     return 0
+
+
+def _objects(ex: dict) -> tuple[list, list]:
+    """(label ids, class texts) of a detection record (either reader: a lone value may come bare)."""
+    ids, texts = _list(ex.get("image/object/class/label")), _list(ex.get("image/object/class/text"))
+    texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in texts]
+    return ids, texts + [""] * (len(ids) - len(texts))
+
+
+def _list(v) -> list:
+    return [] if v is None or v == b"" else list(v) if isinstance(v, list) else [v]
 
 
 def _dump(ex: dict, data: bytes, directory: str, i: int) -> None:
@@ -92,9 +122,56 @@ def _dump(ex: dict, data: bytes, directory: str, i: int) -> None:
     import cv2
     base = f"{i:05d}-v{ex.get('augd/variant', 0)}-{os.path.basename(str(ex.get('image/filename', 'img')))}"
     fmt = ex.get("image/format")
+    if "image/object/class/label" in ex:  # a detection record: decoded, drawn on, written as PNG
+        arr = (np.frombuffer(data, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)[:, :, ::-1]
+               if fmt == "raw" else cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR))
+        if arr is not None:
+            cv2.imwrite(os.path.join(directory, base.rsplit(".", 1)[0] + ".png"), _draw(ex, arr))
+            return
     if fmt == "raw":
         arr = np.frombuffer(data, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
         cv2.imwrite(os.path.join(directory, base.rsplit(".", 1)[0] + ".png"), arr[:, :, ::-1])
     else:
         with open(os.path.join(directory, base.rsplit(".", 1)[0] + (".png" if fmt == "png" else ".jpg")), "wb") as f:
             f.write(data)
+
+
+def _colour(k: int) -> tuple[int, int, int]:
+    """A distinct BGR colour per class id (golden-angle hues)."""
+    import colorsys
+    r, g, b = colorsys.hsv_to_rgb((k * 0.618034) % 1.0, 0.85, 1.0)
+    return int(b * 255), int(g * 255), int(r * 255)
+
+
+def _draw(ex: dict, bgr):
+    """The image with its masks overlaid (semantic: a colour per class, 255 (ignore) grey; instances: their
+    class's colour) and its boxes drawn, each labelled with its class name."""
+    import numpy as np
+    import cv2
+    h, w = bgr.shape[:2]
+    out = bgr.copy()
+    ids, texts = _objects(ex)
+    seg = ex.get("image/segmentation/class/encoded")
+    if seg:
+        m = cv2.imdecode(np.frombuffer(seg, np.uint8), cv2.IMREAD_UNCHANGED)
+        if m is not None and m.shape[:2] == (h, w):
+            m = m if m.ndim == 2 else m[:, :, 0]
+            lut = np.array([_colour(k) if 0 < k < 255 else (128, 128, 128) for k in range(256)], np.uint8)
+            on = m > 0
+            out[on] = (0.5 * out[on] + 0.5 * lut[m[on]]).astype(np.uint8)
+    for k, png in enumerate(_list(ex.get("image/object/mask"))):
+        m = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_GRAYSCALE)
+        if m is not None and m.shape[:2] == (h, w):
+            on = m > 0
+            out[on] = (0.5 * out[on] + 0.5 * np.array(_colour(ids[k] if k < len(ids) else k), np.uint8)).astype(
+                np.uint8)
+    coords = [_list(ex.get(f"image/object/bbox/{c}")) for c in ("xmin", "ymin", "xmax", "ymax")]
+    for k, (x0, y0, x1, y1) in enumerate(zip(*coords)):
+        colour = _colour(ids[k] if k < len(ids) else k)
+        p0, p1 = (int(round(x0 * w)), int(round(y0 * h))), (int(round(x1 * w)) - 1, int(round(y1 * h)) - 1)
+        cv2.rectangle(out, p0, p1, colour, 1)
+        name = texts[k] if k < len(texts) else ""
+        if name:
+            cv2.putText(out, name, (p0[0] + 2, max(p0[1] - 3, 9)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, colour, 1,
+                        cv2.LINE_AA)
+    return out

@@ -102,3 +102,92 @@ def test_serialization_is_deterministic():
 def test_invalid_arguments(over, match):
     with pytest.raises(ValueError, match=match):
         example(**{"encoded": b"x", **over})
+
+
+# ---- detection records: the Object Detection API's keys ----
+
+from augd.annotations import Object  # noqa: E402
+from augd.io.lite import decode_example  # noqa: E402
+from augd.io.records import DETECTION_FEATURES, OBJECT_KEYS, RecordObjects  # noqa: E402
+
+OD_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax",
+           "image/object/class/label", "image/object/class/text", "image/object/difficult", "image/object/truncated")
+
+
+def mask_png(mask: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(mask).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def detection(**over) -> RecordObjects:
+    """Three objects of a 23 x 37 image, one off its right edge by half a pixel, the last a 'difficult' one."""
+    objs = (Object("dog", (1.5, 2.0, 20.25, 22.0)), Object("cat", (30.0, 0.0, 37.5, 11.5), truncated=True),
+            Object("dog", (0.0, 12.0, 5.0, 23.0), difficult=True))
+    masks = tuple(mask_png((np.arange(23 * 37).reshape(23, 37) % (k + 2) == 0).astype(np.uint8)) for k in range(3))
+    kw = dict(masks=masks, segmentation=mask_png(np.full((23, 37), 255, np.uint8)))
+    kw.update(over)
+    return RecordObjects.from_objects(objs, 23, 37, {"dog": 1, "cat": 2}, **kw)
+
+
+def test_detection_record_round_trips_through_both_readers_and_tf_data():
+    data = encode("JPEG")
+    objects = detection()
+    s = example(data, "jpeg", objects=objects)
+    py = parse_example(s)
+    assert py == decode_example(s)                       # the TF-free reader agrees, key for key
+    assert py["image/object/class/label"] == [1, 2, 1] and py["image/object/class/text"] == ["dog", "cat", "dog"]
+    assert py["image/object/difficult"] == [0, 0, 1] and py["image/object/truncated"] == [0, 1, 0]
+    assert py["image/object/bbox/xmax"][1] == 1.0          # 37.5 / 37 clipped to the image
+    want = [(1.5 / 37, 2 / 23, 20.25 / 37, 22 / 23), (30 / 37, 0.0, 1.0, 11.5 / 23), (0.0, 12 / 23, 5 / 37, 1.0)]
+    got = list(zip(*(py[k] for k in OD_KEYS[:4])))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert py["image/object/mask"] == list(objects.masks)
+    assert py["image/segmentation/class/format"] == "png"
+    # classification keys unchanged
+    assert py["image/class/label"] == 4 and py["image/encoded"] == data
+
+    # a tf.data parser with the Object Detection API's keys (VarLenFeature), as its decoder reads them
+    ds = tf.data.Dataset.from_tensors(s).map(
+        lambda x: tf.io.parse_single_example(x, {**FEATURES, **DETECTION_FEATURES}))
+    parsed = next(iter(ds))
+    boxes = tf.stack([tf.sparse.to_dense(parsed[k]) for k in ("image/object/bbox/ymin", "image/object/bbox/xmin",
+                                                              "image/object/bbox/ymax", "image/object/bbox/xmax")], 1)
+    np.testing.assert_allclose(boxes.numpy(), [(b[1], b[0], b[3], b[2]) for b in want], rtol=1e-6)
+    assert tf.sparse.to_dense(parsed["image/object/class/label"]).numpy().tolist() == [1, 2, 1]
+    assert tf.sparse.to_dense(parsed["image/object/class/text"]).numpy().tolist() == [b"dog", b"cat", b"dog"]
+    masks = [tf.io.decode_png(m).numpy()[:, :, 0] for m in tf.sparse.to_dense(parsed["image/object/mask"]).numpy()]
+    assert [m.shape for m in masks] == [(23, 37)] * 3 and int(masks[0].sum()) == (np.arange(23 * 37) % 2 == 0).sum()
+    seg = tf.io.decode_png(parsed["image/segmentation/class/encoded"]).numpy()
+    assert seg.shape == (23, 37, 1) and (seg == 255).all()
+
+
+def test_negative_image_has_empty_object_lists_and_classification_records_have_none():
+    s = example(encode("JPEG"), "jpeg", objects=RecordObjects.from_objects((), 23, 37, {}))
+    py = parse_example(s)
+    assert all(py[k] == [] for k in OD_KEYS) and "image/object/mask" not in py
+    assert "image/segmentation/class/encoded" not in py and py == decode_example(s)
+    parsed = tf.io.parse_single_example(s, DETECTION_FEATURES)
+    assert tf.sparse.to_dense(parsed["image/object/bbox/xmin"]).numpy().size == 0
+    plain = example(encode("JPEG"), "jpeg")
+    assert plain == example(encode("JPEG"), "jpeg", objects=None)
+    assert not any(k in parse_example(plain) for k in (*OBJECT_KEYS, "image/segmentation/class/encoded"))
+
+
+def test_detection_records_are_deterministic():
+    a = example(encode("PNG"), "png", objects=detection())
+    assert a == example(encode("PNG"), "png", objects=detection())
+    assert a != example(encode("PNG"), "png", objects=detection(segmentation=None))
+
+
+@pytest.mark.parametrize("objects,match", [
+    (RecordObjects(((0.1, 0.1, 0.5, 0.5),), (1, 2), ("a",), (0,), (0,)), "2 labels for 1 boxes"),
+    (RecordObjects(((0.1, 0.1, 1.5, 0.5),), (1,), ("a",), (0,), (0,)), r"object 1 \(a\).*not normalized"),
+    (RecordObjects(((0.1, float("nan"), 0.5, 0.5),), (1,), ("a",), (0,), (0,)), "not normalized"),
+    (RecordObjects(((0.6, 0.1, 0.5, 0.5),), (1,), ("a",), (0,), (0,)), "max < min"),
+    (RecordObjects(((0.1, 0.1, 0.5, 0.5),), (0,), ("a",), (0,), (0,)), "ids start at 1"),
+    (RecordObjects(((0.1, 0.1, 0.5, 0.5),), (1,), ("a",), (0,), (0,), masks=(b"x", b"y")), "2 instance masks"),
+])
+def test_detection_records_refuse_what_would_misstate_the_annotations(objects, match):
+    with pytest.raises(ValueError, match=match):
+        example(b"x", "jpeg", objects=objects)

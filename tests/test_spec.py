@@ -166,7 +166,7 @@ def test_a_union_fails_once_and_a_nested_mapping_lists_its_own_keys():
 
 @pytest.mark.parametrize("text, expected", [
     ("pipelin: normalize\n", ["augd.yaml:1: pipelin: unknown key 'pipelin'; did you mean pipeline? "
-                              "(allowed keys: pipeline, labels)"]),
+                              "(allowed keys: pipeline, labels, annotations)"]),
     ("pipeline: [a]\nlabels: {a: 1}\n",
      ["augd.yaml:1: pipeline: must be a pipeline name or an embedded pipeline mapping; got ['a']",
       "augd.yaml:2: labels: must be a list of class names or a labels file in the job; got {'a': 1}"]),
@@ -192,9 +192,9 @@ def test_the_daemon_config_words_its_errors_like_a_pipeline(tmp_path):
     assert first.endswith("c.yaml:1: settle_second: unknown key 'settle_second'; did you mean settle_seconds or "
                           "health_stale_seconds? (allowed keys: data_dir, inbox, work, done, failed, out, "
                           "pipelines_dir, default_pipeline, settle_seconds, rescan_seconds, polling, on_success, "
-                          "job_timeout_seconds, grace_seconds, max_pixels, job_memory_mb, labels, status_preview, "
-                          "max_rejected, max_attempts, workers, gpu_memory_mb, metrics_bind, metrics_port, "
-                          "health_stale_seconds, log_format, log_level)"), first
+                          "job_timeout_seconds, grace_seconds, max_pixels, job_memory_mb, labels, annotations, "
+                          "status_preview, max_rejected, max_attempts, workers, gpu_memory_mb, metrics_bind, "
+                          "metrics_port, health_stale_seconds, log_format, log_level)"), first
     assert second.endswith("c.yaml:2: workers: Input should be greater than or equal to 1; got 0"), second
 
 

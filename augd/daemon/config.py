@@ -15,7 +15,8 @@ from augd import defaults
 from augd.errors import SpecError
 from augd.io import is_url
 from augd.labels import LabelMapError, label_map
-from augd.spec import YamlDoc, find_pipeline, is_pipeline_path, load_pipeline, read_yaml_file, validate
+from augd.spec import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
+                       read_yaml_file, validate)
 
 __all__ = ["DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
 
@@ -52,6 +53,9 @@ class DaemonConfig(BaseModel):
                             "(cgroup-aware); null: no limit")
     labels: list[str] | str | None = Field(None, description="fixed label map for jobs whose augd.yaml and "
                                                             "pipeline give none: class names, or a labels file")
+    annotations: AnnotationsConfig | None = Field(None, description="detection jobs: settings under every "
+                                                                    "job's and pipeline's own (label_map: relative "
+                                                                    "to this file)")
     status_preview: bool | None = Field(None, description="show the last job's first images on the status page "
                                                           "(/preview.png); null: only when metrics_bind is "
                                                           "loopback, since they are pictures of the data")
@@ -90,6 +94,7 @@ class Settings:
     pipelines_dir: str
     default_pipeline: str
     labels: tuple[str, ...] | None = None   # the config's label map, its file read
+    annotations: Annotations | None = None  # the config's annotation settings, a label_map file made absolute
 
     def __getattr__(self, name):  # settle_seconds, workers, ...: straight from the config
         return getattr(self.config, name)
@@ -158,8 +163,14 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
         labels = label_map(cfg.labels, base, f"{doc.source}: labels")
     except LabelMapError as exc:
         raise doc.error(("labels",), str(exc).split(": labels: ", 1)[-1]) from None
+    annotations = None
+    if cfg.annotations is not None:
+        annotations = Annotations.from_config(cfg.annotations, base)
+        lm = annotations.label_map
+        if isinstance(lm, str) and not os.path.isfile(lm):
+            raise doc.error(("annotations", "label_map"), f"{lm} is not a file")
     settings = Settings(config=cfg, source=doc.source, pipelines_dir=pipelines_dir, default_pipeline=default,
-                        labels=labels, **paths)
+                        labels=labels, annotations=annotations, **paths)
     _check_default_pipeline(settings, doc)
     return settings
 

@@ -1,7 +1,8 @@
 """Which pipeline a job runs: its own augd.yaml, else its inbox sub-folder's name, else the default.
 
 A job's augd.yaml holds `pipeline`: a name (or a path relative to the job) or a whole pipeline embedded as a
-mapping, and `labels`: a fixed label map (class names, or a labels file in the job). Every error is a
+mapping, `labels`: a fixed label map (class names, or a labels file in the job), and `annotations`: how a
+detection job reads its boxes (its keys over the pipeline's, the pipeline's over the daemon's). Every error is a
 SpecError naming the file, line and YAML path.
 """
 from __future__ import annotations
@@ -18,7 +19,8 @@ from augd.files import inside
 from augd.io import SPLIT_FOLDERS
 from augd.jobfolder import CONTROL_FILES
 from augd.labels import LabelMapError, label_map
-from augd.spec import (PipelineSpec, YamlDoc, find_pipeline, is_pipeline_path, known_pipelines, load_pipeline,
+from augd.spec import (Annotations, AnnotationsConfig, PipelineSpec, YamlDoc, find_pipeline, is_pipeline_path,
+                       known_pipelines, load_pipeline,
                        parse_doc, read_yaml_file, validate)
 
 __all__ = ["JobConfig", "resolve_pipeline"]
@@ -29,6 +31,7 @@ class JobConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     pipeline: str | dict | None = None
     labels: list[str] | str | None = None   # a fixed label map: class names, or a labels file in the job
+    annotations: AnnotationsConfig | None = None   # a detection job's settings; label_map: a file in the job
 
     # Checked before the union's branches, so that a wrong value gets one error that says what is allowed.
     @field_validator("pipeline", mode="before")
@@ -46,11 +49,13 @@ class JobConfig(BaseModel):
         raise ValueError("must be a list of class names or a labels file in the job")
 
 
-def _from_job_config(job_dir: str, search_dirs) -> tuple[PipelineSpec | None, tuple[str, ...] | None]:
-    """(the pipeline the job's augd.yaml names, its label map): each None when it says nothing of it."""
+def _from_job_config(job_dir: str, search_dirs
+                     ) -> tuple[PipelineSpec | None, tuple[str, ...] | None, Annotations | None]:
+    """(the pipeline the job's augd.yaml names, its label map, its annotation settings): each None when it says
+    nothing of it."""
     path = os.path.join(job_dir, defaults.JOB_CONFIG)
     if not os.path.isfile(path):
-        return None, None
+        return None, None, None
     if not inside(job_dir, path):
         raise SpecError(f"{path}: refused: it is a symlink that leads outside the job folder", source=path)
     doc = read_yaml_file(path, "job config")
@@ -69,7 +74,14 @@ def _from_job_config(job_dir: str, search_dirs) -> tuple[PipelineSpec | None, tu
             labels = label_map(cfg.labels, job_dir, f"{path}: labels")
         except LabelMapError as exc:
             raise SpecError(str(exc), source=path, path="labels") from None
-    return _job_pipeline(doc, cfg, job_dir, search_dirs), labels
+    annotations = None
+    if cfg.annotations is not None:
+        lm = cfg.annotations.label_map
+        if isinstance(lm, str) and (os.path.isabs(lm) or not inside(job_dir, os.path.join(job_dir, lm))):
+            raise doc.error(("annotations", "label_map"), f"{lm!r} is outside the job folder; a job may name a "
+                                                          f"label map file only inside itself")
+        annotations = Annotations.from_config(cfg.annotations)   # a relative label_map: read against the job
+    return _job_pipeline(doc, cfg, job_dir, search_dirs), labels, annotations
 
 
 def _job_pipeline(doc: YamlDoc, cfg: JobConfig, job_dir: str, search_dirs) -> PipelineSpec | None:
@@ -121,14 +133,17 @@ def _misrouted(job_dir: str, search_dirs) -> None:
 
 
 def resolve_pipeline(job_dir: str, route: str | None, default: str, search_dirs=(),
-                     labels: tuple[str, ...] | None = None) -> tuple[PipelineSpec, str]:
+                     labels: tuple[str, ...] | None = None, annotations: Annotations | None = None
+                     ) -> tuple[PipelineSpec, str]:
     """(spec, how it was chosen: "augd.yaml" | "folder" | "default"). Raises SpecError. The spec's label map
-    is the job's own (augd.yaml), else the pipeline's, else `labels` (the daemon's)."""
-    spec, job_labels = _from_job_config(job_dir, search_dirs)
+    is the job's own (augd.yaml), else the pipeline's, else `labels` (the daemon's); its annotation settings are
+    the job's keys over the pipeline's over `annotations` (the daemon's)."""
+    spec, job_labels, job_annotations = _from_job_config(job_dir, search_dirs)
     how = defaults.JOB_CONFIG
     if spec is None and route:
         spec, how = load_pipeline(find_pipeline(route, search_dirs)), "folder"
     elif spec is None:
         _misrouted(job_dir, search_dirs)
         spec, how = load_pipeline(find_pipeline(default, search_dirs)), "default"
+    spec = spec.under_annotations(annotations).with_annotations(job_annotations)
     return spec.with_labels(job_labels or (None if spec.labels else labels)), how

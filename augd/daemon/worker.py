@@ -216,7 +216,8 @@ class JobWorker:
             return self._fail(c, t0, FailureReason.OUTPUT_EXISTS, None, f"{s.out}/{c.name} already holds a "
                               f"complete output; rename the job folder (or remove the old output) and drop it again.")
         try:
-            spec, how = resolve_pipeline(c.path, c.route, s.default_pipeline, s.search_dirs(), s.labels)
+            spec, how = resolve_pipeline(c.path, c.route, s.default_pipeline, s.search_dirs(), s.labels,
+                                         s.annotations)
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
         from augd.job import Cancel, JobOptions, JobWatch, run_job

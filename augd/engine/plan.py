@@ -7,7 +7,7 @@
   Seeded   a SeededOp (pixel ops, per-pixel noise)       -> graph code fed a stateless seed
 
 Composites are flattened too: each leaf is gated by its composite's choice, so a one_of of two flips
-stays inside its neighbours' warp. `Program.plan(seed, h, w, crop)` returns the per-image values of
+stays inside its neighbours' warp. `Program.plan(seed, h, w, crop, boxes)` returns the per-image values of
 every step as two flat arrays (floats, ints), laid out at compile time; the steps and the constants
 below name every slot. Drawing here instead of in graph ops keeps the graph small and the draws a pure
 function of the seed.
@@ -15,6 +15,11 @@ function of the seed.
 When the chain starts with geometry and the source is a JPEG in its stored orientation, the plan also
 picks the decode window and DCT scale (see augd.engine.decode): the leading warp then reads only the
 pixels it needs, decoded at the coarsest scale that keeps one decoded pixel per output pixel.
+
+Box-aware ops (GeometryOp.uses_boxes: random_crop with min_object_covered) draw from the image's boxes too: the
+plan moves the source boxes through the matrices of the ops before them, so the graph's plan and the
+annotations' geometry (both given the same boxes) draw the same windows. A chain without such an op never
+looks at boxes.
 """
 from __future__ import annotations
 
@@ -130,7 +135,8 @@ class Program:
         self.n_floats, self.n_ints = 0, _HEADER_INTS
         self.tree = [leaf for n in nodes if (leaf := self._add(n)) is not None]
         self.leads_with_geometry = bool(self.steps) and isinstance(self.steps[0], Geo)
-
+        #: some op draws from the image's boxes: plan() then needs them (detection jobs pass them)
+        self.uses_boxes = any(isinstance(leaf.op, GeometryOp) and leaf.op.uses_boxes for leaf in _leaves(self.tree))
 
     def _add(self, node: OpNode) -> _Leaf | None:
         """The one dispatch on an op's contract: where its per-image values live and which step runs it."""
@@ -166,15 +172,16 @@ class Program:
 
     # ---- per image ----
 
-    def plan(self, seed, h, w, crop=False) -> tuple[np.ndarray, np.ndarray]:
+    def plan(self, seed, h, w, crop=False, boxes=None) -> tuple[np.ndarray, np.ndarray]:
         """(floats, ints) for one image of size (h, w). crop: the source is a JPEG whose leading warp may
-        decode only its window (augd.engine.decode)."""
+        decode only its window (augd.engine.decode). boxes: the image's boxes, (xmin, ymin, xmax, ymax) in
+        source pixel edges, for box-aware ops (None, or a chain without one: they draw as without boxes)."""
         rng = generator(seed)
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
         geo: dict[int, list] = {}                 # step -> [matrix, in_h, in_w, out_h, out_w]
         size = [float(h), float(w)]
-        self._walk(self.tree, True, rng, floats, ints, geo, size)
+        self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w))
         ints[WINDOW] = (0, 0, h, w)               # whole image (DECODE_MODE 0), full scale
         ints[SOURCE_SIZE] = (h, w)
         for k, (m, ih, iw, oh, ow) in geo.items():
@@ -186,22 +193,44 @@ class Program:
             ints[step.code] = _classify(m, ih, iw, oh, ow)
         return floats, ints
 
-    def _walk(self, leaves, active, rng, floats, ints, geo, size) -> None:
+    def geometry(self, seed, h, w, boxes=None) -> list[tuple[np.ndarray, float, float]]:
+        """Every Geo step of plan(seed, h, w, boxes=boxes) in order, as (3x3 matrix taking the step's OUTPUT pixel
+        centres to its INPUT pixel centres, out_h, out_w), in the source's coordinates (no decode window). Read
+        from the plan's own arrays, so annotations (augd.annotations.geometry) move by the numbers the graph
+        warps with; sizes are rounded as the graph rounds them. Pass the boxes the graph's plan was given."""
+        floats, _ = self.plan(seed, h, w, False, boxes)
+        out = []
+        for step in self.steps:
+            if isinstance(step, Geo):
+                oh, ow = floats[step.size]
+                out.append((floats[step.matrix].reshape(3, 3).copy(), float(round(oh)), float(round(ow))))
+        return out
+
+    def _tracked(self, boxes, h, w) -> list | None:
+        """The one-item holder of the boxes the walk moves along (None: no box-aware op, or no boxes)."""
+        if not self.uses_boxes or boxes is None:
+            return None
+        b = np.asarray(boxes, np.float64).reshape(-1, 4)
+        return [_clip(b, float(h), float(w))]
+
+    def _walk(self, leaves, active, rng, floats, ints, geo, size, boxes=None) -> None:
         for leaf in leaves:
             if leaf is None:
                 continue
             on = coin(rng, leaf.p) and active   # every draw happens whether or not the op applies
             if leaf.children:
                 for child, chosen in zip(leaf.children, leaf.op.choose(rng, len(leaf.children))):
-                    self._walk((child,), on and chosen, rng, floats, ints, geo, size)
+                    self._walk((child,), on and chosen, rng, floats, ints, geo, size, boxes)
                 continue
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
                 g = geo.setdefault(leaf.step, [np.eye(3), size[0], size[1], size[0], size[1]])
-                m, oh, ow = leaf.op.sample(rng, size[0], size[1])
+                m, oh, ow = _sample(leaf.op, rng, size, boxes if on else None)
                 if on:
                     g[0] = g[0] @ m
                     size[0], size[1] = g[3], g[4] = float(oh), float(ow)
+                    if boxes is not None:
+                        boxes[0] = _moved(boxes[0], m, size[0], size[1])
             elif isinstance(step, Colour):
                 slot = leaf.slot
                 floats[slot.params] = leaf.op.draw(rng)
@@ -212,22 +241,23 @@ class Program:
 
     # ---- description (read-only) ----
 
-    def explain(self, seed, h, w) -> list[Decision]:
-        """What plan(seed, h, w) decided, op by op (for people: `augd preview`). It replays the plan's walk
-        over the same generator and checks every value against the plan's own arrays (colour values are
-        read from them), so it cannot describe anything but what the graph receives; RuntimeError if the
+    def explain(self, seed, h, w, boxes=None) -> list[Decision]:
+        """What plan(seed, h, w, boxes=boxes) decided, op by op (for people: `augd preview`). It replays the
+        plan's walk over the same generator and checks every value against the plan's own arrays (colour values
+        are read from them), so it cannot describe anything but what the graph receives; RuntimeError if the
         two ever disagree. A JPEG's decode window (plan's crop) changes no op's parameters."""
-        floats, ints = self.plan(seed, h, w)
+        floats, ints = self.plan(seed, h, w, False, boxes)
         out: list[Decision] = []
         geo = {k: np.eye(3) for k, s in enumerate(self.steps) if isinstance(s, Geo)}
-        self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)], out)
+        self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)], out,
+                      self._tracked(boxes, h, w))
         for k, m in geo.items():
             planned = floats[self.steps[k].matrix].reshape(3, 3)
             if not np.allclose(m, planned, rtol=0.0, atol=1e-9):
                 raise RuntimeError(f"Program.explain disagrees with Program.plan on step {k}'s matrix")
         return out
 
-    def _explain(self, leaves, depth, active, rng, floats, ints, geo, size, out) -> None:
+    def _explain(self, leaves, depth, active, rng, floats, ints, geo, size, out, boxes=None) -> None:
         """_walk's draws in _walk's order, recorded instead of written."""
         for leaf in leaves:
             if leaf is None:
@@ -239,15 +269,17 @@ class Program:
                 chosen = tuple(c.name for c, k in zip(leaf.node.children, picks) if k)
                 out.append(Decision(name, params, depth, active, on, chosen=chosen))
                 for child, pick in zip(leaf.children, picks):
-                    self._explain((child,), depth + 1, on and pick, rng, floats, ints, geo, size, out)
+                    self._explain((child,), depth + 1, on and pick, rng, floats, ints, geo, size, out, boxes)
                 continue
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
                 ih, iw = size
-                m, oh, ow = leaf.op.sample(rng, ih, iw)
+                m, oh, ow = _sample(leaf.op, rng, size, boxes if on else None)
                 if on:
                     geo[leaf.step] = geo[leaf.step] @ m
                     size[0], size[1] = float(oh), float(ow)
+                    if boxes is not None:
+                        boxes[0] = _moved(boxes[0], m, size[0], size[1])
                 out.append(Decision(name, params, depth, active, on, matrix=m, in_size=(ih, iw),
                                     out_size=(float(oh), float(ow))))
                 continue
@@ -289,6 +321,40 @@ class Program:
         ints[WINDOW] = (v0, u0, v1 - v0, u1 - u0)
         # A DCT-scaled decode samples like a box shrink by r.
         return box_shrink_matrix(r, u0, v0) @ m, v1 - v0, u1 - u0
+
+
+def _leaves(tree):
+    for leaf in tree:
+        if leaf is not None:
+            yield leaf
+            yield from _leaves(leaf.children)
+
+
+def _sample(op: GeometryOp, rng, size, boxes):
+    """op.sample for the current (h, w); a box-aware op also gets the boxes (None where it does not apply)."""
+    if op.uses_boxes:
+        return op.sample(rng, size[0], size[1], boxes=boxes)
+    return op.sample(rng, size[0], size[1])
+
+
+def _clip(boxes: np.ndarray, h: float, w: float) -> np.ndarray:
+    """Boxes clipped to an (h, w) image, the empty ones dropped."""
+    b = np.column_stack([np.clip(boxes[:, 0], 0, w), np.clip(boxes[:, 1], 0, h),
+                         np.clip(boxes[:, 2], 0, w), np.clip(boxes[:, 3], 0, h)])
+    return b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
+
+
+def _moved(boxes: np.ndarray, m: np.ndarray, oh: float, ow: float) -> np.ndarray:
+    """Pixel-edge boxes of an op's input -> its (oh, ow) output: the axis-aligned extent of their corners
+    through the inverse of m (m takes output pixel centres to input ones; edges sit 0.5 px off centres)."""
+    if not len(boxes):
+        return boxes
+    inv = np.linalg.inv(m)
+    xs = boxes[:, [0, 2, 2, 0]] - 0.5
+    ys = boxes[:, [1, 1, 3, 3]] - 0.5
+    p = inv @ np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)])
+    px, py = (p[0] / p[2]).reshape(xs.shape) + 0.5, (p[1] / p[2]).reshape(ys.shape) + 0.5
+    return _clip(np.column_stack([px.min(1), py.min(1), px.max(1), py.max(1)]), oh, ow)
 
 
 def _classify(m, ih, iw, oh, ow) -> int:

@@ -9,11 +9,20 @@ import os
 import struct
 from typing import Iterator
 
-__all__ = ["decode_example", "feature_value", "iter_records"]
+__all__ = ["OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "decode_example", "feature_value", "iter_records"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
              "image/key/sha256", "augd/pipeline", "augd/pipeline_sha256")
+
+#: The Object Detection API's per-object keys (detection records): always read back as lists, one value per
+#: object, class texts as str.
+OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
+               "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
+               "image/object/difficult", "image/object/truncated", "image/object/mask")
+
+#: DeepLab's semantic mask keys: the PNG and its format ("png").
+SEGMENTATION_KEYS = ("image/segmentation/class/encoded", "image/segmentation/class/format")
 
 
 #: Largest record read from a compressed file, whose size says nothing: a corrupt length must not allocate GBs.
@@ -125,8 +134,13 @@ def _decode_example(serialized: bytes) -> dict:
 
 
 def feature_value(key: str, values: list):
-    """A feature's Python value, the same from both readers: one value bare, several as a list, text keys as str."""
+    """A feature's Python value, the same from both readers: one value bare, several as a list, text keys as str;
+    the per-object keys always as a list."""
+    if key in OBJECT_KEYS:
+        if key == "image/object/class/text":
+            return [v.decode("utf-8", "surrogateescape") for v in values]
+        return list(values)
     value = values[0] if len(values) == 1 else values
-    if key in TEXT_KEYS and isinstance(value, bytes):
+    if (key in TEXT_KEYS or key == SEGMENTATION_KEYS[1]) and isinstance(value, bytes):
         value = value.decode("utf-8", "surrogateescape")
     return value

@@ -4,16 +4,24 @@ gfile style, as TF-slim's and inception's converters write it, so their readers 
 parses only image/encoded, height, width and class/label and calls tf.image.decode_jpeg) work unchanged.
 decode_jpeg also decodes PNG, so PNG records satisfy that reader too. Raw records carry `image/raw`
 (HxWxC uint8, row-major) instead of `image/encoded`.
+
+Detection records add the keys of the TF Object Detection API's dataset_tools converters (normalized boxes,
+1-based label ids, class texts, difficult, truncated, one PNG per instance mask) and DeepLab's semantic mask keys.
 """
 from __future__ import annotations
 
 import hashlib
+import math
+from dataclasses import dataclass
+from typing import Mapping
 
 import tensorflow as tf
 
+from augd.io.lite import OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: F401 - re-exported: the keys' one home
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
 
-__all__ = ["FEATURES", "PAYLOAD_FORMATS", "INT_KEYS", "make_example", "parse_example"]
+__all__ = ["DETECTION_FEATURES", "FEATURES", "OBJECT_KEYS", "PAYLOAD_FORMATS", "INT_KEYS", "RecordObjects",
+           "SEGMENTATION_KEYS", "make_example", "parse_example"]
 
 PAYLOAD_FORMATS = ("jpeg", "png", "raw")
 INT_KEYS = ("image/height", "image/width", "image/channels", "image/class/label", "augd/variant")
@@ -26,6 +34,66 @@ FEATURES = {
     **{k: tf.io.FixedLenFeature([], tf.string) for k in _TEXT_KEYS},
     **{k: tf.io.FixedLenFeature([], tf.int64) for k in INT_KEYS},
 }
+
+
+#: For tf.io.parse_single_example: the detection keys (the Object Detection API's TfExampleDecoder reads the
+#: object keys as VarLenFeature; DeepLab reads the segmentation keys as fixed strings).
+DETECTION_FEATURES = {
+    **{k: tf.io.VarLenFeature(tf.float32) for k in ("image/object/bbox/xmin", "image/object/bbox/ymin",
+                                                     "image/object/bbox/xmax", "image/object/bbox/ymax")},
+    "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+    "image/object/class/text": tf.io.VarLenFeature(tf.string),
+    "image/object/difficult": tf.io.VarLenFeature(tf.int64),
+    "image/object/truncated": tf.io.VarLenFeature(tf.int64),
+    "image/object/mask": tf.io.VarLenFeature(tf.string),
+    "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string, default_value=b""),
+    "image/segmentation/class/format": tf.io.FixedLenFeature([], tf.string, default_value=b""),
+}
+
+
+@dataclass(frozen=True)
+class RecordObjects:
+    """The detection part of one record, already in the stored image's coordinates."""
+    boxes: tuple[tuple[float, float, float, float], ...]   # xmin, ymin, xmax, ymax NORMALIZED to the stored image
+    labels: tuple[int, ...]                   # label map ids (1-based)
+    texts: tuple[str, ...]                    # class names
+    difficult: tuple[int, ...]
+    truncated: tuple[int, ...]
+    masks: tuple[bytes, ...] = ()             # one PNG per object (instance masks), or ()
+    segmentation: bytes | None = None         # the semantic mask PNG, or None
+
+    @classmethod
+    def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
+                     segmentation: bytes | None = None) -> "RecordObjects":
+        """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
+        normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`)."""
+        def norm(v, size):
+            return min(max(float(v) / size, 0.0), 1.0)
+        return cls(
+            boxes=tuple((norm(o.box[0], width), norm(o.box[1], height), norm(o.box[2], width),
+                         norm(o.box[3], height)) for o in objects),
+            labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
+            difficult=tuple(int(o.difficult) for o in objects), truncated=tuple(int(o.truncated) for o in objects),
+            masks=tuple(masks), segmentation=segmentation)
+
+    def check(self) -> None:
+        """ValueError naming the object when the record would not say what the annotations say."""
+        n = len(self.boxes)
+        for name in ("labels", "texts", "difficult", "truncated"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"RecordObjects: {len(getattr(self, name))} {name} for {n} boxes")
+        if self.masks and len(self.masks) != n:
+            raise ValueError(f"RecordObjects: {len(self.masks)} instance masks for {n} boxes")
+        for k, box in enumerate(self.boxes):
+            if len(box) != 4 or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in box):
+                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): box {box} is not normalized "
+                                 "to [0, 1]")
+            if box[2] < box[0] or box[3] < box[1]:
+                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): box {box} has max < min")
+        for k, label in enumerate(self.labels):
+            if label < 1:
+                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): label {label} is not a label "
+                                 "map id (ids start at 1)")
 
 
 def _text(s: str) -> bytes:
@@ -47,8 +115,10 @@ def make_example(
     variant: int,
     pipeline: str,
     pipeline_sha256: str,
+    objects: RecordObjects | None = None,
 ) -> bytes:
-    """Serialized tf.train.Example for one stored image."""
+    """Serialized tf.train.Example for one stored image; `objects` adds the detection keys (None: a
+    classification record, byte for byte as before detection existed)."""
     if fmt not in PAYLOAD_FORMATS:
         raise ValueError(f"fmt must be one of {PAYLOAD_FORMATS}; got {fmt!r}")
     if fmt == "raw" and len(encoded) != height * width * channels:
@@ -68,8 +138,31 @@ def make_example(
         ("image/class/label", label), ("augd/variant", variant),
     ):
         f[key].int64_list.value.append(int(value))
+    if objects is not None:
+        _add_objects(f, objects)
     # deterministic=True: map fields serialize in key order, so equal records give equal bytes everywhere.
     return ex.SerializeToString(deterministic=True)
+
+
+def _add_objects(f, objects: RecordObjects) -> None:
+    """The detection keys. Every object key is written even for an image with no object (a negative), as the
+    Object Detection API's converters do: empty lists."""
+    objects.check()
+    for k, key in enumerate(("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
+                             "image/object/bbox/ymax")):
+        f[key].float_list.SetInParent()
+        f[key].float_list.value.extend(b[k] for b in objects.boxes)
+    for key, values in (("image/object/class/label", objects.labels), ("image/object/difficult", objects.difficult),
+                        ("image/object/truncated", objects.truncated)):
+        f[key].int64_list.SetInParent()
+        f[key].int64_list.value.extend(int(v) for v in values)
+    f["image/object/class/text"].bytes_list.SetInParent()
+    f["image/object/class/text"].bytes_list.value.extend(_text(t) for t in objects.texts)
+    if objects.masks:
+        f["image/object/mask"].bytes_list.value.extend(objects.masks)
+    if objects.segmentation is not None:
+        f["image/segmentation/class/encoded"].bytes_list.value.append(objects.segmentation)
+        f["image/segmentation/class/format"].bytes_list.value.append(b"png")
 
 
 def parse_example(serialized: bytes) -> dict:

@@ -5,6 +5,10 @@ class folder names (empty class folders count too, so labels depend only on the 
 folder name; images anywhere below it belong to it. Image files directly at the root are unlabeled (label -1,
 label_text ""), whether or not class folders exist beside them: a mixed drop is kept, not guessed at.
 
+A detection layout (VOC, COCO, YOLO, masks: augd.annotations.layout) has no class folders: its images are found in
+the layout's image folders, all unlabeled, each in the split the layout gives it; the layout's own files (its
+`skip`) are never read as images, and the images whose annotation is bad are rejected with `bad_annotation`.
+
 Skipped silently: anything hidden (a path part starting with "."), and the names the caller says are not data
 (`skip_names` in the root and the split folders, `skip_anywhere` at any depth). Everything else that is not a
 usable image becomes a RejectedInput with one of REJECT_REASONS and a message the user can act on. Only a
@@ -21,12 +25,15 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from augd.defaults import MAX_PIXELS
 from augd.errors import FailureReason, JobFailed, Rejected
 from augd.files import inside
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
+
+if TYPE_CHECKING:
+    from augd.annotations.layout import AnnotatedJob
 
 __all__ = [
     "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
@@ -35,7 +42,7 @@ __all__ = [
 
 REJECT_REASONS = (
     "not_regular_file", "outside_job", "unreadable", "empty", "unknown_format", "bad_header", "too_many_pixels",
-    "undecodable", "outside_splits",
+    "undecodable", "outside_splits", "bad_annotation", "negative",
 )
 #: Top folders that make a job hold several splits (TFDS ImageFolder's layout), and the split each names.
 SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
@@ -117,14 +124,18 @@ class _Skip:
 
 def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None,
              classes: tuple[str, ...] | None = None,
-             skip_names: frozenset[str] = frozenset(), skip_anywhere: frozenset[str] = frozenset()) -> ScanResult:
+             skip_names: frozenset[str] = frozenset(), skip_anywhere: frozenset[str] = frozenset(),
+             layout: AnnotatedJob | None = None) -> ScanResult:
     """Scan `root`. Skipped silently: hidden names, `skip_names` in the root and the split folders, `skip_anywhere`
     at any depth, and what `ignore(relpath)` says. `classes`: a fixed label map (a class folder missing from it
-    fails the job, a class without a folder keeps its id); without one, the class folders in sorted order."""
+    fails the job, a class without a folder keeps its id); without one, the class folders in sorted order.
+    `layout`: a detection job's annotations (read by augd.annotations.layout.read_job): no class folders."""
     fs = _GFileTree(root) if is_url(root) else _LocalTree(local_path(root))
     if not fs.isdir(""):
         raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason=FailureReason.INPUT_MISSING)
     skip = _Skip(skip_names, skip_anywhere, ignore or (lambda _rel: False))
+    if layout is not None:
+        return _scan_layout(root, fs, skip, layout, max_pixels)
     candidates: list[_Candidate] = []
     rejected: list[RejectedInput] = []
     try:
@@ -170,6 +181,12 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
                     candidates.append(_Candidate(rel, fs.path(rel), detail, label, name, split))
                 else:
                     rejected.append(RejectedInput(rel, kind, detail))
+    found = tuple(s for s in SPLITS if any(SPLIT_FOLDERS[f] == s for f in splits))
+    return _result(root, fs, tuple(classes), candidates, rejected, found, max_pixels)
+
+
+def _result(root, fs, classes, candidates, rejected, splits, max_pixels) -> ScanResult:
+    """Each candidate's header checked; images and rejections in path order."""
     images: list[InputImage] = []
     for c in candidates:
         try:
@@ -180,8 +197,41 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
             images.append(InputImage(c.relpath, c.path, c.size, c.label, c.label_text, header, root, c.split))
     images.sort(key=lambda i: i.relpath)
     rejected.sort(key=lambda r: r.relpath)
-    found = tuple(s for s in SPLITS if any(SPLIT_FOLDERS[f] == s for f in splits))
-    return ScanResult(root, tuple(classes), tuple(images), tuple(rejected), found)
+    return ScanResult(root, classes, tuple(images), tuple(rejected), splits)
+
+
+def _scan_layout(root: str, fs, skip: _Skip, layout: AnnotatedJob, max_pixels: int) -> ScanResult:
+    """A detection job: every file below the layout's image folders that is not one of its own files is an
+    unlabeled image in the split the layout gives it; the images the layout rejected are `bad_annotation`."""
+    own = frozenset(p.rstrip("/") for p in layout.skip)
+    outer = skip.ignore
+    skip = _Skip(skip.names, skip.anywhere, lambda rel: rel in own or outer(rel))
+    rejected = [RejectedInput(rel, "bad_annotation", msg) for rel, msg in layout.rejected.items()]
+    found: dict[str, tuple[str, object]] = {}   # relpath -> (kind, detail), each file once
+    dirs = [""] if "" in layout.image_dirs else sorted(set(layout.image_dirs))
+    for d in dirs:
+        if d and (skip.below(d.rsplit("/", 1)[-1], d) or not fs.isdir(d)):
+            continue
+        entries = _visible_or_unreadable(fs, "", skip, rejected) if not d else [(d, "dir", None)]
+        for name, kind, detail in entries:
+            if kind == "dir":
+                found.update((rel, (k, det)) for rel, k, det in _walk(fs, name, skip))
+            else:
+                found[name] = (kind, detail)
+    candidates = []
+    for rel, (kind, detail) in sorted(found.items()):
+        split = layout.splits.get(rel, "")
+        if rel in layout.rejected:
+            continue
+        if kind != "file":
+            rejected.append(RejectedInput(rel, kind, detail))
+        elif layout.splits and not split:
+            rejected.append(RejectedInput(rel, "outside_splits", f"the {layout.format} layout's splits do not "
+                                          f"list this image; add it to one, or move it out of the job"))
+        else:
+            candidates.append(_Candidate(rel, fs.path(rel), detail, -1, "", split))
+    splits = tuple(s for s in SPLITS if any(c.split == s for c in candidates))
+    return _result(root, fs, (), candidates, rejected, splits, max_pixels)
 
 
 def split_of(relpath: str, fractions) -> str:

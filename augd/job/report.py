@@ -17,7 +17,8 @@ from augd.stages import STAGES
 if TYPE_CHECKING:
     from augd.io import RejectedInput
 
-__all__ = ["SCHEMA_VERSION", "ByteCounts", "ClassCounts", "Counts", "GraphInfo", "Inputs", "JobProgress",
+__all__ = ["SCHEMA_VERSION", "AnnotationReport", "ByteCounts", "ClassObjects", "ObjectCounts", "ClassCounts",
+           "Counts", "GraphInfo", "Inputs", "JobProgress",
            "JobReport", "RecordCounts", "Shard", "ShardSet", "SplitCounts", "Tally", "Timing", "labels_txt",
            "reasons_summary"]
 
@@ -147,6 +148,49 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class ObjectCounts:
+    """One written image of a detection job: its objects per class name in its annotation and in its records
+    (every variant), the boxes the transforms dropped (min_visibility, min_size), and whether it is a negative."""
+    objects_in: dict[str, int]
+    objects_out: dict[str, int]
+    dropped: int
+    negative: bool
+
+
+@dataclass(frozen=True)
+class ClassObjects:
+    """One class of a detection job's label map: its id (1-based), name, and objects read and written."""
+    id: int
+    name: str
+    objects_in: int
+    objects_out: int
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "objects_in": self.objects_in, "objects_out": self.objects_out}
+
+
+@dataclass(frozen=True)
+class AnnotationReport:
+    """A detection job's annotations: the format read, objects per class, boxes dropped by the transforms,
+    negatives kept or rejected, and images rejected for a bad annotation (listed in inputs.rejected_files)."""
+    format: str
+    label_map: str                     # the file in the output folder
+    classes: tuple[ClassObjects, ...]
+    dropped: int
+    negatives_kept: int
+    negatives_rejected: int
+    bad_annotations: int
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "label_map": self.label_map,
+                "classes": [c.to_dict() for c in self.classes],
+                "objects": {"in": sum(c.objects_in for c in self.classes),
+                            "out": sum(c.objects_out for c in self.classes), "dropped": self.dropped},
+                "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
+                "bad_annotations": self.bad_annotations}
+
+
+@dataclass(frozen=True)
 class JobReport:
     """Everything a committed job did. Field names are manifest.json's keys; `splits` is empty (and the key
     absent) for a job without splits, `unlabeled` None when every image sat in a class folder."""
@@ -168,6 +212,7 @@ class JobReport:
     bytes: ByteCounts
     graph: GraphInfo
     timing: Timing
+    annotations: AnnotationReport | None = None   # detection jobs only: the key is absent otherwise
 
     def to_dict(self) -> dict:
         """manifest.json's content, keys in their documented order."""
@@ -188,6 +233,7 @@ class JobReport:
             "records": self.records.to_dict(),
             "shards": [s.to_dict() for s in self.shards],
             **({"splits": {k: s.to_dict() for k, s in self.splits.items()}} if self.splits else {}),
+            **({"annotations": self.annotations.to_dict()} if self.annotations is not None else {}),
             "bytes": self.bytes.to_dict(),
             "graph": self.graph.to_dict(),
             "timing": self.timing.to_dict(),
@@ -241,6 +287,10 @@ class Tally:
     per_split: dict[str, _Count] = field(default_factory=dict)
     stages: dict = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     bytes_read: int = 0
+    objects_in: collections.Counter = field(default_factory=collections.Counter)    # detection jobs: by class
+    objects_out: collections.Counter = field(default_factory=collections.Counter)
+    dropped: int = 0
+    negatives: int = 0
 
     def _counts(self, label_text: str) -> _Count:
         return self.per_class.setdefault(label_text, _Count())
@@ -279,6 +329,11 @@ class Tally:
             split.records += len(res.records)
             p.written += 1
             p.records += len(res.records)
+            if res.objects is not None:
+                self.objects_in.update(res.objects.objects_in)
+                self.objects_out.update(res.objects.objects_out)
+                self.dropped += res.objects.dropped
+                self.negatives += res.objects.negative
         for k, v in res.stage_seconds.items():
             self.stages[k] += v
         p.done += 1

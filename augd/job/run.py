@@ -22,14 +22,17 @@ from typing import Callable
 
 import augd
 from augd import defaults, jobfolder
+from augd.annotations import AnnotationError
 from augd.engine import Compiled, release_memory
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected
 from augd.formats import passthrough_ok, read_header
 from augd.io import (SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
                      is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
                      write_text)
-from augd.job.report import (ByteCounts, GraphInfo, Inputs, JobProgress, JobReport, RecordCounts, ShardSet, Tally,
-                             Timing, iso_utc, labels_txt, reasons_summary)
+from augd.job.detection import Detection, prepare
+from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobProgress, JobReport,
+                             ObjectCounts, RecordCounts, ShardSet, Tally, Timing, iso_utc, labels_txt,
+                             reasons_summary)
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, largest_output
 from augd.spec import PipelineSpec
 from augd.stages import STAGES
@@ -48,6 +51,7 @@ class ImageOutcome:
     rejected: RejectedInput | None = None
     bytes_read: int = 0
     stage_seconds: dict = field(default_factory=dict)
+    objects: ObjectCounts | None = None     # a detection job's image: its objects in and out
 
 
 @dataclass(frozen=True)
@@ -167,10 +171,11 @@ def _graph_variants(spec: PipelineSpec, img: InputImage, variants: list[int] | N
     return variants, passthrough
 
 
-def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[int] | None = None
-                   ) -> list[ImageOutcome]:
+def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[int] | None = None,
+                   detection: Detection | None = None) -> list[ImageOutcome]:
     """All records of a few images, with one graph call for all of their variants. Never raises for bad
-    input: a bad image becomes a rejection and the others are unaffected."""
+    input: a bad image becomes a rejection and the others are unaffected. `detection`: each record also carries
+    its image's objects, moved with its pixels (augd.job.detection)."""
     fmt = spec.output.format
     work, outcomes = [], {}
     for k, img in enumerate(imgs):
@@ -194,21 +199,29 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
             continue
         source_sha = hashlib.sha256(data).hexdigest()
         records = []
-        for v in variants_of(spec) if variants is None else variants:
-            r = got.get(v)
-            if r is not None:
-                for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
-                    stages[name] += sec
-            if v == 0 and passthrough:
-                payload, out_fmt = data, img.header.format
-                h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
-            else:
-                payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-            records.append(make_example(
-                encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
-                filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
-                pipeline_sha256=spec.sha256))
-        outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages)
+        try:
+            objects = detection.for_image(img) if detection is not None else None
+            for v in variants_of(spec) if variants is None else variants:
+                r = got.get(v)
+                if r is not None:
+                    for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
+                        stages[name] += sec
+                if v == 0 and passthrough:
+                    payload, out_fmt = data, img.header.format
+                    h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
+                else:
+                    payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
+                extra = {"objects": objects.variant(spec, compiled.program, v, h, w)} if objects else {}
+                records.append(make_example(
+                    encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
+                    filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
+                    pipeline_sha256=spec.sha256, **extra))
+        except AnnotationError as exc:  # its boxes cannot be written right: the image goes, not the job
+            outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+                img.relpath, "bad_annotation", str(exc)))
+            continue
+        outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages,
+                                   objects=objects.counts() if objects else None)
     return [outcomes[k] for k in range(len(imgs))]
 
 
@@ -218,8 +231,9 @@ class _Batches:
     cancellation and the spread over workers stay fine-grained). Starts at one image until timed."""
 
     def __init__(self, order, spec: PipelineSpec, cost: Callable[[InputImage], int] | None = None,
-                 variants: list[int] | None = None):
+                 variants: list[int] | None = None, detection: Detection | None = None):
         self.order, self.next_index = order, 0
+        self.detection = detection
         self.variants = variants_of(spec) if variants is None else variants
         self.per_image = max(1, len(self.variants))
         self.seconds_per_record: float | None = None
@@ -251,7 +265,7 @@ class _Batches:
     def timed(self, compiled, spec, batch):
         """process_images, timed for the next batches' size (run on a worker thread)."""
         t0 = time.perf_counter()
-        out = process_images(compiled, spec, batch, self.variants)
+        out = process_images(compiled, spec, batch, self.variants, self.detection)
         per_record = (time.perf_counter() - t0) / (len(batch) * self.per_image)
         old = self.seconds_per_record
         self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
@@ -306,7 +320,8 @@ def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: flo
 
 
 def _write_all(compiled, spec, order, writer, workers, tally: Tally, watch: JobWatch,
-               memory: tuple | None = None, before_writing=None, variants: list[int] | None = None) -> None:
+               memory: tuple | None = None, before_writing=None, variants: list[int] | None = None,
+               detection: Detection | None = None) -> None:
     """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
     `order`. A bounded window of batches keeps memory flat whatever the job size; with `memory` (limit,
     cost per image, guard), batches also fly only while their budget fits the limit, and the job stops
@@ -314,7 +329,7 @@ def _write_all(compiled, spec, order, writer, workers, tally: Tally, watch: JobW
     they are written."""
     window = workers * defaults.INFLIGHT_PER_WORKER
     limit, cost, guard = memory or (None, None, None)
-    batches = _Batches(order, spec, cost, variants)
+    batches = _Batches(order, spec, cost, variants, detection)
     index = 0
     cancel, on_image, on_progress = watch.cancel, watch.on_image, watch.on_progress
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
@@ -355,6 +370,25 @@ def _write_all(compiled, spec, order, writer, workers, tally: Tally, watch: JobW
                 f.cancel()
 
 
+def _label_map_file(spec: PipelineSpec):
+    """The scan's `ignore`: a job's own label map file named by `annotations.label_map` is no input."""
+    lm = spec.annotations.label_map if spec.annotations is not None else None
+    if not isinstance(lm, str) or os.path.isabs(lm):
+        return None
+    rel = os.path.normpath(lm).replace(os.sep, "/")
+    return lambda relpath: relpath == rel
+
+
+def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_rejected: int) -> AnnotationReport:
+    names = detection.label_map.names()
+    return AnnotationReport(
+        format=detection.format, label_map=jobfolder.LABEL_MAP_FILE,
+        classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
+                                   tally.objects_out[n]) for n in names),
+        dropped=tally.dropped, negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
+        bad_annotations=sum(r.reason == "bad_annotation" for r in rejected))
+
+
 def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptions | None = None,
             watch: JobWatch | None = None) -> JobResult:
     """Run one job into `out_root`/name/. Raises JobFailed (with its reason) when no complete output can be
@@ -364,8 +398,15 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     t_start = time.perf_counter()
     input_dir = input_dir.rstrip("/") or "/"
     name = opts.name or os.path.basename(input_dir)
-    scan = scan_job(input_dir, max_pixels=opts.max_pixels, classes=spec.labels,
-                    skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS)
+    detection = prepare(input_dir, spec)
+    scan = scan_job(input_dir, max_pixels=opts.max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
+                    skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
+                    layout=detection.layout if detection else None)
+    negatives_rejected = 0
+    if detection is not None:
+        kept, refused, negatives_rejected = detection.attach(scan.images)
+        scan = dataclasses.replace(scan, images=tuple(kept),
+                                   rejected=tuple(sorted(scan.rejected + tuple(refused), key=lambda r: r.relpath)))
     if not scan.images:
         reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
@@ -403,7 +444,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
                     with ShardWriter(out.tmp_dir, f"{name}-{split}" if split else name, count,
                                      spec.output.compression) as writer:
                         _write_all(compiled, spec, order, writer, workers, tally, watch,
-                                   (budget, cost, guard) if memory_limit else None, check, variants_for(split))
+                                   (budget, cost, guard) if memory_limit else None, check, variants_for(split),
+                                   detection)
                     shards.add(split, writer)
             if state.written == 0:
                 first = tally.rejected[0]
@@ -422,9 +464,12 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
                 splits=shards.splits(tally) if groups[0][0] else {},
                 bytes=ByteCounts(tally.bytes_read, shards.bytes_written),
                 graph=GraphInfo(compiled.builds, compiled.traces, compiled.stage_devices),
-                timing=Timing.measured(time.perf_counter() - t_start, state.written, tally.stages))
+                timing=Timing.measured(time.perf_counter() - t_start, state.written, tally.stages),
+                annotations=_annotation_report(detection, tally, rejected, negatives_rejected) if detection else None)
             if scan.classes:
                 write_text(f"{out.tmp_dir}/labels.txt", labels_txt(scan.classes))
+            if detection is not None:
+                write_text(f"{out.tmp_dir}/{jobfolder.LABEL_MAP_FILE}", detection.label_map.to_pbtxt())
             write_text(f"{out.tmp_dir}/manifest.json", report.to_json())
             out.commit()
     except OutputExists as exc:

@@ -16,6 +16,7 @@ from augd import defaults
 from augd.errors import SpecError
 from augd.labels import LabelMapError, check_names
 from augd.ops import REGISTRY, Kind, OpParams
+from augd.spec.annotations import Annotations, AnnotationsConfig
 from augd.spec.validate import combine, did_you_mean, validate
 from augd.spec.yamlsrc import YamlDoc
 
@@ -61,6 +62,9 @@ class _Header(_Strict):
     augment_splits: list[Literal["train", "validation", "test"]] | None = Field(
         None, description="splits that get augmented variants; the others keep only their originals "
                           "(default: every split)")
+    annotations: AnnotationsConfig | None = Field(
+        None, description="detection and segmentation jobs: how boxes and masks are read and kept (see "
+                          "docs/pipelines.md#detection-and-segmentation)")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class PipelineSpec:
     labels: tuple[str, ...] | None = None
     split: tuple[tuple[str, float], ...] | None = None      # (name, share) in train, validation, test order
     augment_splits: tuple[str, ...] | None = None
+    annotations: Annotations | None = None                  # only the keys set; None: nothing set
 
     def normalized(self) -> dict:
         """Every default filled in: the form hashed into records and written to manifests."""
@@ -107,6 +112,7 @@ class PipelineSpec:
             **({"labels": list(self.labels)} if self.labels is not None else {}),
             **({"split": dict(self.split)} if self.split else {}),
             **({"augment_splits": list(self.augment_splits)} if self.augment_splits is not None else {}),
+            **({"annotations": self.annotations.normalized()} if self.annotations is not None else {}),
         }
 
     @functools.cached_property
@@ -120,6 +126,20 @@ class PipelineSpec:
     def with_labels(self, labels: tuple[str, ...] | None) -> "PipelineSpec":
         """The same chain with a fixed label map (a job's own, the daemon's or --labels); None keeps its own."""
         return self if labels is None else dataclasses.replace(self, labels=tuple(labels))
+
+    def with_annotations(self, layer: Annotations | None) -> "PipelineSpec":
+        """The same chain with `layer`'s annotation keys over its own (a job's augd.yaml, --annotations);
+        None or an empty layer keeps its own."""
+        if layer is None or layer.is_empty:
+            return self
+        return dataclasses.replace(self, annotations=layer.over(self.annotations))
+
+    def under_annotations(self, layer: Annotations | None) -> "PipelineSpec":
+        """The same chain with its own annotation keys over `layer`'s (the daemon's, below the pipeline's)."""
+        if layer is None or layer.is_empty:
+            return self
+        own = self.annotations
+        return dataclasses.replace(self, annotations=own.over(layer) if own is not None else layer)
 
 
 def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
@@ -200,6 +220,8 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
                         variants=head.variants, keep_original=head.keep_original,
                         output=head.output, ops=ops, source=doc.source, colour=head.colour, labels=labels,
                         split=split, augment_splits=tuple(head.augment_splits) if head.augment_splits is not None
+                        else None,
+                        annotations=Annotations.from_config(head.annotations) if head.annotations is not None
                         else None)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import typing
 from typing import Any, Iterable, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -86,7 +87,10 @@ def _fields_at(model: type[BaseModel], loc: tuple) -> tuple[str, ...]:
     """The keys of the model found at `loc` below `model` (the output: of a pipeline has its own), () if none."""
     for part in loc:
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        if field is None or not (inspect.isclass(field.annotation) and issubclass(field.annotation, BaseModel)):
+        # A model, or an optional one (`annotations: AnnotationsConfig | None`).
+        inner = [t for t in (field.annotation, *typing.get_args(field.annotation)) if inspect.isclass(t)
+                 and issubclass(t, BaseModel)] if field is not None else []
+        if not inner:
             return ()
-        model = field.annotation
+        model = inner[0]
     return tuple(model.model_fields)

@@ -1,0 +1,27 @@
+"""Detection and segmentation annotations: readers for VOC, COCO, YOLO and mask PNGs, label maps, and the
+geometry that moves boxes and masks with the pixels. TensorFlow-free.
+
+The model loads eagerly; the readers load on first use (they pull in the YAML and XML parsers), so that importing
+the model from anywhere cannot start an import cycle.
+"""
+from __future__ import annotations
+
+import importlib
+
+from augd.annotations.model import Annotation, AnnotationError, Object, Polygon
+
+_LAZY = {
+    "LabelMap": "labelmap", "LabelMapError": "labelmap",
+    "FORMATS": "layout", "AnnotatedJob": "layout", "detect_format": "layout", "read_job": "layout",
+    "mask_png": "masks", "read_mask": "masks", "rle_decode": "coco",
+}
+
+__all__ = ["Annotation", "AnnotationError", "Object", "Polygon", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"augd.annotations.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'augd.annotations' has no attribute {name!r}")

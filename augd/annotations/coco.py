@@ -1,0 +1,270 @@
+"""COCO instances JSON: `images` (file_name relative to the job root, width, height), `annotations` (bbox
+[x, y, w, h] in pixel-edge units, iscrowd, segmentation as polygons or RLE) and `categories` (id, name).
+
+RLE is decoded here in NumPy (no pycocotools): uncompressed counts (a list) and COCO's compressed string
+(LEB128-like 5-bit groups, counts from the third on stored as the difference to the one two before), both
+column-major, starting with a run of zeros. TensorFlow-free.
+"""
+from __future__ import annotations
+
+import math
+import posixpath
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.errors import UntrustedFileError
+from augd.io.untrusted import load_json
+
+__all__ = ["CocoFile", "read_coco", "rle_counts", "rle_decode"]
+
+
+@dataclass(frozen=True)
+class CocoFile:
+    """One instances JSON, read: each listed image's annotation (keyed by its file_name, a job relpath) and the
+    images or annotations it could not use (keyed by file_name, or by the JSON's own path when the entry names
+    no usable image) with the reason."""
+    source: str                                   # the JSON's path in the job
+    categories: dict[int, str]                    # category id -> name
+    images: dict[str, Annotation]                 # file_name -> annotation (extra: size, where, id)
+    rejected: dict[str, str] = field(default_factory=dict)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def rle_counts(rle, where: str) -> tuple[tuple[int, int], np.ndarray]:
+    """((height, width), run lengths) of a COCO RLE dict, checked: the runs are >= 0 and cover h*w pixels."""
+    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
+        raise AnnotationError(f"{where}: an RLE segmentation needs `size` [h, w] and `counts`")
+    size, counts = rle["size"], rle["counts"]
+    if not (isinstance(size, list) and len(size) == 2 and all(_is_int(v) and v > 0 for v in size)):
+        raise AnnotationError(f"{where}: RLE size is {size!r}; it must be [height, width], both > 0")
+    h, w = size
+    if isinstance(counts, list):
+        if not all(_is_int(c) and c >= 0 for c in counts):
+            raise AnnotationError(f"{where}: RLE counts must be integers >= 0")
+        runs = np.asarray(counts, dtype=np.int64)
+    elif isinstance(counts, str):
+        runs = _decode_string(counts, where)
+    else:
+        raise AnnotationError(f"{where}: RLE counts must be a list of integers or a compressed string")
+    if int(runs.sum()) != h * w:
+        raise AnnotationError(f"{where}: RLE counts cover {int(runs.sum())} pixels, not {h}x{w} = {h * w}")
+    return (h, w), runs
+
+
+def _decode_string(s: str, where: str) -> np.ndarray:
+    """COCO's compressed counts (maskApi.c rleFrString): each count is 5-bit groups, least significant first,
+    offset by 48; 0x20 marks a continuation and 0x10 in the last group the sign; from the third count on the
+    value is the difference to the count two before."""
+    runs: list[int] = []
+    p = 0
+    while p < len(s):
+        x = k = 0
+        more = True
+        while more:
+            if p >= len(s):
+                raise AnnotationError(f"{where}: RLE counts string ends inside a count")
+            c = ord(s[p]) - 48
+            if not 0 <= c < 64:
+                raise AnnotationError(f"{where}: RLE counts string holds {s[p]!r}, outside COCO's alphabet")
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and c & 0x10:
+                x -= 1 << (5 * k)
+        if len(runs) > 2:
+            x += runs[-2]
+        if x < 0:
+            raise AnnotationError(f"{where}: RLE count {len(runs)} decodes to {x} < 0")
+        runs.append(x)
+    return np.asarray(runs, dtype=np.int64)
+
+
+def rle_decode(rle, where: str = "RLE") -> np.ndarray:
+    """A COCO RLE dict -> its HxW uint8 mask of 0 and 1 (runs alternate 0, 1, 0, ... in column-major order)."""
+    (h, w), runs = rle_counts(rle, where)
+    values = (np.arange(len(runs)) % 2).astype(np.uint8)
+    flat = np.repeat(values, runs)
+    return np.ascontiguousarray(flat.reshape(w, h).T)
+
+
+def _file_name(raw, where: str) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise AnnotationError(f"{where}: file_name is {raw!r}; it must be a path relative to the job folder")
+    norm = posixpath.normpath(raw)
+    if raw.startswith("/") or norm == ".." or norm.startswith("../") or norm == ".":
+        raise AnnotationError(f"{where}: file_name {raw!r} is not a path inside the job folder")
+    return norm
+
+
+#: A file with thousands of broken entries is summed up after this many of them.
+_MESSAGES_SHOWN = 10
+
+
+def _add(rejected: dict, key: str, message: str) -> None:
+    rejected.setdefault(key, []).append(message)
+
+
+def _joined(rejected: dict) -> dict[str, str]:
+    out = {}
+    for key, msgs in rejected.items():
+        more = len(msgs) - _MESSAGES_SHOWN
+        out[key] = "; ".join(msgs[:_MESSAGES_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+    return out
+
+
+def _categories(data, where: str) -> dict[int, str]:
+    cats = data.get("categories", [])
+    if not isinstance(cats, list):
+        raise AnnotationError(f"{where}: `categories` must be a list")
+    out: dict[int, str] = {}
+    names: dict[str, int] = {}
+    for i, c in enumerate(cats):
+        at = f"{where}: categories[{i}]"
+        if not isinstance(c, dict) or not _is_int(c.get("id")) or not isinstance(c.get("name"), str) \
+                or not c["name"].strip() or c["name"] != c["name"].strip():
+            raise AnnotationError(f"{at}: a category needs an integer `id` and a non-empty `name`")
+        if c["id"] in out:
+            raise AnnotationError(f"{at}: category id {c['id']} is also {out[c['id']]!r}")
+        if c["name"] in names:
+            raise AnnotationError(f"{at}: category name {c['name']!r} is also id {names[c['name']]}")
+        out[c["id"]] = c["name"]
+        names[c["name"]] = c["id"]
+    return out
+
+
+def _images(data, where: str, rejected: dict) -> tuple[dict[int, str], dict[str, dict], set[int]]:
+    """image id -> file_name, and file_name -> {"size", "id", "index"} for the usable entries; and every image id
+    listed (usable or rejected), so that an annotation of a rejected image is not called one of a missing one."""
+    images = data.get("images")
+    if not isinstance(images, list):
+        raise AnnotationError(f"{where}: no `images` list; not a COCO instances file")
+    by_id: dict[int, str] = {}
+    info: dict[str, dict] = {}
+    id_twice: set[int] = set()
+    listed: set[int] = set()
+    for i, im in enumerate(images):
+        at = f"{where}: images[{i}]"
+        if not isinstance(im, dict) or not _is_int(im.get("id")):
+            _add(rejected, where, f"{at}: has no integer `id`")
+            continue
+        at = f"{at} (id {im['id']})"
+        listed.add(im["id"])
+        try:
+            name = _file_name(im.get("file_name"), at)
+        except AnnotationError as exc:
+            _add(rejected, where, str(exc))
+            continue
+        w, h = im.get("width"), im.get("height")
+        size = None
+        if w is not None or h is not None:
+            if not (_is_int(w) and _is_int(h) and w > 0 and h > 0):
+                _add(rejected, name, f"{at}: width {w!r} and height {h!r} must be integers > 0")
+                continue
+            size = (h, w)
+        if im["id"] in by_id:
+            id_twice.add(im["id"])
+            first = by_id[im["id"]]
+            k = info[first]["index"]
+            why = "their annotations cannot be told apart"
+            _add(rejected, name, f"{at}: image id {im['id']} is also used by images[{k}] ({first!r}); {why}")
+            _add(rejected, first, f"{where}: images[{k}] (id {im['id']}): image id {im['id']} is also used by "
+                                  f"images[{i}] ({name!r}); {why}")
+            continue
+        if name in info:
+            _add(rejected, name, f"{at}: {name!r} is listed twice (ids {info[name]['id']} and {im['id']})")
+            continue
+        by_id[im["id"]] = name
+        info[name] = {"size": size, "id": im["id"], "index": i}
+    for ident in id_twice:
+        info.pop(by_id.pop(ident), None)
+    return by_id, info, listed
+
+
+def _object(a: dict, j: int, name: str, at: str, size) -> Object:
+    bbox = a.get("bbox")
+    if not (isinstance(bbox, list) and len(bbox) == 4 and all(_is_num(v) for v in bbox)):
+        raise AnnotationError(f"{at}: bbox is {bbox!r}; it must be [x, y, width, height], finite numbers")
+    x, y, bw, bh = (float(v) for v in bbox)
+    if bw <= 0 or bh <= 0:
+        raise AnnotationError(f"{at}: bbox width {bw:g} and height {bh:g} must be > 0 (an empty box)")
+    crowd = a.get("iscrowd", 0)
+    if crowd not in (0, 1):
+        raise AnnotationError(f"{at}: iscrowd is {crowd!r}; it must be 0 or 1")
+    seg = a.get("segmentation")
+    polygons: list = []
+    rle = None
+    if isinstance(seg, list):
+        for k, poly in enumerate(seg):
+            if not isinstance(poly, list) or not all(_is_num(v) for v in poly):
+                raise AnnotationError(f"{at}: segmentation[{k}] must be a list of finite numbers x1, y1, x2, ...")
+            if not poly:
+                continue  # some exporters write [[]] for "no polygon"
+            if len(poly) < 6 or len(poly) % 2:
+                raise AnnotationError(f"{at}: segmentation[{k}] has {len(poly)} numbers; a polygon is at least "
+                                      f"3 points, x and y each")
+            polygons.append(tuple((float(px), float(py)) for px, py in zip(poly[0::2], poly[1::2])))
+    elif isinstance(seg, dict):
+        (rh, rw), _ = rle_counts(seg, f"{at}: segmentation")
+        if size is not None and (rh, rw) != tuple(size):
+            raise AnnotationError(f"{at}: the RLE mask is {rw}x{rh} but the image is {size[1]}x{size[0]}")
+        rle = {"size": [rh, rw], "counts": seg["counts"]}
+    elif seg is not None:
+        raise AnnotationError(f"{at}: segmentation must be polygons (a list) or RLE (a dict)")
+    return Object(name=name, box=(x, y, x + bw, y + bh), crowd=bool(crowd), polygons=tuple(polygons), rle=rle)
+
+
+def read_coco(path: str, where: str) -> CocoFile:
+    """Read one instances JSON. What concerns one image rejects that image (in `rejected`); a file that cannot be
+    read as COCO at all (invalid JSON, no `images` list, categories that collide) raises AnnotationError."""
+    try:
+        data = load_json(path)
+    except UntrustedFileError as exc:
+        text = str(exc)
+        raise AnnotationError(where + text[len(path):] if text.startswith(path) else f"{where}: {text}") from None
+    if not isinstance(data, dict):
+        raise AnnotationError(f"{where}: the top level is not an object; not a COCO instances file")
+    categories = _categories(data, where)
+    rejected: dict[str, list[str]] = {}
+    by_id, info, listed = _images(data, where, rejected)
+    anns = data.get("annotations", [])
+    if not isinstance(anns, list):
+        raise AnnotationError(f"{where}: `annotations` must be a list")
+    objects: dict[str, list] = {name: [] for name in info}
+    labels: dict[str, list] = {name: [] for name in info}
+    for j, a in enumerate(anns):
+        if not isinstance(a, dict) or not _is_int(a.get("image_id")):
+            _add(rejected, where, f"{where}: annotations[{j}] has no integer `image_id`")
+            continue
+        ident = f"id {a['id']}, " if "id" in a else ""
+        name = by_id.get(a["image_id"])
+        if name is None:
+            if a["image_id"] not in listed:  # else its image is rejected already
+                _add(rejected, where, f"{where}: annotations[{j}] names image id {a['image_id']}, which is not in "
+                                      f"`images`")
+            continue
+        if name in rejected:
+            continue
+        cat = a.get("category_id")
+        label = f"annotations[{j}] ({ident}{categories.get(cat, f'category {cat!r}')})"
+        at = f"{where}: {label}"
+        try:
+            if cat not in categories or not _is_int(cat):
+                raise AnnotationError(f"{at}: category_id {cat!r} is not in `categories`")
+            objects[name].append(_object(a, j, categories[cat], at, info[name]["size"]))
+            labels[name].append(label)
+        except AnnotationError as exc:
+            _add(rejected, name, str(exc))
+    images = {name: Annotation(objects=tuple(objects[name]), source=where,
+                               extra={"size": meta["size"], "where": tuple(labels[name]), "id": meta["id"]})
+              for name, meta in info.items() if name not in rejected}
+    return CocoFile(source=where, categories=categories, images=images, rejected=_joined(rejected))

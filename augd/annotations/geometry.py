@@ -1,0 +1,333 @@
+"""Annotations through the same geometry as the pixels.
+
+The steps are augd.engine.plan.Program.geometry(seed, h, w): each Geo step of the image's plan as (3x3 matrix
+taking that step's OUTPUT pixel centres to its INPUT pixel centres, out_h, out_w), the numbers the graph warps
+with. Boxes (as their 4 corners), polygons and the outline of RLE masks go forward through each step's inverse
+and are clipped to that step's canvas before the next (a part warped off the canvas is gone, as its pixels are);
+masks are warped by the same matrices with nearest-neighbour sampling. Points are in pixel-edge units
+(augd.annotations.model), matrices in pixel-centre units: a point e maps as inverse(m) @ (e - 0.5) + 0.5.
+TensorFlow-free (NumPy and OpenCV).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from augd.annotations.model import Annotation, AnnotationError, Object
+
+__all__ = ["KEPT", "Step", "edge_map", "instance_masks", "rasterise", "rle_encode", "transform", "warp_mask"]
+
+#: A Geo step: (matrix output centre -> input centre, out_h, out_w), as Program.geometry returns them.
+Step = tuple[np.ndarray, float, float]
+
+#: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
+#: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
+KEPT = "augd/kept_objects"
+
+#: A vertex further than this outside a canvas (px) counts as cut (truncated); closer is rounding noise.
+_CUT_EPS = 1e-6
+
+
+def edge_map(m: np.ndarray) -> np.ndarray:
+    """The 3x3 map taking a step's INPUT pixel-edge coordinates to its OUTPUT ones: the inverse of m (output
+    centres -> input centres) between half-pixel shifts. Affine m is inverted in closed form, so the exact
+    flips and identities of the plan give exact coordinates (a flip maps x to w - x, with no rounding)."""
+    return np.array(_edge9(m)).reshape(3, 3)
+
+
+def _edge9(m) -> tuple:
+    """edge_map as 9 Python floats, row-major (what the per-object code reads)."""
+    (a, b, tx), (c, d, ty), (g, h, i) = np.asarray(m, np.float64).tolist()
+    if g == 0.0 and h == 0.0 and i != 0.0:
+        a, b, c, d, tx, ty = a / i, b / i, c / i, d / i, tx / i, ty / i
+        det = a * d - b * c
+        if det == 0.0:
+            raise ValueError(f"a geometry step's matrix is singular: {np.asarray(m).tolist()}")
+        ia, ib, ic, id_ = d / det, -b / det, -c / det, a / det
+        # x' = inv (x - 0.5) - inv t + 0.5, the constant summed so that integers stay integers
+        return (ia, ib, (-(ia * tx + ib * ty) + 0.5) - 0.5 * (ia + ib),
+                ic, id_, (-(ic * tx + id_ * ty) + 0.5) - 0.5 * (ic + id_), 0.0, 0.0, 1.0)
+    shift = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+    back = np.array([[1.0, 0.0, -0.5], [0.0, 1.0, -0.5], [0.0, 0.0, 1.0]])
+    return tuple((shift @ np.linalg.inv(np.asarray(m, np.float64)) @ back).ravel().tolist())
+
+
+def _apply(t: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """Points (N x 2) through the 3x3 map t."""
+    if not len(pts):
+        return pts
+    xy = pts @ t[:2, :2].T + t[:2, 2]
+    if t[2, 0] == 0.0 and t[2, 1] == 0.0 and t[2, 2] == 1.0:
+        return xy
+    wgt = pts @ t[2, :2] + t[2, 2]
+    return xy / wgt[:, None]
+
+
+# Boxes and polygons are a handful of vertices: plain Python floats move and clip them several times faster than
+# NumPy calls would (its per-call cost dominates at this size), which keeps annotations cheap beside the pixels.
+
+Points = list[tuple[float, float]]
+
+
+def _map(t: tuple, pts: Points) -> Points:
+    """Points through a 3x3 map given as 9 floats (row-major). Affine maps divide by 1.0: exact."""
+    a, b, c, d, e, f, g, h, i = t
+    return [((a * x + b * y + c) / (g * x + h * y + i), (d * x + e * y + f) / (g * x + h * y + i)) for x, y in pts]
+
+
+def _clip(poly: Points, w: float, h: float) -> Points:
+    """Sutherland-Hodgman: the polygon clipped to [0, w] x [0, h]; [] when nothing is left. A polygon already
+    inside comes back as it is (no arithmetic on its vertices)."""
+    for axis, bound, upper in ((0, 0.0, False), (0, w, True), (1, 0.0, False), (1, h, True)):
+        if not poly:
+            break
+        inside = [(p[axis] <= bound) if upper else (p[axis] >= bound) for p in poly]
+        if all(inside):
+            continue
+        out: Points = []
+        prev, prev_in = poly[-1], inside[-1]
+        for cur, cur_in in zip(poly, inside):
+            if cur_in != prev_in:
+                r = (bound - prev[axis]) / (cur[axis] - prev[axis])
+                if axis == 0:
+                    out.append((bound, prev[1] + r * (cur[1] - prev[1])))
+                else:
+                    out.append((prev[0] + r * (cur[0] - prev[0]), bound))
+            if cur_in:
+                out.append(cur)
+            prev, prev_in = cur, cur_in
+        poly = out
+    return poly
+
+
+def _outside(pts: Points, w: float, h: float) -> bool:
+    return any(x < -_CUT_EPS or y < -_CUT_EPS or x > w + _CUT_EPS or y > h + _CUT_EPS for x, y in pts)
+
+
+def _extent(polys) -> tuple[float, float, float, float] | None:
+    pts = [p for poly in polys for p in poly]
+    if not pts:
+        return None
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    return float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys))
+
+
+def _area(box) -> float:
+    return 0.0 if box is None else max(box[2] - box[0], 0.0) * max(box[3] - box[1], 0.0)
+
+
+def _corners(box) -> Points:
+    x0, y0, x1, y1 = (float(v) for v in box)
+    return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
+
+
+def _forward(polys, maps, steps) -> tuple[list, list, bool]:
+    """(clipped polygons, unclipped polygons, cut?) after every step."""
+    clipped = [[(float(x), float(y)) for x, y in p] for p in polys]
+    free = clipped
+    cut = False
+    for t, (_, oh, ow) in zip(maps, steps):
+        free = [_map(t, p) for p in free]
+        moved = free if clipped is free else [_map(t, p) for p in clipped]
+        if any(_outside(p, ow, oh) for p in moved):
+            cut = True
+        clipped = [_clip(p, ow, oh) for p in moved]
+        if all(a is b for a, b in zip(clipped, moved)):
+            clipped = moved          # nothing clipped: the clipped polygons are still the free ones
+    return clipped, free, cut
+
+
+def _rle_outline(mask: np.ndarray) -> np.ndarray:
+    """Points whose extent under any affine map is the mask's: the 4 corners of each row's first and last pixel."""
+    rows = np.flatnonzero(mask.any(axis=1))
+    if not len(rows):
+        return np.zeros((0, 2))
+    sub = mask[rows] > 0
+    first = sub.argmax(axis=1)
+    last = sub.shape[1] - 1 - sub[:, ::-1].argmax(axis=1)
+    r = rows.astype(np.float64)
+    xs = np.concatenate([first, first, last + 1, last + 1]).astype(np.float64)
+    ys = np.concatenate([r, r + 1, r, r + 1])
+    return np.stack([xs, ys], axis=1)
+
+
+def _mask_extent(mask: np.ndarray) -> tuple[float, float, float, float] | None:
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if not len(rows):
+        return None
+    return float(cols[0]), float(rows[0]), float(cols[-1] + 1), float(rows[-1] + 1)
+
+
+def _rle_decode(rle: dict) -> np.ndarray:
+    from augd.annotations.coco import rle_decode  # the COCO reader owns RLE
+    return rle_decode(rle)
+
+
+def rle_encode(mask: np.ndarray) -> dict:
+    """COCO's uncompressed RLE of an HxW 0/1 mask: run lengths in column-major order, starting with zeros."""
+    flat = (np.asarray(mask).ravel(order="F") > 0).astype(np.int8)
+    edges = np.flatnonzero(np.diff(flat)) + 1
+    bounds = np.concatenate([[0], edges, [flat.size]])
+    counts = np.diff(bounds).tolist()
+    if flat.size and flat[0]:
+        counts = [0] + counts
+    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": [int(c) for c in counts]}
+
+
+def _keep(obj: Object, box, whole, cut: bool, min_visibility: float, min_size: float, **changes) -> Object | None:
+    """The object with its new box, or None when too little of it is left."""
+    area = _area(whole)
+    if box is None or area <= 0.0:
+        return None
+    visible = min(_area(box) / area, 1.0)
+    if visible <= 0.0 or visible < min_visibility or min(box[2] - box[0], box[3] - box[1]) < min_size:
+        return None
+    return dataclasses.replace(obj, box=box, truncated=obj.truncated or cut, **changes)
+
+
+def _move(obj: Object, maps, steps, min_visibility: float, min_size: float) -> Object | None:
+    """One object in the output's coordinates, or None when too little of it is left."""
+    if obj.rle is not None and not obj.polygons:
+        src = _rle_decode(obj.rle)
+        pts, cut = _rle_outline(src), False     # a point set, not a polygon: moved, never clipped
+        for t, (_, oh, ow) in zip(maps, steps):
+            pts = _apply(np.array(t).reshape(3, 3), pts)
+            cut = cut or bool(len(pts)) and bool((pts.min(axis=0) < -_CUT_EPS).any() or pts[:, 0].max() > ow
+                                                 + _CUT_EPS or pts[:, 1].max() > oh + _CUT_EPS)
+        whole = (*pts.min(axis=0), *pts.max(axis=0)) if len(pts) else None
+        warped = warp_mask(src, steps, fill=0)
+        box = _mask_extent(warped)  # the extent of the mask's pixels where they land
+        return _keep(obj, box, whole, cut, min_visibility, min_size, rle=rle_encode(warped))
+    clipped, free, cut = _forward(obj.polygons or (_corners(obj.box),), maps, steps)
+    if not obj.polygons:
+        return _keep(obj, _extent(clipped), _extent(free), cut, min_visibility, min_size)
+    polys = tuple(tuple(p) for p in clipped if len(p) >= 3)
+    return _keep(obj, _extent(clipped), _extent(free), cut, min_visibility, min_size, polygons=polys)
+
+
+def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
+              mask: np.ndarray | None = None) -> tuple[Annotation, np.ndarray | None, int]:
+    """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped).
+
+    Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
+    mask, whose box is then the extent of the warped mask) goes through every step and is clipped to that
+    step's canvas; its new box is the axis-aligned extent of what is left, `truncated` is set when clipping cut
+    it. An object is dropped when nothing is left, when the visible box is under `min_visibility` of the box of
+    the whole transformed object, or when a side of it is under `min_size` px. Kept objects carry their
+    clipped polygons and their warped RLE mask in output coordinates; `extra[KEPT]` lists their input indices.
+    `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside."""
+    maps = [_edge9(m) for m, _, _ in steps] if ann.objects else []
+    kept, objects = [], []
+    for k, obj in enumerate(ann.objects):
+        new = _move(obj, maps, steps, min_visibility, min_size)
+        if new is not None:
+            kept.append(k)
+            objects.append(new)
+    extra = {**ann.extra, KEPT: tuple(kept)}
+    out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
+    warped = None if mask is None else warp_mask(mask, steps, fill=255)
+    return out, warped, len(ann.objects) - len(objects)
+
+
+def warp_mask(mask: np.ndarray, steps: Sequence[Step], *, fill: int) -> np.ndarray:
+    """An HxW uint8 mask through the steps with nearest-neighbour sampling of the pixels' matrices (as
+    augd.engine.kernels.warp_np applies them, without its box prefilter: labels are never averaged), `fill` where
+    a step reads outside its input. Several steps are sampled once, through all their matrices, and a pixel whose
+    read falls off an intermediate canvas gets `fill`: rounding once keeps the mask within half a pixel of the
+    pixels' edges (rounding per step drifts by up to a pixel after two warps)."""
+    out = np.ascontiguousarray(mask, np.uint8)
+    if out.ndim != 2:
+        raise ValueError(f"a mask must be HxW; got shape {out.shape}")
+    steps = [(np.asarray(m, np.float64), int(round(oh)), int(round(ow))) for m, oh, ow in steps]
+    steps = [(m, oh, ow) for k, (m, oh, ow) in enumerate(steps)
+             if not (np.array_equal(m, np.eye(3)) and (oh, ow) == (steps[k - 1][1:] if k else out.shape))]
+    if not steps:
+        return out
+    m = steps[0][0]
+    for step in steps[1:]:
+        m = m @ step[0]                        # the last output's pixel centres -> the source's
+    oh, ow = steps[-1][1], steps[-1][2]
+    out = _warp_once(out, m, oh, ow, fill)
+    # A pixel whose read falls off an intermediate canvas is outside the image, as in the pixels: the part of
+    # the output that canvas covers is its rectangle mapped forward, a quadrilateral, filled exactly at centres.
+    maps = [edge_map(step[0]) for step in steps]
+    t = np.eye(3)
+    for k in range(len(steps) - 2, -1, -1):    # canvas k (edge units) -> the last output: the later steps' maps
+        t = t @ maps[k + 1]
+        _, ch, cw = steps[k]
+        quad = _apply(t, np.array(_corners((0.0, 0.0, cw, ch))))
+        if not _covers(quad, ow, oh):
+            out[rasterise([quad], oh, ow) == 0] = fill
+    return out
+
+
+def _covers(quad: np.ndarray, w: float, h: float) -> bool:
+    """Whether the convex quadrilateral contains the whole [0, w] x [0, h] canvas."""
+    canvas = np.array(_corners((0.0, 0.0, w, h)))
+    sides = []
+    for a, b in zip(quad, np.roll(quad, -1, axis=0)):
+        sides.append((b[0] - a[0]) * (canvas[:, 1] - a[1]) - (b[1] - a[1]) * (canvas[:, 0] - a[0]))
+    sides = np.array(sides)
+    return bool((sides >= 0).all() or (sides <= 0).all())
+
+
+def _warp_once(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, fill: int) -> np.ndarray:
+    import cv2
+    flags = cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP
+    if abs(m[2, 0]) < 1e-12 and abs(m[2, 1]) < 1e-12:
+        return cv2.warpAffine(mask, m[:2] / m[2, 2], (ow, oh), flags=flags, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=fill)
+    return cv2.warpPerspective(mask, m, (ow, oh), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=fill)
+
+
+def rasterise(polygons, h: int, w: int) -> np.ndarray:
+    """HxW uint8 0/1: the pixels whose centres lie inside any of the polygons (even-odd rule within each), in
+    pixel-edge units. Exact at pixel centres: a box [2, 5] covers columns 2, 3 and 4."""
+    out = np.zeros((h, w), np.uint8)
+    yc = np.arange(h, dtype=np.float64) + 0.5
+    for poly in polygons:
+        p = np.asarray(poly, np.float64).reshape(-1, 2)
+        if len(p) < 3:
+            continue
+        (x0, y0), (x1, y1) = p.T, np.roll(p, -1, axis=0).T
+        lo, hi = np.minimum(y0, y1), np.maximum(y0, y1)
+        hit = (yc[:, None] >= lo) & (yc[:, None] < hi)           # rows x edges, half-open: each vertex once
+        r, e = np.nonzero(hit)
+        if not len(r):
+            continue
+        x = x0[e] + (yc[r] - y0[e]) * (x1[e] - x0[e]) / (y1[e] - y0[e])
+        col = np.clip(np.ceil(x - 0.5), 0, w).astype(np.int64)   # first pixel whose centre is right of x
+        order = np.lexsort((col, r))              # per row, its crossings left to right: inside between pairs
+        rows, starts, stops = r[order][0::2], col[order][0::2], col[order][1::2]
+        if len(rows) < 2 or (np.diff(rows) > 0).all():   # one span a row (convex shapes): one comparison
+            lo, hi = np.full(h, w), np.zeros(h, np.int64)
+            lo[rows], hi[rows] = starts, stops
+            cols = np.arange(w)
+            out |= (cols >= lo[:, None]) & (cols < hi[:, None])
+        else:
+            for row, a, b in zip(rows.tolist(), starts.tolist(), stops.tolist()):
+                out[row, a:b] = 1
+    return out
+
+
+def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
+    """One HxW uint8 0/1 mask per object (H, W: the last step's output, or h, w without steps), rasterised from
+    its polygons, its RLE or, for an object with neither, its box, in the h x w source, then warped with the
+    image (fill 0). [] when no object has a polygon or an RLE mask."""
+    if not any(o.polygons or o.rle is not None for o in ann.objects):
+        return []
+    out = []
+    for k, obj in enumerate(ann.objects):
+        if obj.polygons:
+            src = rasterise(obj.polygons, h, w)
+        elif obj.rle is not None:
+            src = _rle_decode(obj.rle)
+            if src.shape != (h, w):
+                raise AnnotationError(f"{ann.source or '?'}: object {k + 1} ({obj.name}): RLE mask of "
+                                      f"{src.shape[0]}x{src.shape[1]} on an image of {h}x{w}")
+        else:
+            src = rasterise([_corners(obj.box)], h, w)
+        out.append((warp_mask(src, steps, fill=0) > 0).astype(np.uint8))
+    return out

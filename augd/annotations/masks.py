@@ -1,0 +1,97 @@
+"""Semantic masks: a PNG of class indices per image (a palette PNG's indices, as VOC's SegmentationClass/, or grey
+values), read into an HxW uint8 array, and written back as a grey PNG. TensorFlow-free (Pillow, OpenCV)."""
+from __future__ import annotations
+
+import io
+import os
+import stat
+
+import numpy as np
+
+from augd.annotations.model import AnnotationError
+from augd.defaults import MAX_PIXELS
+from augd.errors import Rejected, UntrustedFileError
+from augd.files import read_capped
+from augd.formats import read_header
+
+__all__ = ["MASK_MAX_BYTES", "mask_png", "mask_size", "read_mask"]
+
+#: A mask PNG of class indices compresses far below its pixel count; 64 MiB holds any sane one.
+MASK_MAX_BYTES = 64 * 1024 * 1024
+#: Pillow modes whose values are class indices as they are ("P": the palette's indices, not its colours).
+_INDEX_MODES = ("P", "L", "1", "I;16", "I;16B", "I;16L", "I")
+
+
+def _read(path: str, where: str) -> bytes:
+    try:
+        return read_capped(path, MASK_MAX_BYTES, "mask", "MASK_MAX_BYTES")
+    except UntrustedFileError as exc:
+        raise AnnotationError(f"{where}: {str(exc).removeprefix(path + ': ')}") from None
+    except OSError as exc:
+        raise AnnotationError(f"{where}: cannot read the mask: {exc.strerror or exc}") from None
+
+
+def mask_size(path: str, where: str) -> tuple[int, int]:
+    """(height, width) from the mask's PNG header, without decoding it; AnnotationError if it is no PNG."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise AnnotationError(f"{where}: the mask is not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            head = fh.read(4096)  # a PNG's size is in its first 33 bytes
+    except OSError as exc:
+        raise AnnotationError(f"{where}: cannot read the mask: {exc.strerror or exc}") from None
+    try:
+        header = read_header(head)
+    except Rejected as exc:
+        raise AnnotationError(f"{where}: not a mask PNG: {exc}") from None
+    if header.format != "png":
+        raise AnnotationError(f"{where}: the mask is a {header.format.upper()}; a mask must be a PNG (lossy "
+                              f"formats change class indices)")
+    return header.height, header.width
+
+
+def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str) -> np.ndarray:
+    """The mask as HxW uint8 class indices (a palette PNG's indices, a grey PNG's values; 255 is VOC's 'void').
+    AnnotationError naming `where` when it is not a one-channel PNG, holds a value above 255, or its size
+    differs from `expect_hw` (the image's upright height and width)."""
+    from PIL import Image
+
+    data = _read(path, where)
+    try:
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
+            w, h = img.size
+            if expect_hw is not None and (h, w) != tuple(expect_hw):
+                raise AnnotationError(f"{where}: the mask is {w}x{h} but its image is {expect_hw[1]}x{expect_hw[0]}"
+                                      f" (width x height); a mask must match its image pixel for pixel")
+            if w * h > MAX_PIXELS:
+                raise AnnotationError(f"{where}: the mask has {w * h} pixels, more than MAX_PIXELS={MAX_PIXELS}")
+            if img.mode not in _INDEX_MODES:
+                raise AnnotationError(f"{where}: the mask is a {img.mode} PNG; save class indices as a palette "
+                                      f"(P) or greyscale (L) PNG, one index per pixel")
+            arr = np.asarray(img)
+    except AnnotationError:
+        raise
+    except (OSError, ValueError, SyntaxError) as exc:  # Pillow's words for a truncated or corrupt file
+        raise AnnotationError(f"{where}: the mask PNG cannot be decoded: {exc}") from None
+    if arr.dtype == np.bool_:
+        return arr.astype(np.uint8)
+    if arr.dtype != np.uint8:
+        top = int(arr.max()) if arr.size else 0
+        if top > 255 or (arr.size and int(arr.min()) < 0):
+            raise AnnotationError(f"{where}: the mask holds class index {top}; indices must be 0..255")
+        arr = arr.astype(np.uint8)
+    return np.ascontiguousarray(arr)
+
+
+def mask_png(mask: np.ndarray) -> bytes:
+    """HxW uint8 class indices -> a grey 8-bit PNG (the same bytes for the same mask: fixed compression)."""
+    import cv2
+
+    mask = np.asarray(mask)
+    if mask.ndim != 2 or mask.dtype != np.uint8:
+        raise ValueError(f"a mask is HxW uint8; got {mask.dtype} of shape {mask.shape}")
+    ok, buf = cv2.imencode(".png", np.ascontiguousarray(mask), [cv2.IMWRITE_PNG_COMPRESSION, 6])
+    if not ok:
+        raise ValueError(f"OpenCV could not encode a {mask.shape[1]}x{mask.shape[0]} mask as PNG")
+    return buf.tobytes()

@@ -1,0 +1,127 @@
+"""YOLO: one `.txt` per image, a line per object, `class cx cy w h` normalized to the image (Ultralytics'
+segmentation lines, `class x1 y1 x2 y2 ...`, give a polygon); class names from `classes.txt` (one per line) or
+`data.yaml` (`names:` as a list or {index: name}). Boxes touching or crossing the border by up to a pixel are
+fine (the layout checks and clips them against the real image). TensorFlow-free.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.errors import SpecError, UntrustedFileError
+from augd.files import read_capped
+from augd.spec.yamlsrc import read_yaml_file
+
+__all__ = ["NAME_FILES", "YOLO_MAX_BYTES", "read_names", "read_yolo"]
+
+#: The files that name a YOLO job's classes, in the order they are looked for at the job root.
+NAME_FILES = ("data.yaml", "classes.txt")
+#: A label file holds a line per object: 16 MiB is over 200,000 objects.
+YOLO_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _text(path: str, where: str, what: str) -> str:
+    try:
+        return read_capped(path, YOLO_MAX_BYTES, what, "YOLO_MAX_BYTES").decode("utf-8-sig")
+    except UntrustedFileError as exc:
+        text = str(exc)
+        raise AnnotationError(where + text[len(path):] if text.startswith(path) else f"{where}: {text}") from None
+    except OSError as exc:
+        raise AnnotationError(f"{where}: cannot read the {what} file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise AnnotationError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _checked(names: list, where: str) -> tuple[str, ...]:
+    if not names:
+        raise AnnotationError(f"{where}: names no class")
+    for i, n in enumerate(names):
+        if not isinstance(n, str) or not n.strip() or n != n.strip():
+            raise AnnotationError(f"{where}: class {i} is {n!r}; a class name is a non-empty string without "
+                                  f"surrounding spaces")
+        if names.index(n) != i:
+            raise AnnotationError(f"{where}: class {n!r} is listed twice (classes {names.index(n)} and {i})")
+    return tuple(names)
+
+
+def read_names(root: str) -> tuple[tuple[str, ...], str] | None:
+    """(class names in index order, the file they came from) from data.yaml or classes.txt at the job root;
+    None when neither exists; AnnotationError naming the file when it cannot be used."""
+    for name in NAME_FILES:
+        path = os.path.join(root, name)
+        if not os.path.isfile(path):
+            continue
+        if name == "classes.txt":
+            lines = _text(path, name, "class names").splitlines()
+            while lines and not lines[-1].strip():
+                lines.pop()
+            return _checked([ln.strip() for ln in lines], name), name
+        try:
+            doc = read_yaml_file(path, "data.yaml")
+        except SpecError as exc:
+            text = str(exc)
+            raise AnnotationError(name + text[len(path):] if text.startswith(path) else f"{name}: {text}") \
+                from None
+        data = doc.data if isinstance(doc.data, dict) else {}
+        names = data.get("names")
+        if isinstance(names, dict):
+            keys = sorted(names, key=lambda k: (not isinstance(k, int), k if isinstance(k, int) else 0))
+            if keys != list(range(len(names))):
+                raise AnnotationError(f"{name}: names: the keys must be the class indices 0..{len(names) - 1}; "
+                                      f"got {list(names)!r}")
+            names = [names[k] for k in keys]
+        if not isinstance(names, list):
+            raise AnnotationError(f"{name}: no `names:` list (or {{index: name}} mapping) of the classes")
+        nc = data.get("nc")
+        if nc is not None and nc != len(names):
+            raise AnnotationError(f"{name}: nc is {nc!r} but names lists {len(names)} classes")
+        return _checked(names, name), name
+    return None
+
+
+def _number(raw: str, at: str, what: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise AnnotationError(f"{at}: {what} is {raw!r}, not a number") from None
+    if not math.isfinite(value):
+        raise AnnotationError(f"{at}: {what} is {raw!r}, not a finite number")
+    return value
+
+
+def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]) -> Annotation:
+    """One label file's objects in pixel-edge units of an image of `hw` (height, width, upright); an empty file
+    is a negative. extra["where"] labels each object ("line 3 (dog)") for later messages."""
+    h, w = hw
+    objects, labels = [], []
+    for lineno, line in enumerate(_text(path, where, "YOLO label").splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        at = f"{where}: line {lineno}"
+        cls = _number(fields[0], at, "the class")
+        if cls != int(cls) or not 0 <= cls < len(names):
+            raise AnnotationError(f"{at}: class {fields[0]} is not a class index 0..{len(names) - 1} (the "
+                                  f"{len(names)} names of the job)")
+        name = names[int(cls)]
+        at = f"{at} ({name})"
+        values = [_number(v, at, f"value {k}") for k, v in enumerate(fields[1:], 1)]
+        polygon: tuple = ()
+        if len(values) == 4:
+            cx, cy, bw, bh = values
+            if bw <= 0 or bh <= 0:
+                raise AnnotationError(f"{at}: width {bw:g} and height {bh:g} must be > 0")
+            box = ((cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h)
+        elif len(values) >= 6 and len(values) % 2 == 0:
+            polygon = tuple((x * w, y * h) for x, y in zip(values[0::2], values[1::2]))
+            xs, ys = [p[0] for p in polygon], [p[1] for p in polygon]
+            box = (min(xs), min(ys), max(xs), max(ys))
+            if box[2] <= box[0] or box[3] <= box[1]:
+                raise AnnotationError(f"{at}: the polygon encloses no area")
+        else:
+            raise AnnotationError(f"{at}: {len(fields)} fields; a YOLO line is `class cx cy w h` (normalized) or "
+                                  f"`class x1 y1 x2 y2 x3 y3 ...` (a polygon)")
+        objects.append(Object(name=name, box=box, polygons=(polygon,) if polygon else ()))
+        labels.append(f"line {lineno} ({name})")
+    return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})

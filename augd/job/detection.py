@@ -1,0 +1,194 @@
+"""A detection or segmentation job's side of run_job: read its annotations, attach one to each scanned image,
+and move them with the pixels of every variant into the records' objects.
+
+Variant 0 (the original) keeps its annotation untouched; an augmented variant maps it through
+`Program.geometry(seed, h, w)`, the same steps the graph warps its pixels with, drawn from the same per-image
+seed and the image's upright size. An annotation that cannot be trusted rejects its image (`bad_annotation`),
+never the job; images with no object are kept or rejected (`negative`) as `annotations.negatives` says.
+"""
+from __future__ import annotations
+
+import collections
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from augd.annotations import Annotation, AnnotationError, Object
+from augd.errors import FailureReason, JobFailed
+from augd.files import inside
+from augd.io import InputImage, RejectedInput, is_url
+from augd.labels import LabelMapError
+from augd.spec import Annotations, PipelineSpec
+
+__all__ = ["Detection", "ImageObjects", "prepare"]
+
+#: How far (in pixels) a box may reach outside its image before it is a bad annotation, not rounding.
+BOX_SLACK = 1.0
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A detection job's annotations, read once before the run (shared read-only by the worker threads)."""
+    layout: object                        # augd.annotations.layout.AnnotatedJob
+    label_map: object                     # augd.annotations.labelmap.LabelMap
+    settings: Annotations                 # the spec's annotation keys (defaults via .value)
+    annotations: dict[str, Annotation]    # image relpath -> its annotation, for the images kept
+
+    @property
+    def format(self) -> str:
+        return self.layout.format
+
+    def attach(self, images) -> tuple[list[InputImage], list[RejectedInput], int]:
+        """(the images kept, the ones rejected here, negatives rejected): a box outside its image by more than
+        BOX_SLACK px or of a class missing from the map is `bad_annotation`; an image with no object and no mask
+        is a negative, kept or rejected per `negatives`."""
+        kept, rejected, negatives = [], [], 0
+        reject_negatives = self.settings.value("negatives") == "reject"
+        for img in images:
+            ann = self.layout.annotations.get(img.relpath) or Annotation()
+            try:
+                _check_objects(ann, img, self.label_map)
+            except AnnotationError as exc:
+                rejected.append(RejectedInput(img.relpath, "bad_annotation", str(exc)))
+                continue
+            if not ann.objects and ann.mask is None and reject_negatives:
+                rejected.append(RejectedInput(img.relpath, "negative", "no object annotated, and the job's "
+                                                                      "annotations.negatives is reject"))
+                negatives += 1
+                continue
+            self.annotations[img.relpath] = ann
+            kept.append(img)
+        return kept, rejected, negatives
+
+    def for_image(self, img: InputImage) -> "ImageObjects":
+        """The per-image helper that writes its variants' objects (reads its semantic mask, if any)."""
+        return ImageObjects(self, img, self.annotations.get(img.relpath) or Annotation())
+
+
+def _upright(img: InputImage) -> tuple[int, int]:
+    """(h, w) as decoded: EXIF orientations 5-8 swap the stored sides (what Compiled plans for)."""
+    h, w = img.header.height, img.header.width
+    return (w, h) if img.header.orientation in (5, 6, 7, 8) else (h, w)
+
+
+def _check_objects(ann: Annotation, img: InputImage, label_map) -> None:
+    h, w = _upright(img)
+    where = ann.source or img.relpath
+    for k, o in enumerate(ann.objects, 1):
+        x0, y0, x1, y1 = o.box
+        if not all(np.isfinite(o.box)) or x1 <= x0 or y1 <= y0:
+            raise AnnotationError(f"{where}: object {k} ({o.name}): box {o.box} is empty or not a number")
+        if x0 < -BOX_SLACK or y0 < -BOX_SLACK or x1 > w + BOX_SLACK or y1 > h + BOX_SLACK:
+            raise AnnotationError(f"{where}: object {k} ({o.name}): box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies "
+                                  f"outside the {w}x{h} image by more than {BOX_SLACK:g} px")
+        label_map.id_of(o.name, f"{where}: object {k}")
+
+
+class ImageObjects:
+    """One image's annotation and the objects each of its variants' records carry."""
+
+    def __init__(self, det: Detection, img: InputImage, ann: Annotation):
+        from augd.annotations.masks import read_mask
+        self.det, self.img, self.ann = det, img, ann
+        self.h, self.w = _upright(img)
+        self.mask = None if ann.mask is None else read_mask(ann.mask, (self.h, self.w), ann.source or ann.mask)
+        self.instances = any(o.polygons or o.rle for o in ann.objects)
+        self.out: collections.Counter = collections.Counter()
+        self.dropped = 0
+
+    def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int):
+        """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the stored size is
+        not the one the plan gives (a header that lied: the graph re-planned, boxes could be wrong)."""
+        from augd.annotations.geometry import instance_masks
+        from augd.engine.seeds import image_seed
+        if variant == 0:
+            ann, seg, steps = self.ann, self.mask, []
+            masks = instance_masks(ann, self.h, self.w, []) if self.instances else []
+        else:
+            steps = program.geometry(image_seed(spec.seed, self.img.relpath, variant), self.h, self.w)
+            ann, seg, masks = self._moved(steps)
+        want = (round(steps[-1][1]), round(steps[-1][2])) if steps else (self.h, self.w)
+        if variant and want != (out_h, out_w):
+            raise AnnotationError(f"{self.img.relpath}: variant {variant} decoded to {out_w}x{out_h}, not the "
+                                  f"{want[1]}x{want[0]} its header's size plans for; its boxes would not match")
+        self.out.update(o.name for o in ann.objects)
+        return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath)
+
+    def _moved(self, steps):
+        from augd.annotations.geometry import KEPT, instance_masks, transform
+        s = self.det.settings
+        ann, seg, dropped = transform(self.ann, steps, min_visibility=s.value("min_visibility"),
+                                      min_size=s.value("min_size"), mask=self.mask)
+        self.dropped += dropped
+        if not self.instances:
+            return ann, seg, []
+        masks = instance_masks(self.ann, self.h, self.w, steps)   # one per input object: keep the survivors'
+        return ann, seg, [masks[i] for i in ann.extra[KEPT]] if masks else []
+
+    def counts(self):
+        """What the image adds to the manifest's annotations block."""
+        from augd.job.report import ObjectCounts
+        return ObjectCounts(dict(collections.Counter(o.name for o in self.ann.objects)), dict(self.out),
+                            self.dropped, not self.ann.objects and self.ann.mask is None)
+
+
+def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str):
+    from augd.annotations.masks import mask_png
+    from augd.io.records import RecordObjects
+    objs: tuple[Object, ...] = ann.objects
+    boxes = tuple((_unit(o.box[0] / w), _unit(o.box[1] / h), _unit(o.box[2] / w), _unit(o.box[3] / h))
+                  for o in objs)
+    return RecordObjects(
+        boxes=boxes, labels=tuple(label_map.id_of(o.name, where) for o in objs), texts=tuple(o.name for o in objs),
+        difficult=tuple(int(o.difficult) for o in objs), truncated=tuple(int(o.truncated) for o in objs),
+        masks=tuple(mask_png(m) for m in masks), segmentation=mask_png(seg) if seg is not None else None)
+
+
+def _unit(v: float) -> float:
+    return min(max(float(v), 0.0), 1.0)
+
+
+def fixed_label_map(settings: Annotations, input_dir: str):
+    """The LabelMap `label_map:` fixes (a pbtxt relative to the job, or names), or None. JobFailed (bad_labels)
+    when it cannot be read: a job whose ids cannot be trusted writes nothing."""
+    from augd.annotations.labelmap import LabelMap
+    value = settings.value("label_map")
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        try:
+            return LabelMap.from_names(value)
+        except LabelMapError as exc:
+            raise JobFailed(f"{input_dir}: annotations.label_map: {exc}", reason=FailureReason.BAD_LABELS) from None
+    path = value if os.path.isabs(value) else os.path.join(input_dir, value)
+    if not os.path.isabs(value) and not inside(input_dir, path):
+        raise JobFailed(f"{input_dir}: annotations.label_map {value!r} is outside the job folder",
+                        reason=FailureReason.BAD_LABELS)
+    try:
+        return LabelMap.read_pbtxt(path)
+    except (OSError, AnnotationError, LabelMapError) as exc:
+        raise JobFailed(f"{path}: cannot use it as annotations.label_map: {getattr(exc, 'strerror', None) or exc}",
+                        reason=FailureReason.BAD_LABELS) from None
+
+
+def prepare(input_dir: str, spec: PipelineSpec) -> Detection | None:
+    """The job's annotations when it is a detection job (format named, or `auto` and a layout detected), else
+    None: a classification job, exactly as without annotations."""
+    settings = spec.annotations or Annotations()
+    fmt = settings.value("format")
+    if fmt == "none" or (fmt == "auto" and is_url(input_dir)):
+        return None
+    if is_url(input_dir):
+        raise JobFailed(f"{input_dir}: annotations ({fmt}) are read from local job folders only",
+                        reason=FailureReason.BAD_PIPELINE)
+    from augd.annotations.layout import read_job
+    fixed = fixed_label_map(settings, input_dir)
+    try:
+        layout = read_job(input_dir, fmt, fixed)
+    except AnnotationError as exc:
+        raise JobFailed(f"{input_dir}: cannot read the job's {fmt} annotations: {exc}",
+                        reason=FailureReason.BAD_LABELS) from None
+    if layout is None:
+        return None
+    return Detection(layout, layout.label_map, settings, {})

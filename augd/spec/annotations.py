@@ -1,0 +1,105 @@
+"""The `annotations:` setting of a pipeline, a job's augd.yaml, the daemon's config and `augd run`: how a
+detection or segmentation job reads its boxes and masks. TensorFlow-free.
+
+Each place says only the keys it sets; `Annotations.over` layers them (job > pipeline > daemon, the CLI over
+all), so a daemon can fix the label map for every job while a job names its own format. A pipeline holds the
+block in its normalized form (every default filled in) and its sha256 only when it sets one, so pipelines
+without it keep their bytes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "DEFAULTS"]
+
+#: What `format:` may say: auto detects the layout (nothing detected: a classification job), none forces
+#: a classification job, the rest name a reader (augd.annotations.layout.FORMATS).
+ANNOTATION_FORMATS = ("auto", "voc", "coco", "yolo", "masks", "none")
+
+
+class AnnotationsConfig(BaseModel):
+    """The YAML form of `annotations:`; a key left out is not set here (a lower layer, or the default, holds)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["auto", "voc", "coco", "yolo", "masks", "none"] | None = Field(
+        None, description="auto (default): detect VOC, COCO, YOLO or mask layouts (nothing detected: a "
+                          "classification job); none: always a classification job")
+    label_map: str | list[str] | None = Field(
+        None, description="fixed label map: a TF Object Detection API label_map.pbtxt (relative to the job), or "
+                          "class names (ids 1..N in order); an object of another class rejects its image")
+    min_visibility: float | None = Field(None, ge=0.0, le=1.0, description="drop a box whose visible part is "
+                                                                           "below this fraction of its area "
+                                                                           "(default 0)")
+    min_size: float | None = Field(None, ge=0.0, description="drop a box narrower or shorter than this many "
+                                                             "pixels after the transform (default 1)")
+    negatives: Literal["keep", "reject"] | None = Field(None, description="images with no object: keep "
+                                                                          "(default) or reject")
+
+    @field_validator("label_map", mode="before")
+    @classmethod
+    def _label_map(cls, v):
+        if v is None or isinstance(v, str) and v or isinstance(v, list) and v and all(
+                isinstance(n, str) and n and n == n.strip() for n in v):
+            return v
+        raise ValueError("must be a label_map.pbtxt file or a non-empty list of class names")
+
+    @field_validator("label_map", mode="after")
+    @classmethod
+    def _unique(cls, v):
+        if isinstance(v, list) and len(set(v)) != len(v):
+            twice = sorted({n for n in v if v.count(n) > 1})
+            raise ValueError(f"class {twice[0]!r} is listed twice")
+        return v
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """One layer of annotation settings (None: not set in this layer). `value(key)` reads a key with the
+    default filled in; `normalized()` is the form a pipeline's sha256 covers."""
+    format: str | None = None
+    label_map: str | tuple[str, ...] | None = None   # a pbtxt path, or class names (ids 1..N)
+    min_visibility: float | None = None
+    min_size: float | None = None
+    negatives: str | None = None
+
+    @classmethod
+    def from_config(cls, cfg: AnnotationsConfig, base_dir: str | None = None) -> "Annotations":
+        """From validated YAML. `base_dir`: a relative label_map path is made absolute against it (the daemon's
+        config folder); None keeps it relative (a pipeline's or a job's: read against the job folder)."""
+        lm = cfg.label_map
+        if isinstance(lm, list):
+            lm = tuple(lm)
+        elif isinstance(lm, str) and base_dir is not None and not os.path.isabs(lm):
+            lm = os.path.normpath(os.path.join(base_dir, lm))
+        return cls(format=cfg.format, label_map=lm, min_visibility=cfg.min_visibility, min_size=cfg.min_size,
+                   negatives=cfg.negatives)
+
+    def over(self, base: "Annotations | None") -> "Annotations":
+        """This layer's keys, and `base`'s where this one sets none."""
+        if base is None:
+            return self
+        return Annotations(**{f.name: getattr(self, f.name) if getattr(self, f.name) is not None
+                              else getattr(base, f.name) for f in fields(self)})
+
+    def value(self, key: str):
+        v = getattr(self, key)
+        return DEFAULTS[key] if v is None else v
+
+    @property
+    def is_empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    def normalized(self) -> dict:
+        """Every key with its default filled in (a list label map as a list)."""
+        out = {f.name: self.value(f.name) for f in fields(self)}
+        if isinstance(out["label_map"], tuple):
+            out["label_map"] = list(out["label_map"])
+        return out
+
+
+#: The value of each key no layer sets.
+DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.0, "min_size": 1.0, "negatives": "keep"}

@@ -1,0 +1,291 @@
+"""Annotations move with the pixels (augd.annotations.geometry, Program.geometry), checked by pixels.
+
+A synthetic image of solid red, green and blue shapes on a dark background, with its annotation (two boxes and a
+polygon) and its semantic mask, goes through the real compiled graph (each geometric op alone, and a heavy chain
+of crop, rotation, colour and flips); the annotation goes through the steps of the same plan. In the decoded
+output, the region of each colour must have the transformed box (within 2 px; IoU >= 0.9 where the op rotates),
+and the warped mask must cover that region on >= 98 % of its pixels.
+"""
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from augd.annotations import Annotation, Object
+from augd.annotations.geometry import KEPT, instance_masks, rasterise, rle_encode, transform
+from augd.engine import image_seed
+from tests.helpers import compiled, png, spec_for
+
+H, W = 96, 128
+BACKGROUND = (40, 40, 40)
+#: class index -> colour; index k is channel k - 1's colour
+PALETTE = {1: (225, 25, 25), 2: (25, 225, 25), 3: (25, 25, 225)}
+RED = (10.5, 12.25, 50.75, 40.5)
+GREEN = (70.0, 50.0, 118.0, 86.0)
+BLUE = ((20.0, 56.0), (55.0, 52.5), (48.25, 90.0), (15.0, 84.0))
+
+
+def box_of(poly):
+    xs, ys = zip(*poly)
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def corners(b):
+    return ((b[0], b[1]), (b[2], b[1]), (b[2], b[3]), (b[0], b[3]))
+
+
+def scene(h=H, w=W, scale=1.0):
+    """(image, annotation, semantic mask): the shapes drawn from their annotation, scaled by `scale`."""
+    red = tuple(v * scale for v in RED)
+    green = tuple(v * scale for v in GREEN)
+    blue = tuple((x * scale, y * scale) for x, y in BLUE)
+    mask = np.zeros((h, w), np.uint8)
+    for k, poly in ((1, corners(red)), (2, corners(green)), (3, blue)):
+        mask[rasterise([poly], h, w) > 0] = k
+    img = np.empty((h, w, 3), np.uint8)
+    img[:] = BACKGROUND
+    for k, colour in PALETTE.items():
+        img[mask == k] = colour
+    ann = Annotation(objects=(Object("red", red), Object("green", green),
+                              Object("blue", box_of(blue), polygons=(blue,))))
+    return img, ann, mask
+
+
+def strength(img, k):
+    """How much channel k - 1 dominates the other two (colour ops change levels, not which channel leads)."""
+    x = img.astype(np.int32)
+    c = k - 1
+    return x[:, :, c] - np.maximum(x[:, :, (c + 1) % 3], x[:, :, (c + 2) % 3])
+
+
+def regions(img, k):
+    """(loose, strong) pixels of colour k: >= 40 % and >= 60 % of the colour's full strength in this image."""
+    s = strength(img, k)
+    body = s[s > 60]
+    if not body.size:
+        return np.zeros(s.shape, bool), np.zeros(s.shape, bool)
+    full = np.percentile(body, 90)
+    return s >= 0.4 * full, s >= 0.6 * full
+
+
+def extent(region):
+    rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
+    if not len(rows):
+        return None
+    return float(cols[0]), float(rows[0]), float(cols[-1] + 1), float(rows[-1] + 1)
+
+
+def iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def run_variant(ops, variant, *, relpath="scene.png", data=None, src=None, graph=None):
+    """(output pixels, transformed annotation, warped mask, dropped, steps) of one variant through the real graph,
+    its annotation through the steps of the plan the graph used (the same per-image seed)."""
+    img, ann, mask = src or scene()
+    c = graph or compiled(ops)
+    r = c.process(png(img) if data is None else data, relpath, variant)
+    out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
+    steps = c.program.geometry(image_seed(c.spec.seed, relpath, variant), img.shape[0], img.shape[1])
+    moved, warped, dropped = transform(ann, steps, mask=mask)
+    return out, moved, warped, dropped, steps
+
+
+def check_agreement(out, moved, warped, *, rotates: bool, names=("red", "green", "blue")):
+    """Every kept object's box is where its colour is; every dropped object's colour is (nearly) gone; the warped
+    mask covers each colour's region."""
+    assert warped.shape == out.shape[:2]
+    by_name = {o.name: o for o in moved.objects}
+    for k, name in ((1, "red"), (2, "green"), (3, "blue")):
+        if name not in names:
+            continue
+        loose, strong = regions(out, k)
+        seen = extent(loose)
+        obj = by_name.get(name)
+        if obj is None:  # dropped: at most a sliver of it may show
+            assert seen is None or min(seen[2] - seen[0], seen[3] - seen[1]) <= 2, (name, seen)
+            continue
+        box = obj.box
+        if seen is None:  # a kept sliver can vanish under resampling
+            assert min(box[2] - box[0], box[3] - box[1]) < 3, (name, box)
+            continue
+        near = max(abs(a - b) for a, b in zip(seen, box))
+        assert near <= 2.0 or (rotates and iou(seen, box) >= 0.9), (name, box, seen, near, iou(seen, box))
+        if strong.sum() >= 20:
+            covered = (warped[strong] == k).mean()
+            assert covered >= 0.98, (name, covered)
+
+
+SINGLE_OPS = [
+    ([{"random_flip_left_right": {}}], False),
+    ([{"random_flip_up_down": {}}], False),
+    ([{"random_rotation": {"degrees": 15}}], True),
+    ([{"random_affine": {"scale": [0.8, 1.25], "translate": [0.1, 0.1], "shear": 8, "rotate": 10}}], True),
+    ([{"random_crop": {"size": [64, 80], "area": [0.2, 1.0]}}], False),
+    ([{"center_crop": {"size": [60, 70]}}], False),
+    ([{"center_crop": {"size": [120, 150]}}], False),            # larger than the image: padded
+    ([{"resize": {"size": [48, 64]}}], False),                    # 2x down: box prefilter in the pixels
+    ([{"resize": {"size": [150, 190]}}], False),
+    ([{"random_zoom": {"height_factor": 0.3}}], False),
+    ([{"random_zoom": {"height_factor": [-0.4, -0.2], "width_factor": [0.1, 0.3]}}], False),
+]
+
+
+@pytest.mark.parametrize("ops,rotates", SINGLE_OPS, ids=[f"{next(iter(o[0]))}{i}" for i, (o, _) in
+                                                         enumerate(SINGLE_OPS)])
+def test_each_geometric_op_moves_boxes_and_masks_with_the_pixels(ops, rotates):
+    for variant in range(1, 7):
+        out, moved, warped, _, _ = run_variant(ops, variant)
+        check_agreement(out, moved, warped, rotates=rotates)
+
+
+COLOUR = [
+    {"random_saturation": {"lower": 0.8, "upper": 1.2}},
+    {"random_brightness": {"max_delta": 0.125}},
+    {"random_contrast": {"lower": 0.8, "upper": 1.2}},
+    {"random_hue": {"max_delta": 0.05}},
+]
+#: geometric-heavy's order: crop, rotation and flip fuse into one warp, then colour
+HEAVY = [{"random_crop": {"size": [80, 96], "area": [0.3, 1.0]}}, {"random_rotation": {"degrees": 15}},
+         {"random_flip_left_right": {}}, *COLOUR]
+#: colour between the crop and the rotation: two warps, and what the crop cut off stays gone in the second
+SPLIT = [{"random_crop": {"size": [80, 96], "area": [0.3, 1.0]}}, *COLOUR, {"random_rotation": {"degrees": 15}},
+         {"random_flip_left_right": {}}, {"random_flip_up_down": {}}]
+
+
+@pytest.mark.parametrize("ops,warps", [(HEAVY, 1), (SPLIT, 2)], ids=["heavy", "split"])
+def test_heavy_chain_in_every_variant(ops, warps):
+    truncated = 0
+    for variant in range(1, 13):
+        out, moved, warped, dropped, steps = run_variant(ops, variant)
+        assert len(steps) == warps
+        check_agreement(out, moved, warped, rotates=True)
+        truncated += sum(o.truncated for o in moved.objects)
+        assert len(moved.extra[KEPT]) == len(moved.objects) == 3 - dropped
+    assert truncated > 0  # crops cut some boxes: they say so
+
+
+def test_tf_kernels_agree_with_the_annotations(monkeypatch):
+    """The GPU hosts' path (TensorFlow's projective transform) warps by the same matrices."""
+    from augd.engine import Compiled
+    monkeypatch.setenv("AUGD_KERNELS", "tf")
+    graph = Compiled(spec_for(SPLIT))
+    assert graph.kernel == "tf"
+    for variant in range(1, 7):
+        out, moved, warped, _, _ = run_variant(SPLIT, variant, graph=graph)
+        check_agreement(out, moved, warped, rotates=True)
+
+
+def test_exact_flips_and_integer_crops_give_exact_boxes():
+    _, ann, _ = scene()
+    seen = set()
+    for variant in range(1, 9):
+        _, moved, _, _, steps = run_variant([{"random_flip_left_right": {}}, {"random_flip_up_down": {}}], variant)
+        (m, _, _), = steps
+        sx, sy = m[0, 0] < 0, m[1, 1] < 0
+        seen.add((sx, sy))
+        for src, dst in zip(ann.objects, moved.objects):
+            x0, y0, x1, y1 = src.box
+            want = ((W - x1) if sx else x0, (H - y1) if sy else y0, (W - x0) if sx else x1, (H - y0) if sy else y1)
+            assert dst.box == want and not dst.truncated
+    assert len(seen) >= 3  # identity and flips both ways among the variants
+    _, moved, _, _, _ = run_variant([{"center_crop": {"size": [90, 120]}}], 1)   # offsets 4, 3
+    for src, dst in zip(ann.objects, moved.objects):
+        assert dst.box == (src.box[0] - 4, src.box[1] - 3, src.box[2] - 4, src.box[3] - 3) and not dst.truncated
+
+
+def test_box_aware_polygon_extent_is_tight_under_rotation():
+    """A polygon's rotated box is the extent of the rotated polygon, not of its rotated box."""
+    ops = [{"random_rotation": {"degrees": [30, 30]}}]
+    out, moved, _, _, steps = run_variant(ops, 1)
+    blue = moved.objects[2]
+    loose = transform(Annotation(objects=(Object("blue", box_of(BLUE)),)), steps)[0].objects[0].box
+    seen = extent(regions(out, 3)[0])
+    assert iou(seen, blue.box) >= 0.9 and iou(seen, loose) < iou(seen, blue.box)
+
+
+def test_crop_decoded_jpeg_agrees_with_source_coordinates():
+    """A large JPEG cropped small: the graph decodes only a window at a reduced DCT scale; the annotation,
+    moved in the source's coordinates, still lands on the pixels."""
+    big = scene(H * 4, W * 4, scale=4.0)
+    buf = io.BytesIO()
+    Image.fromarray(big[0]).save(buf, "JPEG", quality=95, subsampling=0)
+    ops = [{"random_crop": {"size": [48, 64], "area": [0.5, 1.0]}}]
+    for variant in range(1, 5):
+        out, moved, warped, _, _ = run_variant(ops, variant, data=buf.getvalue(), relpath="big.jpg", src=big)
+        check_agreement(out, moved, warped, rotates=False)
+
+
+def test_instance_masks_cover_their_objects():
+    _, ann, _ = scene()
+    for variant in range(1, 5):
+        out, moved, _, _, steps = run_variant(SPLIT, variant)
+        masks = instance_masks(ann, H, W, steps)
+        assert len(masks) == 3 and all(m.shape == out.shape[:2] and set(np.unique(m)) <= {0, 1} for m in masks)
+        for k, m in enumerate(masks, start=1):
+            strong = regions(out, k)[1]
+            if strong.sum() >= 20:
+                assert (m[strong] == 1).mean() >= 0.98
+        # paired with the kept objects through KEPT; each kept box is its mask's extent (a rotated corner's
+        # tip may cover no pixel centre: 1.5 px)
+        for obj, i in zip(moved.objects, moved.extra[KEPT]):
+            got = extent(masks[i] > 0)
+            if got is not None:
+                assert max(abs(a - b) for a, b in zip(got, obj.box)) <= 1.5, (obj.name, got, obj.box)
+    assert instance_masks(Annotation(objects=(Object("a", (1, 1, 5, 5)),)), H, W, []) == []
+
+
+def test_rle_objects_move_with_their_mask():
+    coco = pytest.importorskip("augd.annotations.coco")
+    img, _, mask = scene()
+    rle = rle_encode(mask == 2)
+    assert np.array_equal(coco.rle_decode(rle), (mask == 2).astype(np.uint8))
+    green = Object("green", GREEN, crowd=True, rle=rle)
+    for variant in range(1, 5):
+        out, moved, warped, _, _ = run_variant(SPLIT, variant, src=(img, Annotation(objects=(green,)), mask))
+        check_agreement(out, moved, warped, rotates=True, names=("green",))
+        if moved.objects:
+            back = coco.rle_decode(moved.objects[0].rle)
+            assert back.shape == out.shape[:2]
+            assert moved.objects[0].box == extent(back > 0)
+
+
+def test_rasterise_is_exact_at_pixel_centres():
+    """The scene builder and the instance masks fill the pixels whose centres are inside: [2, 5] is 2, 3, 4."""
+    got = rasterise([corners((2.0, 1.0, 5.0, 3.0))], 5, 7)
+    assert np.argwhere(got).tolist() == [[r, c] for r in (1, 2) for c in (2, 3, 4)]
+    got = rasterise([((1.6, 0.4), (6.4, 0.4), (1.6, 4.6))], 5, 7)      # a triangle: centres on its diagonal out
+    want = [[r, c] for r in range(5) for c in range(7) if 1.6 <= c + 0.5 and 0.4 <= r + 0.5
+            and (c + 0.5 - 1.6) / 4.8 + (r + 0.5 - 0.4) / 4.2 < 1]
+    assert np.argwhere(got).tolist() == want
+    u_shape = ((1, 1), (2, 1), (2, 3), (4, 3), (4, 1), (5, 1), (5, 4), (1, 4))   # two spans in its upper rows
+    assert np.argwhere(rasterise([u_shape], 6, 6)).tolist() == [[1, 1], [1, 4], [2, 1], [2, 4], [3, 1], [3, 2],
+                                                                [3, 3], [3, 4]]
+
+
+def test_clipping_truncates_and_visibility_and_size_drop():
+    """A crop that cuts the red box in half: truncated, and dropped under min_visibility 0.6; a 0.5 px box is
+    dropped under min_size 1."""
+    crop = np.array([[1.0, 0.0, 30.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # output x = input x - 30.5
+    steps = [(crop, 96.0, 80.0)]
+    ann = Annotation(objects=(Object("red", RED), Object("tiny", (60.0, 10.0, 60.5, 20.0))))
+    moved, warped, dropped = transform(ann, steps)
+    assert warped is None and dropped == 1 and moved.extra[KEPT] == (0,)
+    red = moved.objects[0]
+    assert red.truncated and red.box == (0.0, RED[1], RED[2] - 30.5, RED[3])
+    _, _, dropped = transform(ann, steps, min_visibility=0.6)
+    assert dropped == 2
+    kept, _, dropped = transform(ann, steps, min_size=0.25)
+    assert dropped == 0 and not kept.objects[1].truncated
+
+
+def test_semantic_mask_fills_255_outside_and_is_never_blended():
+    out, _, warped, _, _ = run_variant([{"random_rotation": {"degrees": [20, 20]}}], 1)
+    assert set(np.unique(warped)) <= {0, 1, 2, 3, 255}
+    dark = out.max(axis=2) < 10          # the warp's fill 0, far from the image
+    assert dark.any() and (warped[dark] == 255).mean() >= 0.98

@@ -1,0 +1,477 @@
+"""Reading annotations (VOC, COCO, YOLO, semantic masks) and label maps, checked against real files: synthetic
+images whose coloured regions are the objects (tests/annotated.py), decoded back to find where each colour is."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+
+import cv2
+import numpy as np
+import pytest
+
+from augd.annotations import Annotation, AnnotationError
+from augd.annotations.coco import rle_decode
+from augd.annotations.labelmap import LabelMap, LabelMapError
+from augd.annotations.layout import AnnotatedJob, detect_format, read_job
+from augd.annotations.masks import mask_png, read_mask
+from tests.annotated import (
+    Img, Shape, coco_job, draw, masks_job, rle_compress, rle_counts, voc_job, voc_xml, yolo_job,
+)
+
+RED, GREEN, BLUE = (220, 30, 30), (30, 200, 30), (30, 30, 220)
+
+# Odd cases on purpose: a box on the first pixel row/column, one ending at the last, a full-image box, a triangle.
+IMAGES = [
+    Img("a.png", 60, 80, [("dog", (0, 0, 20, 15), RED), ("cat", ((40, 10), (79, 12), (60, 59)), BLUE)], split="train"),
+    Img("b.png", 50, 64, [("cat", (30, 20, 64, 50), GREEN), ("dog", (5, 5, 12, 9), RED)], split="val"),
+    Img("c.jpg", 48, 48, [("bird", (0, 0, 48, 48), BLUE)], split="train"),
+]
+
+
+def region_box(rgb: np.ndarray, colour, tol: int = 0) -> tuple[float, float, float, float]:
+    """The pixel-edge extent of the pixels of `colour` in decoded pixels."""
+    hit = np.all(np.abs(rgb.astype(int) - np.asarray(colour)) <= tol, axis=-1)
+    ys, xs = np.nonzero(hit)
+    return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
+
+
+def decoded(path: str) -> np.ndarray:
+    return cv2.imread(path, cv2.IMREAD_COLOR)[:, :, ::-1]
+
+
+def boxes(job: AnnotatedJob, rel: str) -> list:
+    return [(o.name, o.box) for o in job.annotations[rel].objects]
+
+
+# ---------------------------------------------------------------------------------------------------- label maps
+
+def test_label_map_from_names_and_pbtxt_round_trip(tmp_path):
+    lm = LabelMap.from_names(["dog", "it's", "back\\slash", "zebre à pois"])
+    assert lm.ids == {"dog": 1, "it's": 2, "back\\slash": 3, "zebre à pois": 4}
+    assert lm.names() == ("dog", "it's", "back\\slash", "zebre à pois")
+    (tmp_path / "label_map.pbtxt").write_text(lm.to_pbtxt(), encoding="utf-8")
+    assert LabelMap.read_pbtxt(tmp_path / "label_map.pbtxt") == lm
+    assert "name: 'it\\'s'" in lm.to_pbtxt()
+
+
+def test_label_map_pbtxt_as_the_object_detection_api_writes_it(tmp_path):
+    (tmp_path / "m.pbtxt").write_text(
+        "# COCO, abridged\nitem {\n  name: \"/m/01g317\"\n  id: 1\n  display_name: \"person\"\n}\n"
+        "item {\n  id: 0\n  name: 'background'\n}\n"
+        "item <\n  id: 90 ; name: 'tooth' 'brush'\n  keypoints { id: 0 label: 'tip' }\n>\n", encoding="utf-8")
+    lm = LabelMap.read_pbtxt(tmp_path / "m.pbtxt")
+    assert lm.ids == {"/m/01g317": 1, "toothbrush": 90}
+    assert lm.names() == ("/m/01g317", "toothbrush")
+
+
+def test_label_map_pbtxt_parses_with_protobuf_itself():
+    """to_pbtxt is read by protobuf's own text parser into the API's StringIntLabelMap message."""
+    pytest.importorskip("google.protobuf")   # TensorFlow's dependency: there wherever the suite runs
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+    fd = descriptor_pb2.FileDescriptorProto(name="label_map_test.proto", package="t", syntax="proto2")
+    item = fd.message_type.add(name="StringIntLabelMapItem")
+    for num, (name, typ) in enumerate([("name", 9), ("id", 5), ("display_name", 9)], 1):
+        item.field.add(name=name, number=num, type=typ, label=1)
+    top = fd.message_type.add(name="StringIntLabelMap")
+    top.field.add(name="item", number=1, type=11, label=3, type_name=".t.StringIntLabelMapItem")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    msg = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.StringIntLabelMap"))()
+    lm = LabelMap({"it's": 3, "dog": 1, "naïve\\x": 7})
+    text_format.Parse(lm.to_pbtxt(), msg)
+    assert [(i.id, i.name) for i in msg.item] == [(1, "dog"), (3, "it's"), (7, "naïve\\x")]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("item { id: 1 name: 'a' }\nitem { id: 1 name: 'b' }\n", "id 1 is given to both"),
+    ("item { id: 1 name: 'a' }\nitem { id: 2 name: 'a' }\n", "listed twice"),
+    ("item { id: -3 name: 'a' }\n", "ids are integers >= 1"),
+    ("item { id: 0 name: 'cat' }\n", "ids are integers >= 1"),
+    ("item { id: 1 }\n", "needs both `id` and `name`"),
+    ("item { id: 1 name: 'a'\n\n", "missing '}'"),
+    ("item { id: 1 name: 'a' } }\n", ":1: invalid label map"),
+    ("", "has no item"),
+])
+def test_label_map_pbtxt_refusals(tmp_path, text, words):
+    (tmp_path / "m.pbtxt").write_text(text)
+    with pytest.raises(LabelMapError, match="m.pbtxt") as exc:
+        LabelMap.read_pbtxt(tmp_path / "m.pbtxt")
+    assert words in str(exc.value)
+
+
+def test_label_map_id_of_names_the_object():
+    lm = LabelMap.from_names(["dog"])
+    assert lm.id_of("dog", "x") == 1
+    with pytest.raises(AnnotationError, match=r"^Annotations/a.xml: object 2 \(cat\): class 'cat' is not in the "
+                                              r"label map \(dog\)$"):
+        lm.id_of("cat", "Annotations/a.xml: object 2 (cat)")
+    with pytest.raises(LabelMapError, match="listed twice"):
+        LabelMap.from_names(["a", "b", "a"])
+
+
+# ---------------------------------------------------------------------------------------------------------- RLE
+
+# A hand-made 3x4 mask (rows), and its COCO RLE worked out by hand: column-major runs starting with zeros.
+HAND_MASK = np.array([[0, 1, 1, 0],
+                      [0, 1, 0, 0],
+                      [1, 1, 0, 1]], np.uint8)
+# columns: [0,0,1] [1,1,1] [1,0,0] [0,0,1] -> 0,0,1,1,1,1,1,0,0,0,0,1 -> runs 2 zeros, 5 ones, 4 zeros, 1 one
+HAND_COUNTS = [2, 5, 4, 1]
+# compressed: 2 -> '2', 5 -> '5', 4 -> '4', then 1 - 5 = -4: 5-bit group 0b11100 (sign bit set) = 28 -> 'L'
+HAND_STRING = "254L"
+
+
+def test_rle_decodes_a_hand_made_mask_both_ways():
+    assert np.array_equal(rle_decode({"size": [3, 4], "counts": HAND_COUNTS}), HAND_MASK)
+    assert np.array_equal(rle_decode({"size": [3, 4], "counts": HAND_STRING}), HAND_MASK)
+    assert rle_counts(HAND_MASK) == HAND_COUNTS and rle_compress(HAND_COUNTS) == HAND_STRING
+
+
+def test_rle_long_runs_and_negative_deltas_round_trip():
+    rng = np.random.default_rng(3)
+    mask = np.zeros((97, 131), np.uint8)
+    mask[10:90, 5:120] = 1
+    mask[10:40, 5:50][rng.random((30, 45)) < 0.05] ^= 1
+    counts = rle_counts(mask)
+    assert max(counts) > 1000 and any(counts[i] < counts[i - 2] for i in range(3, len(counts)))
+    assert np.array_equal(rle_decode({"size": [97, 131], "counts": rle_compress(counts)}), mask)
+
+
+@pytest.mark.parametrize("rle, words", [
+    ({"size": [3, 4], "counts": [2, 5, 4]}, "cover 11 pixels, not 3x4 = 12"),
+    ({"size": [3, 4], "counts": "25"}, "cover 7 pixels"),
+    ({"size": [3, 4], "counts": "2\x7f"}, "outside COCO's alphabet"),
+    ({"size": [3, 4], "counts": "2m"}, "ends inside a count"),
+    ({"size": [3], "counts": [12]}, "must be [height, width]"),
+])
+def test_rle_refusals(rle, words):
+    with pytest.raises(AnnotationError, match="seg") as exc:
+        rle_decode(rle, "seg")
+    assert words in str(exc.value)
+
+
+# -------------------------------------------------------------------------------------------------------- masks
+
+@pytest.mark.parametrize("mode", ["P", "L"])
+def test_read_mask_palette_and_grey_give_class_indices(tmp_path, mode):
+    expect = masks_job(str(tmp_path), IMAGES[:2], mode=mode)
+    for rel, mask in expect.items():
+        path = str(tmp_path / "masks" / (os.path.splitext(rel.split("/", 1)[1])[0] + ".png"))
+        got = read_mask(path, mask.shape, "m")
+        assert got.dtype == np.uint8 and np.array_equal(got, mask) and len(np.unique(got)) == 3
+
+
+def test_read_mask_refusals(tmp_path):
+    m = np.zeros((10, 12), np.uint8)
+    cv2.imwrite(str(tmp_path / "m.png"), m)
+    with pytest.raises(AnnotationError, match=r"^masks/m.png: the mask is 12x10 but its image is 13x10"):
+        read_mask(str(tmp_path / "m.png"), (10, 13), "masks/m.png")
+    cv2.imwrite(str(tmp_path / "rgb.png"), np.zeros((10, 12, 3), np.uint8))
+    with pytest.raises(AnnotationError, match="RGB PNG; save class indices"):
+        read_mask(str(tmp_path / "rgb.png"), None, "rgb.png")
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    with pytest.raises(AnnotationError, match="bad.png: the mask PNG cannot be decoded"):
+        read_mask(str(tmp_path / "bad.png"), None, "bad.png")
+
+
+def test_mask_png_round_trips_and_is_deterministic():
+    mask = draw(IMAGES[0])[1]
+    data = mask_png(mask)
+    assert data == mask_png(mask.copy())
+    back = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    assert back.ndim == 2 and np.array_equal(back, mask)
+
+
+# ---------------------------------------------------------------------------------------------------------- VOC
+
+@pytest.mark.parametrize("beside", [False, True])
+def test_voc_boxes_match_the_pixels(tmp_path, beside):
+    expect = voc_job(str(tmp_path), IMAGES, beside=beside)
+    job = read_job(str(tmp_path))
+    assert detect_format(str(tmp_path)) == "voc" and job.format == "voc" and job.rejected == {}
+    assert job.label_map.ids == {"bird": 1, "cat": 2, "dog": 3}            # VOC: names sorted
+    for rel, objs in expect.items():
+        rgb = decoded(str(tmp_path / rel))
+        got = boxes(job, rel)
+        assert [n for n, _ in got] == [n for n, _ in objs]
+        for (name, box), shape in zip(got, next(i for i in IMAGES if rel.endswith(i.name)).objects()):
+            tol = 40 if rel.endswith(".jpg") else 0
+            assert np.allclose(box, region_box(rgb, shape.colour, tol), atol=1 if tol or shape.is_polygon else 0)
+    # VOC's 1-based, inclusive corners: the full-image box of c.jpg is xmin=1..xmax=48, i.e. edges 0..48
+    c = "JPEGImages/c.jpg" if not beside else "train/c.jpg"
+    assert boxes(job, c) == [("bird", (0.0, 0.0, 48.0, 48.0))]
+    if beside:
+        assert job.image_dirs == ("",) and {"train/a.xml", "val/b.xml", "train/c.xml"} <= job.skip
+        assert job.splits == {"train/a.png": "train", "val/b.png": "validation", "train/c.jpg": "train"}
+    else:
+        assert job.image_dirs == ("JPEGImages",) and {"Annotations", "ImageSets"} <= job.skip
+        assert job.splits == {"JPEGImages/a.png": "train", "JPEGImages/b.png": "validation",
+                              "JPEGImages/c.jpg": "train"}
+
+
+def test_voc_flags_negatives_and_fixed_label_map(tmp_path):
+    img = Img("d.png", 30, 30, [Shape("dog", (1, 1, 10, 10), RED, difficult=True, truncated=True),
+                                Shape("cat", (12, 12, 20, 20), GREEN)])
+    voc_job(str(tmp_path), [img, Img("neg.png", 20, 20)], annotate={"d.png"})
+    lm = LabelMap({"cat": 7, "dog": 3})
+    job = read_job(str(tmp_path), "voc", label_map=lm)
+    d = job.annotations["JPEGImages/d.png"].objects
+    assert (d[0].difficult, d[0].truncated, d[1].difficult, d[1].truncated) == (True, True, False, False)
+    assert job.annotations["JPEGImages/neg.png"] == Annotation()        # no XML: a negative, source ""
+    assert job.label_map is lm
+
+
+BAD_VOC = [
+    ("<annotation><object><name>dog</name>", r"Annotations/x.xml:1: invalid XML"),
+    ('<!DOCTYPE a [<!ENTITY e "x">]><annotation/>', r"Annotations/x.xml: refused: a DTD"),
+    ("<annotation><object><name>dog</name><bndbox><xmin>12</xmin><ymin>1</ymin><xmax>10</xmax><ymax>5</ymax>"
+     "</bndbox></object></annotation>", r"Annotations/x.xml: object 1 \(dog\): xmax 10 < xmin 12"),
+    ("<annotation><object><name>dog</name><bndbox><xmin>1</xmin><ymin>nan</ymin><xmax>10</xmax><ymax>5</ymax>"
+     "</bndbox></object></annotation>", r"Annotations/x.xml: object 1 \(dog\): <ymin> is 'nan', not a finite"),
+    ("<annotation><object><name>ok</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>2</xmax><ymax>2</ymax></bndbox>"
+     "</object><object><name>dog</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>32</xmax><ymax>5</ymax>"
+     "</bndbox></object></annotation>", r"Annotations/x.xml: object 2 \(dog\): box \(0, 0, 32, 5\) passes the "
+                                        r"border of the 30x20 image by more than 1 pixel"),
+    ("<annotation><size><width>40</width><height>20</height></size></annotation>",
+     r"Annotations/x.xml: states the image is 40x20 \(width x height\) but JPEGImages/x.png is 30x20"),
+    ("<annotation><object><name>dog</name></object></annotation>", r"object 1 \(dog\): no <bndbox>"),
+    ("<notvoc/>", r"the root element is <notvoc>"),
+]
+
+
+@pytest.mark.parametrize("xml, words", BAD_VOC)
+def test_voc_bad_annotation_rejects_its_image_only(tmp_path, xml, words):
+    voc_job(str(tmp_path), [Img("x.png", 20, 30), Img("ok.png", 20, 30, [("dog", (2, 2, 8, 8), RED)])])
+    (tmp_path / "Annotations" / "x.xml").write_text(xml)
+    job = read_job(str(tmp_path))
+    assert list(job.rejected) == ["JPEGImages/x.png"]
+    assert re.search(words, job.rejected["JPEGImages/x.png"]), job.rejected
+    assert "JPEGImages/x.png" not in job.annotations and boxes(job, "JPEGImages/ok.png") == [("dog", (2, 2, 8, 8))]
+
+
+def test_voc_one_pixel_slack_is_clipped(tmp_path):
+    voc_job(str(tmp_path), [Img("x.png", 20, 30)])
+    # xmin=0 is edge -1 and xmax=31 edge 31: within a pixel of the border, so clipped to the image
+    (tmp_path / "Annotations" / "x.xml").write_text(
+        "<annotation><object><name>dog</name><bndbox><xmin>0</xmin><ymin>1</ymin><xmax>31</xmax><ymax>20</ymax>"
+        "</bndbox></object></annotation>")
+    assert boxes(read_job(str(tmp_path)), "JPEGImages/x.png") == [("dog", (0.0, 0.0, 30.0, 20.0))]
+
+
+def test_voc_unknown_class_missing_image_and_outside_link(tmp_path, tmp_path_factory):
+    voc_job(str(tmp_path), [Img("x.png", 20, 30, [("dog", (1, 1, 5, 5), RED)]),
+                            Img("y.png", 20, 30, [("cat", (1, 1, 5, 5), RED)])])
+    (tmp_path / "Annotations" / "gone.xml").write_text(voc_xml(Img("gone.png", 20, 30)))
+    outside = tmp_path_factory.mktemp("elsewhere") / "y.xml"
+    outside.write_text((tmp_path / "Annotations" / "y.xml").read_text())
+    os.remove(tmp_path / "Annotations" / "y.xml")
+    os.symlink(outside, tmp_path / "Annotations" / "y.xml")
+    job = read_job(str(tmp_path), label_map=LabelMap.from_names(["cat"]))
+    assert job.rejected == {
+        "Annotations/gone.xml": "Annotations/gone.xml: an annotation for a missing image: no gone.* in JPEGImages/",
+        "JPEGImages/x.png": "Annotations/x.xml: object 1 (dog): class 'dog' is not in the label map (cat)",
+        "JPEGImages/y.png": "Annotations/y.xml: a link to a file outside the job folder",
+    }
+
+
+def test_exif_orientation_is_the_size_boxes_are_checked_against(tmp_path):
+    from PIL import Image
+    voc_job(str(tmp_path), [Img("r.jpg", 20, 40, [("dog", (1, 1, 5, 5), RED)])])
+    exif = Image.Exif()
+    exif[0x0112] = 6   # stored 40 wide, shown 20 wide x 40 high
+    Image.open(tmp_path / "JPEGImages" / "r.jpg").save(tmp_path / "JPEGImages" / "r.jpg", exif=exif, quality=95)
+    job = read_job(str(tmp_path))
+    assert job.rejected["JPEGImages/r.jpg"] == ("Annotations/r.xml: states the image is 40x20 (width x height) but "
+                                                "JPEGImages/r.jpg is 20x40 upright (EXIF orientation 6); its boxes "
+                                                "would not fit the pixels")
+
+
+# --------------------------------------------------------------------------------------------------------- COCO
+
+def test_coco_polygons_rle_and_crowd(tmp_path):
+    tri = ((40, 10), (79, 12), (60, 59))
+    imgs = [Img("a.png", 60, 80, [("dog", (0, 0, 20, 15), RED), Shape("cat", tri, BLUE, rle="string", crowd=True)]),
+            Img("b.png", 50, 64, [Shape("cat", (30, 20, 64, 50), GREEN, rle="list"),
+                                  ("dog", ((2, 2), (25, 4), (10, 30)), RED)]),
+            Img("neg.png", 20, 20)]
+    coco_job(str(tmp_path), imgs)
+    job = read_job(str(tmp_path))
+    assert detect_format(str(tmp_path)) == "coco" and job.rejected == {}
+    assert job.label_map.ids == {"dog": 1, "cat": 2} and job.image_dirs == ("images",)
+    assert job.skip == frozenset({"instances.json"})
+    a, b = job.annotations["images/a.png"].objects, job.annotations["images/b.png"].objects
+    rgb = decoded(str(tmp_path / "images" / "a.png"))
+    assert a[0].box == region_box(rgb, RED) and a[0].polygons == (((0, 0), (20, 0), (20, 15), (0, 15)),)
+    assert a[1].crowd and a[1].polygons == () and isinstance(a[1].rle["counts"], str)
+    assert np.array_equal(rle_decode(a[1].rle), np.all(rgb == BLUE, axis=-1))        # the mask is the pixels
+    rgb_b = decoded(str(tmp_path / "images" / "b.png"))
+    assert not b[0].crowd and np.array_equal(rle_decode(b[0].rle), np.all(rgb_b == GREEN, axis=-1))
+    assert b[1].polygons == (((2.0, 2.0), (25.0, 4.0), (10.0, 30.0)),) and b[1].box == (2, 2, 25, 30)
+    assert job.annotations["images/neg.png"].objects == () and job.annotations["images/neg.png"].source
+
+
+def test_coco_refusals_reject_images_not_the_job(tmp_path):
+    imgs = [Img(f"{k}.png", 20, 30, [("dog", (1, 1, 9, 9), RED)]) for k in "abcdef"]
+    coco_job(str(tmp_path), imgs, image_dir="")
+    data = json.loads((tmp_path / "instances.json").read_text())
+    data["images"][1]["id"] = data["images"][2]["id"] = 2                      # b and c share id 2
+    data["images"].append({"id": 99, "file_name": "nowhere/z.png", "width": 30, "height": 20})
+    data["annotations"][3]["category_id"] = 42                                  # d: unknown category
+    data["annotations"][4]["bbox"] = [1, 1, 40, 5]                              # e: past the border
+    data["annotations"].append({"id": 77, "image_id": 1234, "category_id": 1, "bbox": [1, 1, 2, 2]})
+    data["annotations"].append({"id": 78, "image_id": 6, "category_id": 1, "bbox": [1, 1, 0, 2]})  # f: empty
+    (tmp_path / "instances.json").write_text(json.dumps(data))
+    job = read_job(str(tmp_path))
+    assert sorted(job.annotations) == ["a.png"]
+    assert job.rejected["b.png"] == "instances.json: images[1] (id 2): image id 2 is also used by images[2] " \
+                                    "('c.png'); their annotations cannot be told apart"
+    assert job.rejected["c.png"] == "instances.json: images[2] (id 2): image id 2 is also used by images[1] " \
+                                    "('b.png'); their annotations cannot be told apart"
+    assert job.rejected["d.png"] == "instances.json: annotations[3] (id 4, category 42): category_id 42 is not in " \
+                                    "`categories`"
+    assert job.rejected["e.png"].startswith("instances.json: annotations[4] (id 5, dog): box (1, 1, 41, 6) passes")
+    assert job.rejected["f.png"] == "instances.json: annotations[7] (id 78, dog): bbox width 0 and height 2 must " \
+                                    "be > 0 (an empty box)"
+    assert job.rejected["instances.json"] == (               # c's annotation: its image id 3 is now gone
+        "instances.json: annotations[2] names image id 3, which is not in `images`; "
+        "instances.json: annotations[6] names image id 1234, which is not in `images`; instances.json: image id 99 "
+        "names 'nowhere/z.png', which is not in the job folder (file_name is relative to the job folder)")
+
+
+def test_coco_that_is_not_json_fails_the_read_naming_the_file(tmp_path):
+    coco_job(str(tmp_path), IMAGES[:1])
+    (tmp_path / "instances.json").write_text('{"images": [')
+    assert detect_format(str(tmp_path)) is None           # auto: an unreadable JSON is no COCO layout
+    with pytest.raises(AnnotationError, match=r"^instances.json:1: invalid JSON"):
+        read_job(str(tmp_path), "coco")
+
+
+def test_coco_split_from_the_json_name_and_category_zero(tmp_path):
+    coco_job(str(tmp_path), IMAGES[:2], json_name="instances_val2017.json")
+    data = json.loads((tmp_path / "instances_val2017.json").read_text())
+    data["categories"].append({"id": 0, "name": "unused"})
+    (tmp_path / "instances_val2017.json").write_text(json.dumps(data))
+    job = read_job(str(tmp_path))
+    assert set(job.splits.values()) == {"validation"} and "unused" not in job.label_map.ids
+
+
+# --------------------------------------------------------------------------------------------------------- YOLO
+
+@pytest.mark.parametrize("beside, names", [(False, "data.yaml"), (True, "classes.txt")])
+def test_yolo_boxes_match_the_pixels(tmp_path, beside, names):
+    expect = yolo_job(str(tmp_path), IMAGES, beside=beside, names=names)
+    job = read_job(str(tmp_path))
+    assert detect_format(str(tmp_path)) == "yolo" and job.rejected == {}
+    assert job.label_map.ids == {"dog": 1, "cat": 2, "bird": 3}          # YOLO: the names file's order
+    for rel, objs in expect.items():
+        got = boxes(job, rel)
+        assert [n for n, _ in got] == [n for n, _ in objs]
+        for (_, box), (_, want) in zip(got, objs):
+            assert np.allclose(box, want, atol=1e-3)
+    # a box on the border (c.jpg covers the whole image: 0.5 0.5 1 1) is fine
+    full = "train/c.jpg" if beside else "images/train/c.jpg"
+    assert np.allclose(boxes(job, full)[0][1], (0, 0, 48, 48))
+    assert job.splits[full] == "train"
+    assert (names in job.skip) and (("labels" in job.skip) != beside)
+
+
+def test_yolo_polygons_and_refusals(tmp_path):
+    yolo_job(str(tmp_path), [dataclasses.replace(IMAGES[0], split="")], polygons=True)
+    lines = (tmp_path / "labels" / "a.txt").read_text().splitlines()
+    assert len(lines[1].split()) == 7
+    job = read_job(str(tmp_path), "yolo")
+    cat = job.annotations["images/a.png"].objects[1]
+    assert np.allclose(cat.box, (40, 10, 79, 59), atol=1e-3) and len(cat.polygons[0]) == 3
+    for text, words in [("5 0.5 0.5 0.1 0.1\n", "labels/a.txt: line 1: class 5 is not a class index 0..1"),
+                        ("0 0.5 0.5 0.1\n", "labels/a.txt: line 1 (dog): 4 fields"),
+                        ("0 0.5 0.5 0.1 0.1\n1 1.05 0.5 0.2 0.2\n",
+                         "labels/a.txt: line 2 (cat): box (76, 24, 92, 36) passes the border of the 80x60 image"),
+                        ("0 0.5 nan 0.1 0.1\n", "line 1 (dog): value 2 is 'nan', not a finite number")]:
+        (tmp_path / "labels" / "a.txt").write_text(text)
+        rejected = read_job(str(tmp_path)).rejected
+        assert list(rejected) == ["images/a.png"] and words in rejected["images/a.png"], rejected
+    (tmp_path / "labels" / "zz.txt").write_text("0 0.5 0.5 0.1 0.1\n")
+    assert "labels/zz.txt" in read_job(str(tmp_path)).rejected
+    os.remove(tmp_path / "classes.txt")
+    with pytest.raises(AnnotationError, match="no class names"):
+        read_job(str(tmp_path))
+
+
+# -------------------------------------------------------------------------------------------- masks and layouts
+
+@pytest.mark.parametrize("voc", [False, True])
+def test_mask_jobs_pair_masks_and_check_their_size(tmp_path, voc):
+    expect = masks_job(str(tmp_path), IMAGES, voc=voc)
+    top, masks = ("JPEGImages", "SegmentationClass") if voc else ("images", "masks")
+    job = read_job(str(tmp_path))
+    assert job.format == "masks" and job.rejected == {} and job.image_dirs == (top,) and masks in job.skip
+    for rel, mask in expect.items():
+        ann = job.annotations[rel]
+        assert np.array_equal(read_mask(ann.mask, mask.shape, ann.source), mask)
+    bad = tmp_path / masks / ("a.png" if voc else "train/a.png")
+    cv2.imwrite(str(bad), np.zeros((10, 10), np.uint8))
+    assert read_job(str(tmp_path)).rejected == {
+        f"{top}/{'' if voc else 'train/'}a.png": f"{masks}/{'' if voc else 'train/'}a.png: the mask is 10x10 but "
+                                                 f"{top}/{'' if voc else 'train/'}a.png is 80x60; a mask must match "
+                                                 f"its image pixel for pixel"}
+
+
+def test_voc_with_segmentation_masks(tmp_path):
+    voc_job(str(tmp_path), IMAGES[:2], masks="P")
+    job = read_job(str(tmp_path))
+    ann = job.annotations["JPEGImages/a.png"]
+    assert ann.source == "Annotations/a.xml" and ann.mask.endswith("SegmentationClass/a.png")
+    assert "SegmentationClass" in job.skip
+
+
+def test_classification_jobs_are_not_detected(tmp_path):
+    for cls in ("cat", "dog"):
+        (tmp_path / cls).mkdir()
+        cv2.imwrite(str(tmp_path / cls / "x.png"), np.zeros((8, 8, 3), np.uint8))
+    (tmp_path / "dog" / "x.txt").write_text("notes, not labels\n")          # no classes.txt: not YOLO
+    (tmp_path / "cat" / "x.xml").write_text("<metadata/>")                 # not <annotation>: not VOC
+    (tmp_path / "meta.json").write_text('{"source": "camera"}')            # no `images`: not COCO
+    assert detect_format(str(tmp_path)) is None and read_job(str(tmp_path)) is None
+    with pytest.raises(AnnotationError, match="no masks annotations: expected JPEGImages/ with SegmentationClass/"):
+        read_job(str(tmp_path), "masks")
+
+
+def test_yolo_with_masks_and_a_fixed_map_for_coco(tmp_path):
+    yolo_job(str(tmp_path / "y"), IMAGES[:2], masks="L")
+    job = read_job(str(tmp_path / "y"))
+    assert job.format == "yolo" and {"labels", "masks", "classes.txt"} <= job.skip
+    assert job.annotations["images/val/b.png"].mask.endswith("masks/val/b.png")
+    coco_job(str(tmp_path / "c"), IMAGES[:2])
+    fixed = LabelMap({"cat": 17, "dog": 18})
+    job = read_job(str(tmp_path / "c"), "coco", label_map=fixed)
+    assert job.label_map is fixed and job.rejected == {} and job.splits["images/val/b.png"] == "validation"
+
+
+def test_stem_collisions_split_conflicts_and_orphan_masks(tmp_path):
+    imgs = [Img("x.png", 20, 20, [("dog", (1, 1, 5, 5), RED)], split="train"),
+            Img("y.png", 20, 20, [("dog", (1, 1, 5, 5), RED)], split="train")]
+    voc_job(str(tmp_path), imgs, masks="L")
+    cv2.imwrite(str(tmp_path / "JPEGImages" / "x.jpg"), np.zeros((20, 20, 3), np.uint8))
+    (tmp_path / "ImageSets" / "Main" / "val.txt").write_text("y\n")
+    cv2.imwrite(str(tmp_path / "SegmentationClass" / "z.png"), np.zeros((20, 20), np.uint8))
+    job = read_job(str(tmp_path))
+    assert job.rejected == {
+        "JPEGImages/x.jpg": "Annotations/x.xml: pairs with 2 images of one name (JPEGImages/x.jpg, "
+                            "JPEGImages/x.png); keep one",
+        "JPEGImages/x.png": "Annotations/x.xml: pairs with 2 images of one name (JPEGImages/x.jpg, "
+                            "JPEGImages/x.png); keep one",
+        "JPEGImages/y.png": "ImageSets/Main/val.txt: y is also listed in ImageSets/Main/train.txt; an image "
+                            "belongs to one split",
+        "SegmentationClass/z.png": "SegmentationClass/z.png: a mask for a missing image: no JPEGImages/z.*",
+    }
+    assert job.annotations == {}
+
+
+def test_label_maps_compare_and_hash_by_content():
+    assert LabelMap.from_names(["a", "b"]) == LabelMap({"b": 2, "a": 1})
+    assert len({LabelMap.from_names(["a", "b"]), LabelMap({"b": 2, "a": 1})}) == 1
+    assert LabelMap({}).names() == () and LabelMap({}).to_pbtxt() == ""
+    with pytest.raises(LabelMapError, match="id 2 is given to both 'a' and 'b'"):
+        LabelMap({"a": 2, "b": 2})
