@@ -7,9 +7,10 @@ so the geometry and the record writer know one convention. TensorFlow-free.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-__all__ = ["Annotation", "AnnotationError", "Object", "Polygon"]
+__all__ = ["Annotation", "AnnotationError", "Object", "Polygon", "finite_number"]
 
 #: A polygon as ((x, y), ...) in pixel-edge units; at least 3 points.
 Polygon = tuple[tuple[float, float], ...]
@@ -18,6 +19,18 @@ Polygon = tuple[tuple[float, float], ...]
 class AnnotationError(ValueError):
     """An annotation that cannot be trusted: the image is rejected with reason `bad_annotation` and this message,
     which names the file, the object and what is wrong ("Annotations/a.xml: object 2 (dog): xmax 10 <= xmin 12")."""
+
+
+def finite_number(raw: str, at: str, what: str) -> float:
+    """float(raw), or AnnotationError naming where (`at`) and which value (`what`): NaN and infinities pass every
+    range check, so they are refused here."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise AnnotationError(f"{at}: {what} is {raw!r}, not a number") from None
+    if not math.isfinite(value):
+        raise AnnotationError(f"{at}: {what} is {raw!r}, not a finite number")
+    return value
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,9 @@ pixel wide. The XML's `<filename>` is not trusted (tools write stale ones): pair
 """
 from __future__ import annotations
 
-import math
 import os
 
-from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.annotations.model import Annotation, AnnotationError, Object, finite_number
 from augd.errors import UntrustedFileError
 from augd.io.untrusted import parse_xml
 
@@ -32,13 +31,7 @@ def _number(elem, tag: str, where: str) -> float:
     raw = _text(elem, tag)
     if raw is None or raw == "":
         raise AnnotationError(f"{where}: no <{tag}>")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise AnnotationError(f"{where}: <{tag}> is {raw!r}, not a number") from None
-    if not math.isfinite(value):
-        raise AnnotationError(f"{where}: <{tag}> is {raw!r}, not a finite number")
-    return value
+    return finite_number(raw, where, f"<{tag}>")
 
 
 def _flag(elem, tag: str, where: str) -> bool:

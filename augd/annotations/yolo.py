@@ -5,10 +5,9 @@ fine (the layout checks and clips them against the real image). TensorFlow-free.
 """
 from __future__ import annotations
 
-import math
 import os
 
-from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.annotations.model import Annotation, AnnotationError, Object, finite_number
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
 from augd.spec.yamlsrc import read_yaml_file
@@ -80,14 +79,6 @@ def read_names(root: str) -> tuple[tuple[str, ...], str] | None:
     return None
 
 
-def _number(raw: str, at: str, what: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise AnnotationError(f"{at}: {what} is {raw!r}, not a number") from None
-    if not math.isfinite(value):
-        raise AnnotationError(f"{at}: {what} is {raw!r}, not a finite number")
-    return value
 
 
 def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]) -> Annotation:
@@ -100,13 +91,13 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
         if not fields:
             continue
         at = f"{where}: line {lineno}"
-        cls = _number(fields[0], at, "the class")
+        cls = finite_number(fields[0], at, "the class")
         if cls != int(cls) or not 0 <= cls < len(names):
             raise AnnotationError(f"{at}: class {fields[0]} is not a class index 0..{len(names) - 1} (the "
                                   f"{len(names)} names of the job)")
         name = names[int(cls)]
         at = f"{at} ({name})"
-        values = [_number(v, at, f"value {k}") for k, v in enumerate(fields[1:], 1)]
+        values = [finite_number(v, at, f"value {k}") for k, v in enumerate(fields[1:], 1)]
         polygon: tuple = ()
         if len(values) == 4:
             cx, cy, bw, bh = values
