@@ -12,9 +12,10 @@ import time
 
 import yaml
 
-from bench.data import link_tree
+from bench.data import link_tree, voc_files
 
-__all__ = ["SPECS", "environment", "git_commit", "make_spec", "run_augd", "size_ratios"]
+__all__ = ["DETECTION_JOBS", "SPECS", "environment", "git_commit", "make_spec", "run_augd", "run_detection",
+           "size_ratios"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
@@ -103,7 +104,7 @@ def _warm_up(spec, data_dir: str, files: list[str], workers: int, tmp: str) -> N
     oneDNN) is not charged to the measured job. Each measured job still pays its own compile."""
     from augd.job import JobOptions, run_job
     job = os.path.join(tmp, "warmup-in")
-    link_tree(data_dir, job, files[:max(4, 2 * workers)])
+    link_tree(data_dir, job, files)
     run_job(job, spec, os.path.join(tmp, "warmup-out"), JobOptions(name="warmup", workers=workers, overwrite=True))
     shutil.rmtree(job)
     shutil.rmtree(os.path.join(tmp, "warmup-out"))
@@ -117,26 +118,27 @@ def _compile_seconds(spec) -> float:
 
 
 def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: str, warmup: bool = True,
-             keep_output: bool = False) -> dict:
-    """Time one run_job over `files` (relative to data_dir) with spec `name`. img/s = images / wall time of
-    run_job, which includes scanning, compiling the job's graph, writing the shards and committing."""
+             keep_output: bool = False, spec_name: str | None = None, warmup_files: list[str] | None = None) -> dict:
+    """Time one run_job over `files` (relative to data_dir) with spec `spec_name` (default `name`). img/s =
+    images / wall time of run_job, which includes scanning, compiling the job's graph, writing the shards and
+    committing. `warmup_files`: the warm-up job's files (default: the first few of `files`)."""
     from augd.engine import graph_builds
     from augd.job import JobOptions, JobWatch, run_job
 
-    spec = make_spec(name)
+    spec = make_spec(spec_name or name)
     work = tempfile.mkdtemp(prefix=f"augd-bench-{name}-", dir=tmp)
     try:
         if warmup:
-            _warm_up(spec, data_dir, files, workers, work)
+            _warm_up(spec, data_dir, warmup_files or files[:max(4, 2 * workers)], workers, work)
         compile_s = _compile_seconds(spec)
         job = os.path.join(work, "in")
         link_tree(data_dir, job, files)
         done: list[float] = []
         builds0 = graph_builds()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name=name, workers=workers, overwrite=True),
                       JobWatch(on_image=lambda _r: done.append(time.perf_counter())))
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         builds = graph_builds() - builds0
         m = res.report
         n = m.inputs.written
@@ -144,6 +146,7 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
         out = {
             "images": n, "records": m.records.written, "rejected": m.inputs.rejected,
             "workers": workers, "wall_seconds": round(wall, 3), "images_per_second": round(n / wall, 2),
+            "cpu_seconds": round(cpu, 3),
             "includes": "scan + compile + augment + write + commit (after a warm-up job)",
             "first_image_seconds": round(done[0] - t0, 3) if done else None,
             "steady_images_per_second": round(steady, 2) if steady else None,
@@ -154,6 +157,7 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
             "stage_share": _shares(m.timing.stage_seconds),
             "device": m.device, "graph": m.graph.to_dict(), "graph_builds_counted": builds,
             "bytes": m.bytes.to_dict(),
+            "annotations": m.annotations.to_dict() if m.annotations is not None else None,
         }
         if keep_output:
             out["out_dir"] = res.out_dir
@@ -161,6 +165,21 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
     finally:
         if not keep_output:
             shutil.rmtree(work, ignore_errors=True)
+
+
+#: The detection rows: the files each job holds per photo of the VOC copy (bench.data.build_voc). All three run
+#: the heavy chain's spec on the same relative paths (JPEGImages/...), so every image draws the same plan.
+DETECTION_JOBS = {"det_plain": (), "det": ("xml",), "det_masks": ("xml", "png")}
+
+
+def run_detection(name: str, voc_dir: str, *, workers: int, tmp: str) -> dict:
+    """Time the heavy chain over the VOC copy: `det_plain` the photos alone (a classification job, the
+    reference), `det` with their Annotations/ boxes, `det_masks` also with SegmentationClass/ masks."""
+    parts = DETECTION_JOBS[name]
+    files = voc_files(voc_dir, parts)
+    per_image = 1 + len(parts)
+    return run_augd(name, voc_dir, files, workers=workers, tmp=tmp, spec_name="heavy",
+                    warmup_files=files[:max(4, 2 * workers) * per_image])
 
 
 def _shares(stages: dict) -> dict:

@@ -14,6 +14,9 @@ Measures, in this order (the OpenCV pools first, before TensorFlow is loaded in 
   augd_heavy_fast  the same with `colour: fast`
   augd_heavy_crop  the heavy chain's random_crop alone: its windowed decode, resize and writer (the bound
                    that no faster warp or colour kernel can pass)
+  augd_det_plain   the heavy chain on a VOC copy of the data set's photos, without annotations (reference)
+  augd_det         the same job with ~5 random boxes per image (Annotations/*.xml): a detection job
+  augd_det_masks   the same with semantic masks too (SegmentationClass/*.png)
   size         output bytes / input bytes: originals, augmented q90, raw (on --size-n images)
 Figures only: nothing here asserts a timing. Only ratios from one run mean much on a noisy machine.
 """
@@ -29,13 +32,14 @@ import statistics
 import sys
 import tempfile
 
-from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, dataset_stats
+from bench.data import DEFAULT_CACHE, build_dataset, build_voc, dataset_files, dataset_stats
 
-__all__ = ["MEASUREMENTS", "TARGETS", "main"]
+__all__ = ["MEASUREMENTS", "TARGETS", "TIME_TARGETS", "main"]
 
 POOL = ("codec", "warp", "albu_seed", "albu_seed_1p", "albu_heavy")
 AUGD = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast", "augd_heavy_crop")
-MEASUREMENTS = POOL + AUGD + ("size",)
+DET = ("augd_det_plain", "augd_det", "augd_det_masks")
+MEASUREMENTS = POOL + AUGD + DET + ("size",)
 LABELS = {
     "codec": "codec floor: cv2 decode + encode q90, pool",
     "warp": "warp floor: decode + 1 bilinear rotation + encode, pool",
@@ -47,6 +51,9 @@ LABELS = {
     "augd_seed_fast": "augd seed chain, colour: fast",
     "augd_heavy_fast": "augd heavy chain, colour: fast",
     "augd_heavy_crop": "augd heavy chain's crop alone (bound: no warp, no colour)",
+    "augd_det_plain": "augd heavy chain on the VOC copy, no annotations",
+    "augd_det": "augd heavy chain, VOC job: boxes",
+    "augd_det_masks": "augd heavy chain, VOC job: boxes + semantic masks",
 }
 #: (numerator, denominator, minimum, label): the issue's targets, ratios from one run.
 TARGETS = (
@@ -56,6 +63,11 @@ TARGETS = (
     ("augd_seed_fast", "warp", 0.85, "augd seed, colour: fast / warp floor"),
     ("augd_seed_fast", "albu_seed", 1.4, "augd seed, colour: fast / Albumentations seed pool"),
     ("augd_heavy_fast", "albu_heavy", 1.3, "augd heavy, colour: fast / Albumentations heavy pool"),
+)
+#: (numerator, denominator, maximum, label): issue 16's cost bounds, as ratios of run_job's wall time.
+TIME_TARGETS = (
+    ("augd_det", "augd_det_plain", 1.10, "detection job time, boxes / no annotations"),
+    ("augd_det_masks", "augd_det_plain", 1.5, "detection job time, boxes + masks / no annotations"),
 )
 #: Context ratios, printed without a verdict (the GPU one gets a verdict on a GPU).
 CONTEXT = (
@@ -80,7 +92,7 @@ def _measure_pool(name: str, files: list[str], workers: int, seed: int) -> dict:
     return run_pool(kind, files, processes=workers, cv_threads=1, warmup=2, seed=seed)
 
 
-def _one_round(selected, data_dir, rel_files, workers, tmp, seed) -> dict:
+def _one_round(selected, data_dir, rel_files, workers, tmp, seed, voc_dir=None) -> dict:
     files = [os.path.join(data_dir, f) for f in rel_files]
     figures = {}
     for name in selected:
@@ -89,6 +101,9 @@ def _one_round(selected, data_dir, rel_files, workers, tmp, seed) -> dict:
         elif name in AUGD:
             from bench.augd_runs import run_augd
             figures[name] = run_augd(name.removeprefix("augd_"), data_dir, rel_files, workers=workers, tmp=tmp)
+        elif name in DET:
+            from bench.augd_runs import run_detection
+            figures[name] = run_detection(name.removeprefix("augd_"), voc_dir, workers=workers, tmp=tmp)
         else:
             continue
         print(f"  {name:<13} {figures[name]['images_per_second']:>8.1f} img/s", file=sys.stderr, flush=True)
@@ -116,8 +131,37 @@ def _summarize(rounds: list[dict], device: str | None) -> dict:
             judged = minimum is not None and (key == "targets" or on_gpu)
             summary[key].append({"ratio": label, "value": round(value, 3), "rounds": [round(x, 3) for x in per_round],
                                  "target": minimum, "verdict": ("PASS" if value >= minimum else "FAIL")
-                                 if judged else ("info" if minimum is None else "info (GPU only)")})
+                                 if judged else ("info" if minimum is None else "info (GPU only)"),
+                                 "bound": ">="})
+    for a, b, maximum, label in TIME_TARGETS:
+        pairs = [(r[a], r[b]) for r in rounds if a in r and b in r and r[b]["wall_seconds"]]
+        if not pairs:
+            continue
+        per_round = [x["wall_seconds"] / y["wall_seconds"] for x, y in pairs]
+        value = statistics.median(per_round)
+        problem = _detection_problem(*pairs[-1])
+        summary["targets"].append({"ratio": label, "value": round(value, 3), "rounds": [round(x, 3) for x in per_round],
+                                   "target": maximum, "bound": "<=", "measure": "wall time of run_job",
+                                   "verdict": f"INVALID ({problem})" if problem else
+                                   ("PASS" if value <= maximum else "FAIL")})
+        cpu = [x["cpu_seconds"] / y["cpu_seconds"] for x, y in pairs]
+        summary["context"].append({"ratio": label.replace("job time", "CPU time"), "value": round(
+            statistics.median(cpu), 3), "rounds": [round(x, 3) for x in cpu], "target": None, "verdict": "info",
+            "measure": "CPU time of this process during run_job"})
     return summary
+
+
+def _detection_problem(det: dict, plain: dict) -> str | None:
+    """Why a detection row cannot be compared with its reference, or None: it must write the same images, and
+    objects (the manifest's annotations.objects.out > 0)."""
+    ann = det.get("annotations")
+    if not ann:
+        return "the job was not read as a detection job"
+    if not ann["objects"]["out"]:
+        return "no object written"
+    if det["images"] != plain["images"] or det["rejected"]:
+        return f"{det['images']} images written ({det['rejected']} rejected) against {plain['images']}"
+    return None
 
 
 def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.stdout) -> None:
@@ -128,7 +172,7 @@ def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.
         allr = summary["images_per_second_all_rounds"][name]
         runs = " ".join(f"{x:.0f}" for x in allr) if len(allr) > 1 else ""
         p(f"{LABELS[name]:<58} {v:>9.1f}  {runs:<20}")
-    for name in AUGD:
+    for name in AUGD + DET:
         r = rounds[-1].get(name)
         if r:
             sh = " ".join(f"{k} {v:.0%}" for k, v in r["stage_share"].items())
@@ -139,10 +183,15 @@ def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.
             devs = (r.get("graph") or {}).get("stage_devices")
             if devs:
                 p("    stages run on: " + ", ".join(f"{k} {v}" for k, v in devs.items()))
+            ann = r.get("annotations")
+            if ann:
+                p(f"    annotations ({ann['format']}): objects in {ann['objects']['in']}, out {ann['objects']['out']}, "
+                  f"dropped {ann['objects']['dropped']}, bad {ann['bad_annotations']}; {r['images']} images, "
+                  f"{r['rejected']} rejected")
     p(f"\n{'ratio':<58} {'value':>9}  {'target':>7}  verdict")
     p("-" * 92)
     for row in summary["targets"] + summary["context"]:
-        tgt = f">= {row['target']}" if row["target"] is not None else ""
+        tgt = f"{row.get('bound', '>=')} {row['target']}" if row["target"] is not None else ""
         p(f"{row['ratio']:<58} {row['value']:>9.3f}  {tgt:>7}  {row['verdict']}")
     if sizes:
         p(f"\n{'size: output bytes / input bytes (' + str(sizes['images']) + ' images)':<58} {'value':>9}  "
@@ -180,6 +229,13 @@ def _machine() -> dict:
     return info
 
 
+def _voc_meta(voc_dir: str | None) -> dict | None:
+    if voc_dir is None:
+        return None
+    with open(os.path.join(voc_dir, "voc.json"), encoding="utf-8") as fh:
+        return {**json.load(fh), "path": voc_dir}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -211,24 +267,26 @@ def main(argv=None) -> int:
 
     data_dir = build_dataset(args.n, args.seed, args.cache)
     rel_files = dataset_files(data_dir)
+    voc_dir = build_voc(data_dir, args.seed) if any(m in selected for m in DET) else None
     meta = dataset_stats(data_dir)
     print(f"data set: {len(rel_files)} images, {meta['distinct_shapes']} distinct shapes, mean "
           f"{meta['megapixels']['mean']} MP ({meta['megapixels']['min']}-{meta['megapixels']['max']}), "
           f"{meta['bytes'] / 1e6:.1f} MB, {data_dir}", file=sys.stderr)
     result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "command": " ".join(["python -m bench.bench", *(argv if argv is not None else sys.argv[1:])]),
-              "machine": _machine(), "dataset": {**meta, "path": data_dir}, "workers": args.workers,
+              "machine": _machine(), "dataset": {**meta, "path": data_dir, "voc_copy": _voc_meta(voc_dir)},
+              "workers": args.workers,
               "rounds": []}
     tmp = args.tmp or tempfile.gettempdir()
     for i in range(args.repeat):
         print(f"round {i + 1}/{args.repeat}", file=sys.stderr, flush=True)
-        result["rounds"].append(_one_round(selected, data_dir, rel_files, args.workers, tmp, args.seed))
+        result["rounds"].append(_one_round(selected, data_dir, rel_files, args.workers, tmp, args.seed, voc_dir))
     sizes = None
     if "size" in selected:
         from bench.augd_runs import size_ratios
         sizes = size_ratios(data_dir, rel_files[:args.size_n], workers=args.workers, tmp=tmp)
         result["size"] = sizes
-    if any(m in selected for m in AUGD + ("size",)):
+    if any(m in selected for m in AUGD + DET + ("size",)):
         from bench.augd_runs import environment
         result["machine"].update(environment())
     device = result["machine"].get("device")

@@ -19,7 +19,8 @@ import warnings
 import cv2
 import numpy as np
 
-__all__ = ["SOURCES", "CLASSES", "DEFAULT_CACHE", "build_dataset", "dataset_files", "dataset_stats", "link_tree"]
+__all__ = ["SOURCES", "CLASSES", "DEFAULT_CACHE", "DET_CLASSES", "build_dataset", "build_voc", "dataset_files",
+           "dataset_stats", "link_tree", "voc_files"]
 
 #: scikit-image's colour photographs (skimage.data function names). Any that is missing is skipped.
 SOURCES = ("astronaut", "chelsea", "coffee", "rocket", "retina", "hubble_deep_field", "motorcycle_left",
@@ -35,6 +36,12 @@ CROP_ASPECT = (0.6, 1.7)
 JPEG_QUALITY = 90
 #: Bump when the recipe changes, so old caches are not reused.
 RECIPE = 2
+#: The VOC copy (build_voc): random boxes of these classes, this many per image (uniform, mean 5), each side
+#: this fraction of the image's; semantic masks are the boxes drawn as filled rectangles, in order.
+DET_CLASSES = ("bicycle", "car", "cat", "dog", "person")
+BOXES_PER_IMAGE = (3, 7)
+BOX_SIDE = (0.08, 0.5)
+VOC_RECIPE = 1
 
 
 def _load_sources() -> list[tuple[str, np.ndarray]]:
@@ -139,6 +146,101 @@ def build_dataset(n: int, seed: int = 0, cache: str = DEFAULT_CACHE, *, quiet: b
         print(f"bench.data: built {n} images ({len(shapes)} distinct shapes, {total_bytes / 1e6:.1f} MB) "
               f"in {time.perf_counter() - t0:.1f} s -> {root}", file=sys.stderr)
     return root
+
+
+def _voc_palette() -> list[int]:
+    """VOC's colour map: the bits of each index spread over R, G and B (as the devkit's SegmentationClass/)."""
+    out = []
+    for i in range(256):
+        r = g = b = 0
+        for j in range(8):
+            r |= ((i >> (3 * j)) & 1) << (7 - j)
+            g |= ((i >> (3 * j + 1)) & 1) << (7 - j)
+            b |= ((i >> (3 * j + 2)) & 1) << (7 - j)
+        out += [r, g, b]
+    return out
+
+
+def _voc_xml(name: str, h: int, w: int, boxes: list[tuple[str, int, int, int, int]]) -> str:
+    """VOC XML; boxes in pixel edges (x0, y0, x1, y1) are written 1-based and inclusive (xmin x0+1, xmax x1)."""
+    objs = "".join(f"  <object><name>{c}</name><pose>Unspecified</pose><truncated>0</truncated><difficult>0"
+                   f"</difficult>\n    <bndbox><xmin>{x0 + 1}</xmin><ymin>{y0 + 1}</ymin><xmax>{x1}</xmax><ymax>{y1}"
+                   f"</ymax></bndbox></object>\n" for c, x0, y0, x1, y1 in boxes)
+    return (f"<annotation>\n  <folder>JPEGImages</folder>\n  <filename>{name}</filename>\n  <size><width>{w}"
+            f"</width><height>{h}</height><depth>3</depth></size>\n  <segmented>1</segmented>\n{objs}</annotation>\n")
+
+
+def build_voc(data_dir: str, seed: int = 0, *, quiet: bool = False) -> str:
+    """A Pascal VOC copy of a built data set, next to it (<data_dir>-voc/): the same photos (hard links) in
+    JPEGImages/, Annotations/*.xml with BOXES_PER_IMAGE random boxes of DET_CLASSES each (seeded, inside the
+    image), and SegmentationClass/*.png palette masks of class indices (the boxes as filled rectangles; index k+1
+    for DET_CLASSES[k] in sorted order, 0 background). Built once; returns its folder."""
+    from PIL import Image
+
+    root = data_dir.rstrip(os.sep) + "-voc"
+    meta_path = os.path.join(root, "voc.json")
+    files = dataset_files(data_dir)
+    if os.path.exists(meta_path):
+        with open(meta_path, encoding="utf-8") as fh:
+            meta = json.load(fh)
+        if meta.get("recipe") == VOC_RECIPE and meta.get("images") == len(files):
+            return root
+    shutil.rmtree(root, ignore_errors=True)
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for d in ("JPEGImages", "Annotations", "SegmentationClass"):
+        os.makedirs(os.path.join(tmp, d))
+    rng = np.random.default_rng([seed, 16])
+    classes = sorted(DET_CLASSES)
+    palette, boxes_total = _voc_palette(), 0
+    for rel in files:
+        name = os.path.basename(rel)
+        stem = os.path.splitext(name)[0]
+        src, dest = os.path.join(data_dir, rel), os.path.join(tmp, "JPEGImages", name)
+        try:
+            os.link(src, dest)
+        except OSError:
+            shutil.copyfile(src, dest)
+        with Image.open(src) as im:  # the header only: the size
+            w, h = im.size
+        mask = np.zeros((h, w), np.uint8)
+        boxes = []
+        for _ in range(int(rng.integers(BOXES_PER_IMAGE[0], BOXES_PER_IMAGE[1] + 1))):
+            cls = DET_CLASSES[int(rng.integers(len(DET_CLASSES)))]
+            bw = max(2, int(rng.uniform(*BOX_SIDE) * w))
+            bh = max(2, int(rng.uniform(*BOX_SIDE) * h))
+            x0, y0 = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
+            boxes.append((cls, x0, y0, x0 + bw, y0 + bh))
+            mask[y0:y0 + bh, x0:x0 + bw] = classes.index(cls) + 1
+        with open(os.path.join(tmp, "Annotations", stem + ".xml"), "w", encoding="utf-8") as fh:
+            fh.write(_voc_xml(name, h, w, boxes))
+        png = Image.fromarray(mask, "P")
+        png.putpalette(palette)
+        png.save(os.path.join(tmp, "SegmentationClass", stem + ".png"))
+        boxes_total += len(boxes)
+    meta = {"recipe": VOC_RECIPE, "images": len(files), "seed": seed, "boxes": boxes_total,
+            "boxes_per_image": round(boxes_total / max(1, len(files)), 2), "classes": classes,
+            "source": data_dir}
+    with open(os.path.join(tmp, "voc.json"), "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, indent=2)
+    os.rename(tmp, root)
+    if not quiet:
+        print(f"bench.data: VOC copy of {len(files)} images, {boxes_total} boxes -> {root}", file=sys.stderr)
+    return root
+
+
+def voc_files(voc_dir: str, parts: tuple[str, ...]) -> list[str]:
+    """The files of a job over the VOC copy, relative to it, image by image: for each photo its JPEG and, per
+    part ("xml", "png"), its annotation and its mask."""
+    out = []
+    for name in sorted(os.listdir(os.path.join(voc_dir, "JPEGImages"))):
+        stem = os.path.splitext(name)[0]
+        out.append(f"JPEGImages/{name}")
+        if "xml" in parts:
+            out.append(f"Annotations/{stem}.xml")
+        if "png" in parts:
+            out.append(f"SegmentationClass/{stem}.png")
+    return out
 
 
 def link_tree(src_root: str, dest: str, files: list[str], copies: int = 1, prefix: str = "") -> int:
