@@ -26,6 +26,7 @@ OP_CASES = {
     "center_crop": ({"size": [30, 30]}, (30, 30), True),
     "resize": ({"size": [24, 100]}, (24, 100), True),
     "random_zoom": ({"height_factor": [-0.4, -0.2]}, None, True),
+    "random_expand": ({"ratio": [2, 2]}, (96, 128), True),
     "gaussian_blur": ({"sigma": [1.0, 2.0]}, None, True),
     "gaussian_noise": ({"std": [0.05, 0.1]}, None, True),
     "random_jpeg_quality": ({"quality": [10, 30]}, None, True),

@@ -44,6 +44,9 @@ class Result:
     height: int
     width: int
     stage_seconds: tuple[float, float, float]   # decode, augment, encode
+    #: the graph re-planned the image from its decoded size (a header that disagrees with the pixels): its
+    #: geometry is not the plan made from the header (nor from the boxes: the graph has none)
+    replanned: bool = False
 
 
 class Compiled:
@@ -89,7 +92,8 @@ class Compiled:
             with tf.control_dependencies([enc]):
                 t3 = tf.timestamp()
             shape = tf.cast(tf.shape(aug), tf.float64)
-            return enc, tf.stack([shape[0], shape[1], t0, t1, t2, t3])
+            replanned = tf.cast(tf.reduce_any(tf.not_equal(i, ints)), tf.float64)
+            return enc, tf.stack([shape[0], shape[1], t0, t1, t2, t3, replanned])
 
         # The graph takes a batch of images and runs them one after another (map_fn). A call from Python
         # costs ~0.2 ms and contends for the GIL and TF's eager context; measured on 2 cores, one call per
@@ -100,7 +104,7 @@ class Compiled:
         def process(datas, args, floats, ints):
             self.traces += 1  # Python side effect: runs once per trace, never per image
             return tf.map_fn(lambda x: one(*x), (datas, args, floats, ints), parallel_iterations=1,
-                             fn_output_signature=(tf.TensorSpec([], tf.string), tf.TensorSpec([6], tf.float64)))
+                             fn_output_signature=(tf.TensorSpec([], tf.string), tf.TensorSpec([7], tf.float64)))
 
         self._fn = process.get_concrete_function()
         self.graph = self._fn.graph
@@ -114,20 +118,22 @@ class Compiled:
         self._raw_proto = tensor_pb2.TensorProto if out.format == "raw" else None
 
     def process(self, data: bytes, relpath: str, variant: int, *, orientation: int | None = None,
-                header: ImageHeader | None = None) -> Result:
+                header: ImageHeader | None = None, boxes=None) -> Result:
         """The engine seam: (source bytes, relative path, variant) -> encoded image. Variant 0 is the
         original (decoded, EXIF-oriented, re-encoded); variants >= 1 run the augmentation chain.
-        `header` (from the scan) saves parsing it again; the plan is made from its size. Raises the
-        graph's error for bad data."""
-        return self._run([self._item(data, relpath, variant, orientation, header)])[0]
+        `header` (from the scan) saves parsing it again; the plan is made from its size. `boxes`: the image's
+        boxes, (xmin, ymin, xmax, ymax) in upright source pixel edges, for box-aware ops (None: none). Raises
+        the graph's error for bad data."""
+        return self._run([self._item(data, relpath, variant, orientation, header, boxes)])[0]
 
     def process_many(self, items) -> list:
-        """process() for many (data, relpath, variant, header) at once, in one graph call: a Result per
-        item, or the exception that item raised (a bad image does not fail the others)."""
+        """process() for many (data, relpath, variant, header) or (data, relpath, variant, header, boxes) at
+        once, in one graph call: a Result per item, or the exception that item raised (a bad image does not
+        fail the others)."""
         prepared = []
-        for d, r, v, h in items:
+        for d, r, v, h, *b in items:
             try:
-                prepared.append(self._item(d, r, v, None, h))
+                prepared.append(self._item(d, r, v, None, h, b[0] if b else None))
             except Exception as exc:  # noqa: BLE001 - a plan that cannot be made rejects that image only
                 prepared.append(exc)
         ok = [it for it in prepared if not isinstance(it, Exception)]
@@ -145,7 +151,7 @@ class Compiled:
                     out.append(exc)
             return out
 
-    def _item(self, data, relpath, variant, orientation, header):
+    def _item(self, data, relpath, variant, orientation, header, boxes=None):
         if header is None:
             try:
                 header = read_header(data)
@@ -154,7 +160,7 @@ class Compiled:
         if orientation is None:  # an explicit orientation overrides the header's
             orientation = header.orientation if header is not None else 1
         seed = image_seed(self.spec.seed, relpath, variant)
-        floats, ints = self._plan(seed, header, orientation, variant > 0)
+        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes)
         return data, (*seed, orientation, int(variant > 0)), floats, ints
 
     def _run(self, items) -> list[Result]:
@@ -162,15 +168,16 @@ class Compiled:
         enc, info = self._fn(tf.constant(datas), tf.constant(args, tf.int64), tf.constant(np.stack(floats)),
                              tf.constant(np.stack(ints)))
         out = []
-        for payload, (h, w, *t) in zip(enc.numpy().tolist(), info.numpy().tolist()):
+        for payload, (h, w, *t, replanned) in zip(enc.numpy().tolist(), info.numpy().tolist()):
             if self._raw_proto is not None:
                 payload = self._raw_proto.FromString(payload).tensor_content
-            out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2])))
+            out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2]), replanned > 0))
         return out
 
-    def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool):
-        """The image's plan from its header (upright size). Without a header, a plan for 1 x 1 (right for
-        a 1 x 1 image, and no op divides by it) makes the graph re-plan from the decoded size."""
+    def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None):
+        """The image's plan from its header (upright size) and its boxes. Without a header, a plan for 1 x 1
+        (right for a 1 x 1 image, and no op divides by it) makes the graph re-plan from the decoded size. The
+        graph's re-plan has no boxes: Result.replanned says it happened (detection jobs reject that image)."""
         program = self.program
         if not augment:
             return self._empty_plan
@@ -179,16 +186,17 @@ class Compiled:
         h, w = header.height, header.width
         if orientation in (5, 6, 7, 8):
             h, w = w, h
-        return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1)
+        return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1, boxes)
 
-    def explain(self, relpath: str, variant: int, height: int, width: int) -> list:
+    def explain(self, relpath: str, variant: int, height: int, width: int, boxes=None) -> list:
         """What the plan decided for (relpath, variant) of an upright height x width image: one
         augd.engine.plan.Decision per planned op, from the seed and plan process() uses (read-only; `augd
         preview` writes it under each tile). Pass the decoded upright size: the graph re-plans from it when a
-        header disagrees. Variant 0, the original, runs no op: []."""
+        header disagrees; and the image's boxes where it has some (box-aware crops draw from them). Variant 0,
+        the original, runs no op: []."""
         if variant <= 0:
             return []
-        return self.program.explain(image_seed(self.spec.seed, relpath, variant), height, width)
+        return self.program.explain(image_seed(self.spec.seed, relpath, variant), height, width, boxes)
 
     @functools.cached_property
     def stage_devices(self) -> dict:

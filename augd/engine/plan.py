@@ -225,7 +225,7 @@ class Program:
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
                 g = geo.setdefault(leaf.step, [np.eye(3), size[0], size[1], size[0], size[1]])
-                m, oh, ow = _sample(leaf.op, rng, size, boxes if on else None)
+                m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if on and boxes is not None else None)
                 if on:
                     g[0] = g[0] @ m
                     size[0], size[1] = g[3], g[4] = float(oh), float(ow)
@@ -274,7 +274,7 @@ class Program:
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
                 ih, iw = size
-                m, oh, ow = _sample(leaf.op, rng, size, boxes if on else None)
+                m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if on and boxes is not None else None)
                 if on:
                     geo[leaf.step] = geo[leaf.step] @ m
                     size[0], size[1] = float(oh), float(ow)

@@ -61,9 +61,19 @@ class Detection:
             kept.append(img)
         return kept, rejected, negatives
 
+    def boxes(self, img: InputImage) -> tuple:
+        """The image's boxes in upright source pixel edges, as box-aware ops (random_crop's min_object_covered)
+        draw from them: the graph's plan and the annotations' geometry both take these."""
+        return source_boxes(self.annotations.get(img.relpath) or Annotation())
+
     def for_image(self, img: InputImage) -> "ImageObjects":
         """The per-image helper that writes its variants' objects (reads its semantic mask, if any)."""
         return ImageObjects(self, img, self.annotations.get(img.relpath) or Annotation())
+
+
+def source_boxes(ann: Annotation) -> tuple:
+    """Every object's (xmin, ymin, xmax, ymax), crowd and difficult ones included (as the OD API's crops see them)."""
+    return tuple(tuple(o.box) for o in ann.objects)
 
 
 def _upright(img: InputImage) -> tuple[int, int]:
@@ -97,16 +107,22 @@ class ImageObjects:
         self.out: collections.Counter = collections.Counter()
         self.dropped = 0
 
-    def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int):
-        """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the stored size is
-        not the one the plan gives (a header that lied: the graph re-planned, boxes could be wrong)."""
+    def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False):
+        """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the graph re-planned
+        the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
+        is not the one drawn here), or the stored size is not the one the plan gives."""
         from augd.annotations.geometry import instance_masks
         from augd.engine.seeds import image_seed
         if variant == 0:
             ann, seg, steps = self.ann, self.mask, []
             masks = instance_masks(ann, self.h, self.w, []) if self.instances else []
         else:
-            steps = program.geometry(image_seed(spec.seed, self.img.relpath, variant), self.h, self.w)
+            if replanned:
+                raise AnnotationError(f"{self.img.relpath}: variant {variant}: its decoded size is not the "
+                                      f"{self.w}x{self.h} of its header, so the graph re-planned its geometry; its "
+                                      f"boxes would not match")
+            steps = program.geometry(image_seed(spec.seed, self.img.relpath, variant), self.h, self.w,
+                                     source_boxes(self.ann) if program.uses_boxes else None)
             ann, seg, masks = self._moved(steps)
         want = (round(steps[-1][1]), round(steps[-1][2])) if steps else (self.h, self.w)
         if variant and want != (out_h, out_w):

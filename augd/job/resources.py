@@ -12,15 +12,18 @@ filling the disk for the next one.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
+from dataclasses import dataclass
 
 from augd import defaults
 from augd.errors import FailureReason, JobFailed
 from augd.ops import REGISTRY
 
 __all__ = ["MemoryGuard", "SpaceCheck", "check_memory", "check_space", "default_job_memory_bytes",
-           "host_memory_bytes", "image_memory", "job_memory_bytes", "largest_output", "over_budget", "rss_bytes"]
+           "host_memory_bytes", "image_memory", "job_memory_bytes", "OutputBound", "output_bound", "over_budget",
+           "rss_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MB = 1024 * 1024
@@ -158,17 +161,32 @@ def check_space(folder: str, estimate: int) -> None:
                         reason=FailureReason.OUTPUT_ERROR)
 
 
-def largest_output(nodes) -> int:
-    """Pixels of the largest fixed size any op of the chain resizes or crops to (Op.size_limit; 0: none). No
-    op makes an image larger than its input otherwise, so an image's output has at most max(its pixels, this)."""
-    out, stack = 0, list(nodes)
+@dataclass(frozen=True)
+class OutputBound:
+    """The most pixels an image holds at any point of a chain: max(scale x its own pixels, pixels)."""
+    scale: float     # growth of the source's pixels (Op.growth squared, over every op that grows its input)
+    pixels: int      # the largest fixed size an op crops or resizes to (Op.size_limit), grown by the ops after it
+
+    def __call__(self, source_pixels: int) -> int:
+        return int(max(source_pixels * self.scale, self.pixels, source_pixels))
+
+
+def output_bound(nodes) -> OutputBound:
+    """The chain's OutputBound, walked in order (a composite's children in turn, as if each applied: an upper
+    bound). An op with a size_limit outputs at most that size; one with growth g at most g x g its input's pixels;
+    any other op no more than its input."""
+    scale, fixed, peak_scale, peak_fixed = 1.0, 0.0, 1.0, 0.0
+    stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
-        stack.extend(node.children)
-        size = REGISTRY[node.name](node.params).size_limit
-        if size:
-            out = max(out, size[0] * size[1])
-    return out
+        stack.extend(reversed(node.children))
+        op = REGISTRY[node.name](node.params)
+        grow = op.growth ** 2
+        scale, fixed = scale * grow, fixed * grow
+        if op.size_limit:
+            fixed = max(fixed, float(op.size_limit[0] * op.size_limit[1]))
+        peak_scale, peak_fixed = max(peak_scale, scale), max(peak_fixed, fixed)
+    return OutputBound(peak_scale, math.ceil(peak_fixed))
 
 
 def check_memory(cost, images, budget: int, limit: int) -> None:

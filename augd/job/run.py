@@ -33,7 +33,7 @@ from augd.job.detection import Detection, prepare
 from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobProgress, JobReport,
                              ObjectCounts, RecordCounts, ShardSet, Tally, Timing, iso_utc, labels_txt,
                              reasons_summary)
-from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, largest_output
+from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
 from augd.spec import PipelineSpec
 from augd.stages import STAGES
 
@@ -188,7 +188,11 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
         stages["read"] = time.perf_counter() - t0
         graph_variants, passthrough = _graph_variants(spec, img, variants)
         work.append((k, img, data, stages, graph_variants, passthrough))
-    items = [(data, img.relpath, v, img.header) for _, img, data, _, vs, _ in work for v in vs]
+    # Box-aware ops (random_crop's min_object_covered) draw from the image's boxes: the graph's plan gets the
+    # same ones as the annotations' geometry (ImageObjects.variant), so both draw the same windows.
+    boxed = detection is not None and compiled.program.uses_boxes
+    items = [(data, img.relpath, v, img.header, detection.boxes(img) if boxed else None)
+             for _, img, data, _, vs, _ in work for v in vs]
     results = iter(compiled.process_many(items))
     for k, img, data, stages, graph_variants, passthrough in work:
         got = {v: next(results) for v in graph_variants}
@@ -211,7 +215,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                     h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
                 else:
                     payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-                extra = {"objects": objects.variant(spec, compiled.program, v, h, w)} if objects else {}
+                extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned))
+                         } if objects else {}
                 records.append(make_example(
                     encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
                     filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
@@ -287,12 +292,11 @@ def _estimate_bytes(spec: PipelineSpec, images, n: int | None = None) -> int:
 
 
 def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
-    largest = largest_output(spec.ops)
+    largest = output_bound(spec.ops)
 
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
-        return image_memory(pixels, max(pixels, largest),
-                            len(_graph_variants(spec, img, variants_for(img.split))[0]))
+        return image_memory(pixels, largest(pixels), len(_graph_variants(spec, img, variants_for(img.split))[0]))
     return cost
 
 

@@ -102,10 +102,21 @@ class Op:
         its output is no larger than its input (the job's memory check reads this)."""
         return None
 
+    @property
+    def growth(self) -> float:
+        """The largest factor this op multiplies each side of its input by (random_expand's canvas); 1.0 when its
+        output is never larger than its input or than size_limit (the job's memory check reads this)."""
+        return 1.0
+
 
 class GeometryOp(Op):
     """Moves pixels. sample() runs in the engine's per-image plan (plain NumPy, float64); the engine
     multiplies the matrices of consecutive ops that share a border rule and resamples once."""
+    @property
+    def uses_boxes(self) -> bool:
+        """True: sample() takes `boxes=`, the image's annotated boxes where it applies (box-aware crops). The
+        plan then tracks the boxes through the earlier ops; for a chain with no such op it never touches them."""
+        return False
 
     @property
     def fill(self) -> Fill:
@@ -118,7 +129,10 @@ class GeometryOp(Op):
 
     def sample(self, rng, h: float, w: float) -> tuple[np.ndarray, float, float]:
         """(3x3 float64 matrix mapping output pixel coordinates to input ones, out_h, out_w) for an
-        (h, w) input, drawn from the image's generator."""
+        (h, w) input, drawn from the image's generator. An op with uses_boxes is called as
+        sample(rng, h, w, boxes=...): an (N, 4) float64 array of (xmin, ymin, xmax, ymax) in its INPUT's
+        pixel-edge coordinates (clipped to it, none empty), or None (no boxes, or the op does not apply: it
+        must then draw exactly as without boxes)."""
         raise NotImplementedError
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema
+from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema, model_serializer, model_validator
 
 import numpy as np
 
@@ -119,17 +119,44 @@ class RandomAffine(GeometryOp):
 
 @register_op("random_crop", Kind.GEOMETRY)
 class RandomCrop(GeometryOp):
-    """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size`."""
+    """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size` (box-aware: SSD's)."""
+    example = "- random_crop: {size: [300, 300], area: [0.1, 1.0], aspect: [0.5, 2.0], min_object_covered: 0.5}"
+
     class Params(OpParams):
         size: Size = Field(description="output [height, width]")
         area: range_of(0.001, 1.0) = Field((0.08, 1.0), description="window area as a fraction of the image")
         aspect: range_of(0.05, 20.0) = Field((3 / 4, 4 / 3), description="window width/height (log-uniform)")
+        min_object_covered: float | None = Field(
+            None, ge=0.0, le=1.0, description="with boxes: the window must hold at least this fraction of some box's "
+                                              "area (tf.image.sample_distorted_bounding_box); unset: boxes are ignored")
+        attempts: int = Field(100, ge=1, le=10000, description="windows drawn for min_object_covered before the "
+                                                               "whole image is taken")
+
+        @model_validator(mode="after")
+        def _attempts_need_cover(self):
+            if "attempts" in self.model_fields_set and self.min_object_covered is None:
+                raise ValueError("attempts applies only with min_object_covered; set both or neither")
+            return self
+
+        @model_serializer(mode="wrap")
+        def _without_unset_cover(self, handler):
+            # Absent unless set: a pipeline without min_object_covered keeps its serialized form and sha256.
+            out = handler(self)
+            if self.min_object_covered is None:
+                out.pop("min_object_covered", None)
+                out.pop("attempts", None)
+            return out
 
     @property
     def size_limit(self):
         return self.params.size
 
-    def sample(self, rng, h, w):
+    @property
+    def uses_boxes(self):
+        return self.params.min_object_covered is not None
+
+    def _draw(self, rng, h, w):
+        """One candidate window (x0, y0, width, height) in input pixel edges: four draws."""
         area = uniform(rng, *self.params.area) * h * w
         r = log_uniform(rng, *self.params.aspect)
         # Clamping keeps the window inside the image; it slightly favours full-width/height windows.
@@ -137,8 +164,74 @@ class RandomCrop(GeometryOp):
         ch = min(math.sqrt(area / r), h)
         x0 = uniform(rng, 0.0, 1.0) * (w - cw)
         y0 = uniform(rng, 0.0, 1.0) * (h - ch)
+        return x0, y0, cw, ch
+
+    def sample(self, rng, h, w, boxes=None):
+        win = self._draw(rng, h, w)
+        cover = self.params.min_object_covered
+        if cover is not None and boxes is not None and len(boxes):
+            win = _covering(win, rng, h, w, np.asarray(boxes, np.float64), cover, self.params.attempts, self._draw)
+        x0, y0, cw, ch = win
         oh, ow = (float(v) for v in self.params.size)
         return window(y0, x0, ch, cw, oh, ow), oh, ow
+
+
+def _covering(first, rng, h, w, boxes, cover, attempts, draw):
+    """SSD's crop (the OD API's random_crop_image through tf.image.sample_distorted_bounding_box): the first of
+    `attempts` windows that holds at least `cover` of some box's area, else the whole image. The first candidate
+    is the window drawn without boxes (the main generator's four draws, so the ops after it draw the same numbers
+    whether or not the image has boxes); the others come from a fork of the generator, a pure function of the
+    seed, whose draws no later op sees."""
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    keep = area > 0
+    if not keep.any():
+        return first
+    boxes, need = boxes[keep], cover * area[keep]
+
+    def holds(win):
+        x0, y0, cw, ch = win
+        ix = np.minimum(boxes[:, 2], x0 + cw) - np.maximum(boxes[:, 0], x0)
+        iy = np.minimum(boxes[:, 3], y0 + ch) - np.maximum(boxes[:, 1], y0)
+        return bool((np.maximum(ix, 0.0) * np.maximum(iy, 0.0) >= need).any())
+
+    if holds(first):
+        return first
+    more = rng.fork()
+    for _ in range(attempts - 1):
+        win = draw(more, h, w)
+        if holds(win):
+            return win
+    return 0.0, 0.0, w, h
+
+
+@register_op("random_expand", Kind.GEOMETRY)
+class RandomExpand(GeometryOp):
+    """SSD's zoom-out: the image at a random place on a canvas `ratio` times its size (per side), filled with `fill`."""
+    example = "- random_expand: {ratio: [1, 4], p: 0.5}"
+
+    class Params(OpParams):
+        ratio: range_of(1.0, 16.0) = Field((1.0, 4.0), description="canvas side as a multiple of the image's "
+                                                                   "(uniform; SSD and the OD API: [1, 4])")
+        fill: Annotated[int, Field(ge=0, le=255)] = Field(
+            0, description="grey level 0-255 of the canvas; 0 shares the warp of the crops, flips and resizes "
+                           "beside it (their border is 0), another grey (the OD API pads with the mean) runs "
+                           "its own warp")
+
+    @property
+    def fill(self):
+        return self.params.fill
+
+    @property
+    def growth(self):
+        return self.params.ratio[1]
+
+    def sample(self, rng, h, w):
+        r = uniform(rng, *self.params.ratio)
+        oh, ow = max(float(round(h * r)), h), max(float(round(w * r)), w)
+        # Whole-pixel offsets: the image lands on the canvas unresampled (as the OD API pads it).
+        left = min(math.floor(uniform(rng, 0.0, 1.0) * (ow - w + 1.0)), ow - w)
+        top = min(math.floor(uniform(rng, 0.0, 1.0) * (oh - h + 1.0)), oh - h)
+        return translate(-left, -top), oh, ow
 
 
 @register_op("center_crop", Kind.GEOMETRY)

@@ -9,6 +9,7 @@ __all__ = ["ImageRng", "coin", "generator", "log_uniform", "tf_seed", "uniform"]
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
+_FORK = 0x5DEECE66D2B7E151   # keeps a fork's key apart from the parent's own
 
 
 def _mix(z: int) -> int:
@@ -32,6 +33,15 @@ class ImageRng:
     def next64(self) -> int:
         self._n += 1
         return _mix((self._key + self._n * _GOLDEN) & _M64)
+
+    def fork(self) -> "ImageRng":
+        """A generator keyed by this one's key and position that leaves this one where it is: a sampler that
+        needs a variable number of draws (random_crop's attempts) takes them from a fork, so the draws of the
+        ops after it never depend on how many it took."""
+        child = ImageRng.__new__(ImageRng)
+        child._key = _mix(self._key ^ _mix((self._n + _FORK) & _M64))
+        child._n = 0
+        return child
 
     def random(self, n: int | None = None):
         """A float in [0, 1), or a list of n of them."""
