@@ -15,7 +15,7 @@ import yaml
 from bench.data import link_tree, voc_files
 
 __all__ = ["DETECTION_JOBS", "SPECS", "environment", "git_commit", "make_spec", "run_augd", "run_detection",
-           "size_ratios"]
+           "run_detection_floor", "size_ratios"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
@@ -180,6 +180,70 @@ def run_detection(name: str, voc_dir: str, *, workers: int, tmp: str) -> dict:
     per_image = 1 + len(parts)
     return run_augd(name, voc_dir, files, workers=workers, tmp=tmp, spec_name="heavy",
                     warmup_files=files[:max(4, 2 * workers) * per_image])
+
+
+#: The floor rows: the annotation work of a detection job alone, without the images (no graph, no writer).
+DETECTION_FLOORS = {"det_floor_boxes": ("xml",), "det_floor_masks": ("xml", "png")}
+
+
+def run_detection_floor(name: str, voc_dir: str, *, workers: int, tmp: str) -> dict:
+    """Time what a detection job adds to the plain one, alone, over the same VOC copy with the same threads:
+    `det_floor_boxes` reads the job's annotations up front (prepare + attach, as run_job does), then per image
+    moves its boxes through the variant's steps and builds its record objects (ImageObjects.variant);
+    `det_floor_masks` is the mask work alone, per image: read the source mask PNG, warp it, encode it. The steps
+    are drawn before the clock starts: the job's graph plan gives them at no extra cost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from augd.annotations.geometry import warp_mask
+    from augd.annotations.masks import mask_png, read_mask
+    from augd.engine.plan import Program
+    from augd.engine.seeds import image_seed
+    from augd.io import scan_job
+    from augd.job.detection import prepare
+
+    spec = make_spec("heavy")
+    program = Program(spec.ops)
+    work = tempfile.mkdtemp(prefix=f"augd-bench-{name}-", dir=tmp)
+    try:
+        job = os.path.join(work, "in")
+        link_tree(voc_dir, job, voc_files(voc_dir, DETECTION_FLOORS[name]))
+
+        def setup():
+            det = prepare(job, spec)
+            scan = scan_job(job, classes=spec.labels, layout=det.layout)
+            imgs, _, _ = det.attach(scan.images)
+            return det, imgs
+
+        det, imgs = setup()
+        steps, upright = {}, {}
+        for img in imgs:
+            h, w = img.header.height, img.header.width
+            h, w = (w, h) if img.header.orientation in (5, 6, 7, 8) else (h, w)   # upright, as the job plans
+            upright[img.relpath] = h, w
+            steps[img.relpath] = program.geometry(image_seed(spec.seed, img.relpath, 1), h, w,
+                                                  det.boxes(img) if program.uses_boxes else None)
+
+        def boxes(img):
+            st = steps[img.relpath]
+            det.for_image(img).variant(spec, program, 1, round(st[-1][1]), round(st[-1][2]), steps=st)
+
+        def masks(img):
+            ann = det.annotations[img.relpath]
+            src = read_mask(ann.mask, upright[img.relpath], ann.mask)
+            return mask_png(warp_mask(src, steps[img.relpath], fill=255))
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        if name == "det_floor_boxes":
+            det, imgs = setup()
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(boxes if name == "det_floor_boxes" else masks, imgs))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        return {"images": len(imgs), "workers": workers, "wall_seconds": round(wall, 3),
+                "images_per_second": round(len(imgs) / wall, 2), "cpu_seconds": round(cpu, 3),
+                "includes": "prepare + attach, then per image: boxes moved + record objects"
+                if name == "det_floor_boxes" else "per image: read the mask PNG + warp + encode"}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _shares(stages: dict) -> dict:

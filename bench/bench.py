@@ -17,6 +17,9 @@ Measures, in this order (the OpenCV pools first, before TensorFlow is loaded in 
   augd_det_plain   the heavy chain on a VOC copy of the data set's photos, without annotations (reference)
   augd_det         the same job with ~5 random boxes per image (Annotations/*.xml): a detection job
   augd_det_masks   the same with semantic masks too (SegmentationClass/*.png)
+  augd_det_floor_boxes  a detection job's annotation work alone, same threads: read the XMLs up front, then
+                   per image move its boxes and build its record objects (no images, no graph)
+  augd_det_floor_masks  the mask work alone, same threads: per image read the mask PNG, warp it, encode it
   size         output bytes / input bytes: originals, augmented q90, raw (on --size-n images)
 Figures only: nothing here asserts a timing. Only ratios from one run mean much on a noisy machine.
 """
@@ -39,7 +42,8 @@ __all__ = ["MEASUREMENTS", "TARGETS", "TIME_TARGETS", "main"]
 POOL = ("codec", "warp", "albu_seed", "albu_seed_1p", "albu_heavy")
 AUGD = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast", "augd_heavy_crop")
 DET = ("augd_det_plain", "augd_det", "augd_det_masks")
-MEASUREMENTS = POOL + AUGD + DET + ("size",)
+DET_FLOOR = ("augd_det_floor_boxes", "augd_det_floor_masks")
+MEASUREMENTS = POOL + AUGD + DET + DET_FLOOR + ("size",)
 LABELS = {
     "codec": "codec floor: cv2 decode + encode q90, pool",
     "warp": "warp floor: decode + 1 bilinear rotation + encode, pool",
@@ -54,6 +58,8 @@ LABELS = {
     "augd_det_plain": "augd heavy chain on the VOC copy, no annotations",
     "augd_det": "augd heavy chain, VOC job: boxes",
     "augd_det_masks": "augd heavy chain, VOC job: boxes + semantic masks",
+    "augd_det_floor_boxes": "detection floor: boxes work alone (no images)",
+    "augd_det_floor_masks": "detection floor: mask read + warp + encode alone",
 }
 #: (numerator, denominator, minimum, label): the issue's targets, ratios from one run.
 TARGETS = (
@@ -68,6 +74,13 @@ TARGETS = (
 TIME_TARGETS = (
     ("augd_det", "augd_det_plain", 1.10, "detection job time, boxes / no annotations"),
     ("augd_det_masks", "augd_det_plain", 1.5, "detection job time, boxes + masks / no annotations"),
+)
+#: (floor rows, reference, label): like-for-like bounds, 1 + (the annotation work alone / the plain job), in
+#: wall time and in CPU time; informational (the issue's bounds above are the verdicts).
+FLOORS = (
+    (("augd_det_floor_boxes",), "augd_det_plain", "floor bound, boxes: 1 + boxes alone / plain"),
+    (("augd_det_floor_boxes", "augd_det_floor_masks"), "augd_det_plain",
+     "floor bound, masks: 1 + (boxes+masks alone) / plain"),
 )
 #: Context ratios, printed without a verdict (the GPU one gets a verdict on a GPU).
 CONTEXT = (
@@ -104,6 +117,9 @@ def _one_round(selected, data_dir, rel_files, workers, tmp, seed, voc_dir=None) 
         elif name in DET:
             from bench.augd_runs import run_detection
             figures[name] = run_detection(name.removeprefix("augd_"), voc_dir, workers=workers, tmp=tmp)
+        elif name in DET_FLOOR:
+            from bench.augd_runs import run_detection_floor
+            figures[name] = run_detection_floor(name.removeprefix("augd_"), voc_dir, workers=workers, tmp=tmp)
         else:
             continue
         print(f"  {name:<13} {figures[name]['images_per_second']:>8.1f} img/s", file=sys.stderr, flush=True)
@@ -148,6 +164,15 @@ def _summarize(rounds: list[dict], device: str | None) -> dict:
         summary["context"].append({"ratio": label.replace("job time", "CPU time"), "value": round(
             statistics.median(cpu), 3), "rounds": [round(x, 3) for x in cpu], "target": None, "verdict": "info",
             "measure": "CPU time of this process during run_job"})
+    for parts, b, label in FLOORS:
+        rows = [r for r in rounds if b in r and all(a in r for a in parts) and r[b]["wall_seconds"]]
+        if not rows:
+            continue
+        for measure, key in (("wall time", "wall_seconds"), ("CPU time", "cpu_seconds")):
+            per_round = [1.0 + sum(r[a][key] for a in parts) / r[b][key] for r in rows]
+            summary["context"].append({"ratio": label + f" ({measure.split()[0]})", "value": round(
+                statistics.median(per_round), 3), "rounds": [round(x, 3) for x in per_round], "target": None,
+                "verdict": "info", "measure": f"{measure}: the floor rows' own, over the plain run_job's"})
     return summary
 
 
@@ -267,7 +292,7 @@ def main(argv=None) -> int:
 
     data_dir = build_dataset(args.n, args.seed, args.cache)
     rel_files = dataset_files(data_dir)
-    voc_dir = build_voc(data_dir, args.seed) if any(m in selected for m in DET) else None
+    voc_dir = build_voc(data_dir, args.seed) if any(m in selected for m in DET + DET_FLOOR) else None
     meta = dataset_stats(data_dir)
     print(f"data set: {len(rel_files)} images, {meta['distinct_shapes']} distinct shapes, mean "
           f"{meta['megapixels']['mean']} MP ({meta['megapixels']['min']}-{meta['megapixels']['max']}), "

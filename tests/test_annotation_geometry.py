@@ -221,6 +221,27 @@ def test_crop_decoded_jpeg_agrees_with_source_coordinates():
         check_agreement(out, moved, warped, rotates=False)
 
 
+def test_process_many_hands_over_the_source_coordinate_steps_of_its_plan():
+    """Detection jobs move their annotations by the Geo steps the graph's own plan used (one plan per variant):
+    in the source's coordinates even where a JPEG's decode window rewrote step 0's matrix, the steps
+    Program.geometry draws; classification calls do not ask for them and get None."""
+    big = scene(H * 4, W * 4, scale=4.0)
+    buf = io.BytesIO()
+    Image.fromarray(big[0]).save(buf, "JPEG", quality=95, subsampling=0)
+    c = compiled([{"random_crop": {"size": [48, 64], "area": [0.5, 1.0]}}, {"random_rotation": {"degrees": 10}}])
+    items = [(buf.getvalue(), "big.jpg", v, None) for v in range(3)]
+    with_steps = c.process_many(items, geometry=True)
+    assert with_steps[0].geometry == ()
+    for v, r in enumerate(with_steps[1:], start=1):
+        want = c.program.geometry(image_seed(c.spec.seed, "big.jpg", v), H * 4, W * 4)
+        assert len(r.geometry) == len(want) >= 1
+        for (m, oh, ow), (m2, oh2, ow2) in zip(r.geometry, want):
+            assert np.array_equal(m, m2) and (oh, ow) == (oh2, ow2) == (r.height, r.width)
+    plain = c.process_many(items)
+    assert all(r.geometry is None for r in plain)
+    assert [r.payload for r in plain] == [r.payload for r in with_steps]
+
+
 def test_instance_masks_cover_their_objects():
     _, ann, _ = scene()
     for variant in range(1, 5):

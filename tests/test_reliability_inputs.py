@@ -418,8 +418,8 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
             (c / "new.png").write_bytes(_save(rgb(seed=5), "PNG"))       # added after the listing
         return False
 
-    def scan(root, **kw):
-        res = real_scan(root, ignore=during, **kw)
+    def scan(root, ignore=None, **kw):
+        res = real_scan(root, ignore=lambda rel: during(rel) or bool(ignore and ignore(rel)), **kw)
         (c / "img2.png").unlink()                                        # after the scan, before the read
         os.symlink(outside / "secret.png", c / "img3.png.tmp")
         os.replace(c / "img3.png.tmp", c / "img3.png")                   # swapped for a symlink out

@@ -252,7 +252,7 @@ def warp_mask(mask: np.ndarray, steps: Sequence[Step], *, fill: int) -> np.ndarr
     out = _warp_once(out, m, oh, ow, fill)
     # A pixel whose read falls off an intermediate canvas is outside the image, as in the pixels: the part of
     # the output that canvas covers is its rectangle mapped forward, a quadrilateral, filled exactly at centres.
-    maps = [edge_map(step[0]) for step in steps]
+    maps = [edge_map(step[0]) for step in steps] if len(steps) > 1 else []
     t = np.eye(3)
     for k in range(len(steps) - 2, -1, -1):    # canvas k (edge units) -> the last output: the later steps' maps
         t = t @ maps[k + 1]

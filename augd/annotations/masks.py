@@ -85,13 +85,15 @@ def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str) -> np.nd
 
 
 def mask_png(mask: np.ndarray) -> bytes:
-    """HxW uint8 class indices -> a grey 8-bit PNG (the same bytes for the same mask: fixed compression)."""
-    import cv2
+    """HxW uint8 class indices -> a grey 8-bit PNG (the same bytes for the same mask: fixed settings, no
+    metadata). Pillow's zlib at level 1: on the small warped masks a job writes, ~3x faster than OpenCV's PNG
+    encoder at its level 6 (~0.1 ms for 224 x 224), for PNGs a few hundred bytes larger."""
+    from PIL import Image
 
     mask = np.asarray(mask)
     if mask.ndim != 2 or mask.dtype != np.uint8:
         raise ValueError(f"a mask is HxW uint8; got {mask.dtype} of shape {mask.shape}")
-    ok, buf = cv2.imencode(".png", np.ascontiguousarray(mask), [cv2.IMWRITE_PNG_COMPRESSION, 6])
-    if not ok:
-        raise ValueError(f"OpenCV could not encode a {mask.shape[1]}x{mask.shape[0]} mask as PNG")
-    return buf.tobytes()
+    out = io.BytesIO()
+    Image.frombuffer("L", (mask.shape[1], mask.shape[0]), np.ascontiguousarray(mask), "raw", "L", 0, 1).save(
+        out, format="PNG", compress_level=1)
+    return out.getvalue()

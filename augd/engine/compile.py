@@ -47,6 +47,9 @@ class Result:
     #: the graph re-planned the image from its decoded size (a header that disagrees with the pixels): its
     #: geometry is not the plan made from the header (nor from the boxes: the graph has none)
     replanned: bool = False
+    #: with process_many(..., geometry=True): the Geo steps its plan used, as Program.geometry gives them (in the
+    #: source's coordinates; () for an original), so annotations move without drawing the plan again; else None
+    geometry: tuple | None = None
 
 
 class Compiled:
@@ -126,14 +129,15 @@ class Compiled:
         the graph's error for bad data."""
         return self._run([self._item(data, relpath, variant, orientation, header, boxes)])[0]
 
-    def process_many(self, items) -> list:
+    def process_many(self, items, *, geometry: bool = False) -> list:
         """process() for many (data, relpath, variant, header) or (data, relpath, variant, header, boxes) at
         once, in one graph call: a Result per item, or the exception that item raised (a bad image does not
-        fail the others)."""
+        fail the others). geometry: each Result also carries its plan's Geo steps (Result.geometry), for
+        detection jobs; classification jobs leave it off and pay nothing for it."""
         prepared = []
         for d, r, v, h, *b in items:
             try:
-                prepared.append(self._item(d, r, v, None, h, b[0] if b else None))
+                prepared.append(self._item(d, r, v, None, h, b[0] if b else None, geometry))
             except Exception as exc:  # noqa: BLE001 - a plan that cannot be made rejects that image only
                 prepared.append(exc)
         ok = [it for it in prepared if not isinstance(it, Exception)]
@@ -151,7 +155,7 @@ class Compiled:
                     out.append(exc)
             return out
 
-    def _item(self, data, relpath, variant, orientation, header, boxes=None):
+    def _item(self, data, relpath, variant, orientation, header, boxes=None, geometry=False):
         if header is None:
             try:
                 header = read_header(data)
@@ -160,33 +164,37 @@ class Compiled:
         if orientation is None:  # an explicit orientation overrides the header's
             orientation = header.orientation if header is not None else 1
         seed = image_seed(self.spec.seed, relpath, variant)
-        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes)
-        return data, (*seed, orientation, int(variant > 0)), floats, ints
+        geo = [] if geometry else None
+        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo)
+        return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else tuple(geo)
 
     def _run(self, items) -> list[Result]:
-        datas, args, floats, ints = zip(*items)
+        datas, args, floats, ints, geos = zip(*items)
         enc, info = self._fn(tf.constant(datas), tf.constant(args, tf.int64), tf.constant(np.stack(floats)),
                              tf.constant(np.stack(ints)))
         out = []
-        for payload, (h, w, *t, replanned) in zip(enc.numpy().tolist(), info.numpy().tolist()):
+        for payload, (h, w, *t, replanned), geo in zip(enc.numpy().tolist(), info.numpy().tolist(), geos):
             if self._raw_proto is not None:
                 payload = self._raw_proto.FromString(payload).tensor_content
-            out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2]), replanned > 0))
+            out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2]), replanned > 0,
+                              geo))
         return out
 
-    def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None):
+    def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None, geometry=None):
         """The image's plan from its header (upright size) and its boxes. Without a header, a plan for 1 x 1
         (right for a 1 x 1 image, and no op divides by it) makes the graph re-plan from the decoded size. The
-        graph's re-plan has no boxes: Result.replanned says it happened (detection jobs reject that image)."""
+        graph's re-plan has no boxes: Result.replanned says it happened (detection jobs reject that image).
+        geometry: a list to extend with the plan's Geo steps in source coordinates (Program.plan), or None."""
         program = self.program
         if not augment:
             return self._empty_plan
         if header is None or not header.width or not header.height:
-            return program.plan(seed, 1, 1, False)
+            return program.plan(seed, 1, 1, False, None, geometry)
         h, w = header.height, header.width
         if orientation in (5, 6, 7, 8):
             h, w = w, h
-        return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1, boxes)
+        return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1, boxes,
+                            geometry)
 
     def explain(self, relpath: str, variant: int, height: int, width: int, boxes=None) -> list:
         """What the plan decided for (relpath, variant) of an upright height x width image: one

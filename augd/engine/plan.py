@@ -172,10 +172,13 @@ class Program:
 
     # ---- per image ----
 
-    def plan(self, seed, h, w, crop=False, boxes=None) -> tuple[np.ndarray, np.ndarray]:
+    def plan(self, seed, h, w, crop=False, boxes=None, geometry: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(floats, ints) for one image of size (h, w). crop: the source is a JPEG whose leading warp may
         decode only its window (augd.engine.decode). boxes: the image's boxes, (xmin, ymin, xmax, ymax) in
-        source pixel edges, for box-aware ops (None, or a chain without one: they draw as without boxes)."""
+        source pixel edges, for box-aware ops (None, or a chain without one: they draw as without boxes).
+        geometry: a list to extend with what geometry() returns for the same draw, in the SOURCE's coordinates
+        (taken before crop rewrites step 0 into the decode window's), so a caller that plans the graph's image
+        also has its annotations' steps without drawing the plan again (None: not built, nothing paid)."""
         rng = generator(seed)
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
@@ -184,6 +187,9 @@ class Program:
         self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w))
         ints[WINDOW] = (0, 0, h, w)               # whole image (DECODE_MODE 0), full scale
         ints[SOURCE_SIZE] = (h, w)
+        if geometry is not None:   # geometry()'s steps: each Geo step in order, sizes rounded as the graph does
+            geometry.extend((geo[k][0].copy(), float(round(geo[k][3])), float(round(geo[k][4])))
+                            for k in sorted(geo))
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:
@@ -198,12 +204,8 @@ class Program:
         centres to its INPUT pixel centres, out_h, out_w), in the source's coordinates (no decode window). Read
         from the plan's own arrays, so annotations (augd.annotations.geometry) move by the numbers the graph
         warps with; sizes are rounded as the graph rounds them. Pass the boxes the graph's plan was given."""
-        floats, _ = self.plan(seed, h, w, False, boxes)
-        out = []
-        for step in self.steps:
-            if isinstance(step, Geo):
-                oh, ow = floats[step.size]
-                out.append((floats[step.matrix].reshape(3, 3).copy(), float(round(oh)), float(round(ow))))
+        out: list = []
+        self.plan(seed, h, w, False, boxes, out)
         return out
 
     def _tracked(self, boxes, h, w) -> list | None:

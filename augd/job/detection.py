@@ -9,10 +9,10 @@ never the job; images with no object are kept or rejected (`negative`) as `annot
 from __future__ import annotations
 
 import collections
+import math
 import os
 from dataclasses import dataclass
 
-import numpy as np
 
 from augd.annotations import Annotation, AnnotationError, Object
 from augd.errors import FailureReason, JobFailed
@@ -87,7 +87,7 @@ def _check_objects(ann: Annotation, img: InputImage, label_map) -> None:
     where = ann.source or img.relpath
     for k, o in enumerate(ann.objects, 1):
         x0, y0, x1, y1 = o.box
-        if not all(np.isfinite(o.box)) or x1 <= x0 or y1 <= y0:
+        if not all(math.isfinite(v) for v in o.box) or x1 <= x0 or y1 <= y0:
             raise AnnotationError(f"{where}: object {k} ({o.name}): box {o.box} is empty or not a number")
         if x0 < -BOX_SLACK or y0 < -BOX_SLACK or x1 > w + BOX_SLACK or y1 > h + BOX_SLACK:
             raise AnnotationError(f"{where}: object {k} ({o.name}): box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies "
@@ -107,10 +107,12 @@ class ImageObjects:
         self.out: collections.Counter = collections.Counter()
         self.dropped = 0
 
-    def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False):
+    def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
+                steps=None):
         """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the graph re-planned
         the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
-        is not the one drawn here), or the stored size is not the one the plan gives."""
+        is not the one drawn here), or the stored size is not the one the plan gives. `steps`: the Geo steps the
+        graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here."""
         from augd.annotations.geometry import instance_masks
         from augd.engine.seeds import image_seed
         if variant == 0:
@@ -121,8 +123,9 @@ class ImageObjects:
                 raise AnnotationError(f"{self.img.relpath}: variant {variant}: its decoded size is not the "
                                       f"{self.w}x{self.h} of its header, so the graph re-planned its geometry; its "
                                       f"boxes would not match")
-            steps = program.geometry(image_seed(spec.seed, self.img.relpath, variant), self.h, self.w,
-                                     source_boxes(self.ann) if program.uses_boxes else None)
+            if steps is None:
+                steps = program.geometry(image_seed(spec.seed, self.img.relpath, variant), self.h, self.w,
+                                         source_boxes(self.ann) if program.uses_boxes else None)
             ann, seg, masks = self._moved(steps)
         want = (round(steps[-1][1]), round(steps[-1][2])) if steps else (self.h, self.w)
         if variant and want != (out_h, out_w):

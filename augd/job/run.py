@@ -193,7 +193,9 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     boxed = detection is not None and compiled.program.uses_boxes
     items = [(data, img.relpath, v, img.header, detection.boxes(img) if boxed else None)
              for _, img, data, _, vs, _ in work for v in vs]
-    results = iter(compiled.process_many(items))
+    # A detection job's results carry the Geo steps their plan used: the annotations move by them, unplanned.
+    results = iter(compiled.process_many(items, geometry=True) if detection is not None else
+                   compiled.process_many(items))
     for k, img, data, stages, graph_variants, passthrough in work:
         got = {v: next(results) for v in graph_variants}
         bad = next((r for r in got.values() if isinstance(r, Exception)), None)
@@ -215,7 +217,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                     h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
                 else:
                     payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-                extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned))
+                extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
+                                                    steps=r.geometry if r is not None else None)
                          } if objects else {}
                 records.append(make_example(
                     encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
