@@ -334,3 +334,66 @@ def test_daemon_runs_voc_coco_and_yolo_jobs_dropped_into_the_inbox(tmp_path):
             assert assert_boxes_match_pixels(read_records(d.out / fmt)) >= 6
     finally:
         assert d.stop() == 0, d.log_tail()
+
+
+# --- masks through the whole job -------------------------------------------------------------------------------
+
+def _mask_scenes():
+    from tests.annotated import Img, Shape
+    return [Img(f"m{i}.png", 80, 96, (
+        Shape("red", (10 + 3 * i, 8, 46 + 2 * i, 40), COLOURS["red"]),
+        Shape("blue", ((52.0, 30.0), (90.0, 44.0 + i), (70.0, 74.0), (50.0, 66.0)), COLOURS["blue"]),
+    ), background=(128, 128, 128)) for i in range(4)]
+
+
+def _covered(pixels: np.ndarray, mask: np.ndarray, name: str, value) -> float:
+    """The share of a colour's pixels (shrunk by a pixel: the warp blends edges, the mask is nearest) that the
+    mask marks with `value`."""
+    hit = np.all(np.abs(pixels.astype(int) - COLOURS[name]) < TOLERANCE, axis=2).astype(np.uint8)
+    core = cv2.erode(hit, np.ones((3, 3), np.uint8)).astype(bool)
+    return float(np.mean(mask[core] == value)) if core.any() else 1.0
+
+
+def test_semantic_masks_cover_their_pixels_in_every_variant(tmp_path, pipeline):
+    """VOC SegmentationClass masks through `augd run`: each record's DeepLab mask, decoded, marks >= 98 % of
+    each class's coloured pixels with that class's index."""
+    import tensorflow as tf
+
+    from tests.annotated import classes_of, voc_job
+    scenes = _mask_scenes()
+    voc_job(str(tmp_path / "seg"), scenes, masks="P")
+    m = run(tmp_path / "seg", tmp_path / "out", pipeline)
+    assert m["inputs"]["rejected"] == 0
+    classes = classes_of(scenes)
+    records = read_records(tmp_path / "out" / "seg")
+    assert len(records) == len(scenes) * 4
+    for r in records:
+        assert r["image/segmentation/class/format"] == b"png"
+        mask = tf.io.decode_png(r["image/segmentation/class/encoded"], channels=1).numpy()[..., 0]
+        assert mask.shape == r["pixels"].shape[:2]
+        for name in ("red", "blue"):
+            share = _covered(r["pixels"], mask, name, classes.index(name) + 1)
+            assert share >= 0.98, f"{r['image/filename']} variant {r['augd/variant']}: {name} {share:.3f}"
+
+
+def test_instance_masks_cover_their_objects_in_every_variant(tmp_path, pipeline):
+    """COCO polygons through `augd run`: each object's instance mask PNG (image/object/mask), decoded, covers
+    >= 98 % of its colour's pixels, and the boxes still agree with the pixels."""
+    import tensorflow as tf
+
+    from tests.annotated import coco_job
+    coco_job(str(tmp_path / "inst"), _mask_scenes())
+    run(tmp_path / "inst", tmp_path / "out", pipeline)
+    records = read_records(tmp_path / "out" / "inst")
+    assert assert_boxes_match_pixels(records) > 0
+    checked = 0
+    for r in records:
+        texts = [t.decode() for t in r["image/object/class/text"]]
+        masks = r["image/object/mask"]
+        assert len(masks) == len(texts)
+        for name, png in zip(texts, masks):
+            mask = tf.io.decode_png(png, channels=1).numpy()[..., 0]
+            share = _covered(r["pixels"], mask, name, 1)
+            assert share >= 0.98, f"{r['image/filename']} variant {r['augd/variant']}: {name} {share:.3f}"
+            checked += 1
+    assert checked >= len(records)
