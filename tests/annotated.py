@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-__all__ = ["Img", "Shape", "box_of", "classes_of", "coco_job", "draw", "masks_job", "rle_compress", "rle_counts",
-           "voc_job", "yolo_job"]
+__all__ = ["Img", "Shape", "box_of", "boxes", "classes_of", "coco_job", "decoded", "draw", "masks_job",
+           "region_box", "rle_compress", "rle_counts", "voc_job", "yolo_job"]
 
 BACKGROUND = (255, 255, 255)
 
@@ -56,6 +56,23 @@ def box_of(shape: Shape) -> tuple[float, float, float, float]:
         xs, ys = [p[0] for p in shape.geom], [p[1] for p in shape.geom]
         return float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys))
     return tuple(float(v) for v in shape.geom)
+
+
+def region_box(rgb: np.ndarray, colour, tol: int = 0) -> tuple[float, float, float, float]:
+    """The pixel-edge extent of the pixels of `colour` in decoded pixels."""
+    hit = np.all(np.abs(rgb.astype(int) - np.asarray(colour)) <= tol, axis=-1)
+    ys, xs = np.nonzero(hit)
+    return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
+
+
+def decoded(path: str) -> np.ndarray:
+    """An image file's RGB pixels as OpenCV decodes them."""
+    return cv2.imread(path, cv2.IMREAD_COLOR)[:, :, ::-1]
+
+
+def boxes(job, rel: str) -> list:
+    """[(class, box), ...] of the image `rel` in an AnnotatedJob."""
+    return [(o.name, o.box) for o in job.annotations[rel].objects]
 
 
 def classes_of(images) -> list[str]:

@@ -13,11 +13,11 @@ import pytest
 
 from augd.annotations import Annotation, AnnotationError
 from augd.annotations.coco import rle_decode
-from augd.annotations.labelmap import LabelMap, LabelMapError
-from augd.annotations.layout import AnnotatedJob, detect_format, read_job
-from augd.annotations.masks import mask_png, read_mask
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.layout import detect_format, read_job
+from augd.annotations.masks import read_mask
 from tests.annotated import (
-    Img, Shape, coco_job, draw, masks_job, rle_compress, rle_counts, voc_job, voc_xml, yolo_job,
+    Img, Shape, boxes, coco_job, decoded, masks_job, region_box, voc_job, voc_xml, yolo_job,
 )
 
 RED, GREEN, BLUE = (220, 30, 30), (30, 200, 30), (30, 30, 220)
@@ -28,160 +28,6 @@ IMAGES = [
     Img("b.png", 50, 64, [("cat", (30, 20, 64, 50), GREEN), ("dog", (5, 5, 12, 9), RED)], split="val"),
     Img("c.jpg", 48, 48, [("bird", (0, 0, 48, 48), BLUE)], split="train"),
 ]
-
-
-def region_box(rgb: np.ndarray, colour, tol: int = 0) -> tuple[float, float, float, float]:
-    """The pixel-edge extent of the pixels of `colour` in decoded pixels."""
-    hit = np.all(np.abs(rgb.astype(int) - np.asarray(colour)) <= tol, axis=-1)
-    ys, xs = np.nonzero(hit)
-    return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
-
-
-def decoded(path: str) -> np.ndarray:
-    return cv2.imread(path, cv2.IMREAD_COLOR)[:, :, ::-1]
-
-
-def boxes(job: AnnotatedJob, rel: str) -> list:
-    return [(o.name, o.box) for o in job.annotations[rel].objects]
-
-
-# ---------------------------------------------------------------------------------------------------- label maps
-
-def test_label_map_from_names_and_pbtxt_round_trip(tmp_path):
-    lm = LabelMap.from_names(["dog", "it's", "back\\slash", "zebre à pois"])
-    assert lm.ids == {"dog": 1, "it's": 2, "back\\slash": 3, "zebre à pois": 4}
-    assert lm.names() == ("dog", "it's", "back\\slash", "zebre à pois")
-    (tmp_path / "label_map.pbtxt").write_text(lm.to_pbtxt(), encoding="utf-8")
-    assert LabelMap.read_pbtxt(tmp_path / "label_map.pbtxt") == lm
-    assert "name: 'it\\'s'" in lm.to_pbtxt()
-
-
-def test_label_map_pbtxt_as_the_object_detection_api_writes_it(tmp_path):
-    (tmp_path / "m.pbtxt").write_text(
-        "# COCO, abridged\nitem {\n  name: \"/m/01g317\"\n  id: 1\n  display_name: \"person\"\n}\n"
-        "item {\n  id: 0\n  name: 'background'\n}\n"
-        "item <\n  id: 90 ; name: 'tooth' 'brush'\n  keypoints { id: 0 label: 'tip' }\n>\n", encoding="utf-8")
-    lm = LabelMap.read_pbtxt(tmp_path / "m.pbtxt")
-    assert lm.ids == {"/m/01g317": 1, "toothbrush": 90}
-    assert lm.names() == ("/m/01g317", "toothbrush")
-
-
-def test_label_map_pbtxt_parses_with_protobuf_itself():
-    """to_pbtxt is read by protobuf's own text parser into the API's StringIntLabelMap message."""
-    pytest.importorskip("google.protobuf")   # TensorFlow's dependency: there wherever the suite runs
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-    fd = descriptor_pb2.FileDescriptorProto(name="label_map_test.proto", package="t", syntax="proto2")
-    item = fd.message_type.add(name="StringIntLabelMapItem")
-    for num, (name, typ) in enumerate([("name", 9), ("id", 5), ("display_name", 9)], 1):
-        item.field.add(name=name, number=num, type=typ, label=1)
-    top = fd.message_type.add(name="StringIntLabelMap")
-    top.field.add(name="item", number=1, type=11, label=3, type_name=".t.StringIntLabelMapItem")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fd)
-    msg = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.StringIntLabelMap"))()
-    lm = LabelMap({"it's": 3, "dog": 1, "naïve\\x": 7})
-    text_format.Parse(lm.to_pbtxt(), msg)
-    assert [(i.id, i.name) for i in msg.item] == [(1, "dog"), (3, "it's"), (7, "naïve\\x")]
-
-
-@pytest.mark.parametrize("text, words", [
-    ("item { id: 1 name: 'a' }\nitem { id: 1 name: 'b' }\n", "id 1 is given to both"),
-    ("item { id: 1 name: 'a' }\nitem { id: 2 name: 'a' }\n", "listed twice"),
-    ("item { id: -3 name: 'a' }\n", "ids are integers >= 1"),
-    ("item { id: 0 name: 'cat' }\n", "ids are integers >= 1"),
-    ("item { id: 1 }\n", "needs both `id` and `name`"),
-    ("item { id: 1 name: 'a'\n\n", "missing '}'"),
-    ("item { id: 1 name: 'a' } }\n", ":1: invalid label map"),
-    ("", "has no item"),
-])
-def test_label_map_pbtxt_refusals(tmp_path, text, words):
-    (tmp_path / "m.pbtxt").write_text(text)
-    with pytest.raises(LabelMapError, match="m.pbtxt") as exc:
-        LabelMap.read_pbtxt(tmp_path / "m.pbtxt")
-    assert words in str(exc.value)
-
-
-def test_label_map_id_of_names_the_object():
-    lm = LabelMap.from_names(["dog"])
-    assert lm.id_of("dog", "x") == 1
-    with pytest.raises(AnnotationError, match=r"^Annotations/a.xml: object 2 \(cat\): class 'cat' is not in the "
-                                              r"label map \(dog\)$"):
-        lm.id_of("cat", "Annotations/a.xml: object 2 (cat)")
-    with pytest.raises(LabelMapError, match="listed twice"):
-        LabelMap.from_names(["a", "b", "a"])
-
-
-# ---------------------------------------------------------------------------------------------------------- RLE
-
-# A hand-made 3x4 mask (rows), and its COCO RLE worked out by hand: column-major runs starting with zeros.
-HAND_MASK = np.array([[0, 1, 1, 0],
-                      [0, 1, 0, 0],
-                      [1, 1, 0, 1]], np.uint8)
-# columns: [0,0,1] [1,1,1] [1,0,0] [0,0,1] -> 0,0,1,1,1,1,1,0,0,0,0,1 -> runs 2 zeros, 5 ones, 4 zeros, 1 one
-HAND_COUNTS = [2, 5, 4, 1]
-# compressed: 2 -> '2', 5 -> '5', 4 -> '4', then 1 - 5 = -4: 5-bit group 0b11100 (sign bit set) = 28 -> 'L'
-HAND_STRING = "254L"
-
-
-def test_rle_decodes_a_hand_made_mask_both_ways():
-    assert np.array_equal(rle_decode({"size": [3, 4], "counts": HAND_COUNTS}), HAND_MASK)
-    assert np.array_equal(rle_decode({"size": [3, 4], "counts": HAND_STRING}), HAND_MASK)
-    assert rle_counts(HAND_MASK) == HAND_COUNTS and rle_compress(HAND_COUNTS) == HAND_STRING
-
-
-def test_rle_long_runs_and_negative_deltas_round_trip():
-    rng = np.random.default_rng(3)
-    mask = np.zeros((97, 131), np.uint8)
-    mask[10:90, 5:120] = 1
-    mask[10:40, 5:50][rng.random((30, 45)) < 0.05] ^= 1
-    counts = rle_counts(mask)
-    assert max(counts) > 1000 and any(counts[i] < counts[i - 2] for i in range(3, len(counts)))
-    assert np.array_equal(rle_decode({"size": [97, 131], "counts": rle_compress(counts)}), mask)
-
-
-@pytest.mark.parametrize("rle, words", [
-    ({"size": [3, 4], "counts": [2, 5, 4]}, "cover 11 pixels, not 3x4 = 12"),
-    ({"size": [3, 4], "counts": "25"}, "cover 7 pixels"),
-    ({"size": [3, 4], "counts": "2\x7f"}, "outside COCO's alphabet"),
-    ({"size": [3, 4], "counts": "2m"}, "ends inside a count"),
-    ({"size": [3], "counts": [12]}, "must be [height, width]"),
-])
-def test_rle_refusals(rle, words):
-    with pytest.raises(AnnotationError, match="seg") as exc:
-        rle_decode(rle, "seg")
-    assert words in str(exc.value)
-
-
-# -------------------------------------------------------------------------------------------------------- masks
-
-@pytest.mark.parametrize("mode", ["P", "L"])
-def test_read_mask_palette_and_grey_give_class_indices(tmp_path, mode):
-    expect = masks_job(str(tmp_path), IMAGES[:2], mode=mode)
-    for rel, mask in expect.items():
-        path = str(tmp_path / "masks" / (os.path.splitext(rel.split("/", 1)[1])[0] + ".png"))
-        got = read_mask(path, mask.shape, "m")
-        assert got.dtype == np.uint8 and np.array_equal(got, mask) and len(np.unique(got)) == 3
-
-
-def test_read_mask_refusals(tmp_path):
-    m = np.zeros((10, 12), np.uint8)
-    cv2.imwrite(str(tmp_path / "m.png"), m)
-    with pytest.raises(AnnotationError, match=r"^masks/m.png: the mask is 12x10 but its image is 13x10"):
-        read_mask(str(tmp_path / "m.png"), (10, 13), "masks/m.png")
-    cv2.imwrite(str(tmp_path / "rgb.png"), np.zeros((10, 12, 3), np.uint8))
-    with pytest.raises(AnnotationError, match="RGB PNG; save class indices"):
-        read_mask(str(tmp_path / "rgb.png"), None, "rgb.png")
-    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
-    with pytest.raises(AnnotationError, match="bad.png: the mask PNG cannot be decoded"):
-        read_mask(str(tmp_path / "bad.png"), None, "bad.png")
-
-
-def test_mask_png_round_trips_and_is_deterministic():
-    mask = draw(IMAGES[0])[1]
-    data = mask_png(mask)
-    assert data == mask_png(mask.copy())
-    back = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
-    assert back.ndim == 2 and np.array_equal(back, mask)
 
 
 # ---------------------------------------------------------------------------------------------------------- VOC
@@ -258,6 +104,17 @@ def test_voc_one_pixel_slack_is_clipped(tmp_path):
         "<annotation><object><name>dog</name><bndbox><xmin>0</xmin><ymin>1</ymin><xmax>31</xmax><ymax>20</ymax>"
         "</bndbox></object></annotation>")
     assert boxes(read_job(str(tmp_path)), "JPEGImages/x.png") == [("dog", (0.0, 0.0, 30.0, 20.0))]
+
+
+def test_voc_class_ids_do_not_depend_on_which_images_are_readable(tmp_path):
+    voc_job(str(tmp_path), [Img("z.png", 20, 20, [("aardvark", (1, 1, 5, 5), RED)], split="train"),
+                            Img("y.png", 20, 20, [("bee", (1, 1, 5, 5), RED)], split="train"),
+                            Img("x.png", 20, 20, [("dog", (1, 1, 5, 5), RED)], split="train")])
+    (tmp_path / "JPEGImages" / "z.png").write_bytes(b"not an image")      # the scan rejects it
+    (tmp_path / "ImageSets" / "Main" / "val.txt").write_text("y\n")        # y: rejected before it is read
+    job = read_job(str(tmp_path))
+    assert job.label_map.ids == {"aardvark": 1, "bee": 2, "dog": 3}
+    assert sorted(job.annotations) == ["JPEGImages/x.png"] and list(job.rejected) == ["JPEGImages/y.png"]
 
 
 def test_voc_unknown_class_missing_image_and_outside_link(tmp_path, tmp_path_factory):
@@ -340,12 +197,20 @@ def test_coco_refusals_reject_images_not_the_job(tmp_path):
         "names 'nowhere/z.png', which is not in the job folder (file_name is relative to the job folder)")
 
 
-def test_coco_that_is_not_json_fails_the_read_naming_the_file(tmp_path):
+def test_coco_that_is_broken_fails_the_read_even_in_auto_and_other_json_is_passed_over(tmp_path):
     coco_job(str(tmp_path), IMAGES[:1])
+    (tmp_path / "meta.json").write_text('[{"source": "camera"}]')          # valid JSON, no COCO: passed over
+    assert read_job(str(tmp_path)).skip == frozenset({"instances.json"})
     (tmp_path / "instances.json").write_text('{"images": [')
-    assert detect_format(str(tmp_path)) is None           # auto: an unreadable JSON is no COCO layout
-    with pytest.raises(AnnotationError, match=r"^instances.json:1: invalid JSON"):
-        read_job(str(tmp_path), "coco")
+    for call in (detect_format, read_job, lambda root: read_job(root, "coco")):
+        with pytest.raises(AnnotationError, match=r"^instances.json:1: invalid JSON"):
+            call(str(tmp_path))                      # never a classification job whose records lack the boxes
+    coco_job(str(tmp_path), IMAGES[:1])
+    data = json.loads((tmp_path / "instances.json").read_text())
+    data["categories"].append({"id": 9, "name": "dog"})
+    (tmp_path / "instances.json").write_text(json.dumps(data))
+    with pytest.raises(AnnotationError, match=r"^instances.json: categories\[2\]: category name 'dog' is also id 1"):
+        read_job(str(tmp_path))
 
 
 def test_coco_split_from_the_json_name_and_category_zero(tmp_path):
@@ -355,6 +220,44 @@ def test_coco_split_from_the_json_name_and_category_zero(tmp_path):
     (tmp_path / "instances_val2017.json").write_text(json.dumps(data))
     job = read_job(str(tmp_path))
     assert set(job.splits.values()) == {"validation"} and "unused" not in job.label_map.ids
+
+
+def test_coco_negatives_on_disk_get_their_folder_split(tmp_path):
+    coco_job(str(tmp_path), IMAGES[:2])                 # images/train/a.png, images/val/b.png; instances.json
+    cv2.imwrite(str(tmp_path / "images" / "train" / "neg.png"), np.zeros((8, 8, 3), np.uint8))
+    job = read_job(str(tmp_path))
+    assert job.annotations["images/train/neg.png"] == Annotation() and job.rejected == {}
+    assert job.splits == {"images/train/a.png": "train", "images/train/neg.png": "train",
+                          "images/val/b.png": "validation"}
+
+
+@pytest.mark.parametrize("val_categories, words", [
+    ([{"id": 18, "name": "dog"}], "val.json: category 'dog' is id 18 here but 1 in train.json"),
+    ([{"id": 1, "name": "cat"}], "val.json: category id 1 is 'cat' here but 'dog' in train.json")])
+def test_coco_files_must_agree_on_names_and_ids(tmp_path, val_categories, words):
+    coco_job(str(tmp_path), [Img("a.png", 20, 20, [("dog", (1, 1, 5, 5), RED)])], json_name="train.json")
+    coco_job(str(tmp_path), [Img("b.png", 20, 20)], json_name="val.json")
+    data = json.loads((tmp_path / "val.json").read_text())
+    (tmp_path / "val.json").write_text(json.dumps({**data, "categories": val_categories}))
+    with pytest.raises(AnnotationError, match=f"^{re.escape(words)}$"):
+        read_job(str(tmp_path))
+
+
+def test_polygons_within_the_slack_are_clipped_like_boxes(tmp_path):
+    from augd.annotations.geometry import transform
+    poly = ((-0.5, 2.0), (30.8, 2.0), (15.0, 20.5))    # passes the 30x20 image's border by under a pixel
+    coco_job(str(tmp_path), [Img(f"{k}.png", 20, 30, [("dog", poly, RED)]) for k in "ab"])
+    data = json.loads((tmp_path / "instances.json").read_text())
+    data["annotations"][1]["segmentation"] = [[-1, 5, 0, 5, 0, 10]]        # b: a polygon on the border only
+    (tmp_path / "instances.json").write_text(json.dumps(data))
+    job = read_job(str(tmp_path))
+    (obj,) = job.annotations["images/a.png"].objects
+    xs, ys = [p[0] for p in obj.polygons[0]], [p[1] for p in obj.polygons[0]]
+    assert obj.box == (0.0, 2.0, 30.0, 20.0) == (min(xs), min(ys), max(xs), max(ys)) and not obj.truncated
+    out, _, dropped = transform(job.annotations["images/a.png"], [(np.eye(3), 20.0, 30.0)], min_visibility=0.999)
+    assert dropped == 0 and not out.objects[0].truncated and out.objects[0].box == obj.box
+    assert job.rejected == {"images/b.png": "instances.json: annotations[1] (id 2, dog): its polygons lie outside "
+                                            "the 30x20 image (on its border at most)"}
 
 
 # --------------------------------------------------------------------------------------------------------- YOLO
@@ -397,6 +300,10 @@ def test_yolo_polygons_and_refusals(tmp_path):
     os.remove(tmp_path / "classes.txt")
     with pytest.raises(AnnotationError, match="no class names"):
         read_job(str(tmp_path))
+    (tmp_path / "data.yaml").write_text("names: [dog\n")    # the file's path in the job, never this machine's
+    with pytest.raises(AnnotationError, match=r"^data\.yaml:") as err:
+        read_job(str(tmp_path))
+    assert str(tmp_path) not in str(err.value)
 
 
 # -------------------------------------------------------------------------------------------- masks and layouts
@@ -467,11 +374,3 @@ def test_stem_collisions_split_conflicts_and_orphan_masks(tmp_path):
         "SegmentationClass/z.png": "SegmentationClass/z.png: a mask for a missing image: no JPEGImages/z.*",
     }
     assert job.annotations == {}
-
-
-def test_label_maps_compare_and_hash_by_content():
-    assert LabelMap.from_names(["a", "b"]) == LabelMap({"b": 2, "a": 1})
-    assert len({LabelMap.from_names(["a", "b"]), LabelMap({"b": 2, "a": 1})}) == 1
-    assert LabelMap({}).names() == () and LabelMap({}).to_pbtxt() == ""
-    with pytest.raises(LabelMapError, match="id 2 is given to both 'a' and 'b'"):
-        LabelMap({"a": 2, "b": 2})

@@ -397,3 +397,74 @@ def test_instance_masks_cover_their_objects_in_every_variant(tmp_path, pipeline)
             assert share >= 0.98, f"{r['image/filename']} variant {r['augd/variant']}: {name} {share:.3f}"
             checked += 1
     assert checked >= len(records)
+
+
+# --- review fixes: unread images, orphan files, annotation errors that reject an image ------------------------
+
+def test_image_the_reader_cannot_see_is_rejected_and_orphan_files_do_not_count_against_max_rejected(
+        tmp_path, pipeline):
+    """An image the scan reads by content but the annotation reader never saw (.jfif) is `bad_annotation`
+    naming the extensions read, not an unlabeled negative; its XML, and the XML of a JPEGImages/ image that is
+    missing, are listed but not counted against max_rejected."""
+    job = make_voc(tmp_path / "voc", n=6)
+    (job / "JPEGImages" / "im05.png").rename(job / "JPEGImages" / "im05.jfif")
+    (job / "JPEGImages" / "im04.png").unlink()                    # a partial JPEGImages/: im04.xml is an orphan
+    m = run(job, tmp_path / "out", pipeline, "--max-rejected", "0.2")   # 1 of 5 images: 20 %
+    bad = {f["path"]: f for f in m["inputs"]["rejected_files"]}
+    assert set(bad) == {"JPEGImages/im05.jfif", "Annotations/im05.xml", "Annotations/im04.xml"}
+    assert bad["JPEGImages/im05.jfif"]["reason"] == "bad_annotation"
+    assert ".jpg" in bad["JPEGImages/im05.jfif"]["message"] and ".jfif" in bad["JPEGImages/im05.jfif"]["message"]
+    assert "missing image" in bad["Annotations/im04.xml"]["message"]
+    i = m["inputs"]
+    assert i["written"] == 4 and i["seen"] == i["written"] + i["rejected"]
+    assert m["annotations"]["negatives"]["kept"] == 0
+    p = augd("run", job, "--pipeline", pipeline, "--out", tmp_path / "out2", "--quiet", "--max-rejected", "0.1",
+             check=False)
+    assert p.returncode != 0 and "1 of 5 inputs were rejected" in p.stderr, p.stderr[-2000:]
+
+
+def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path, pipeline, monkeypatch):
+    """In process (run_job): a mask over Pillow's pixel limit (DecompressionBombError), a ValueError moving an
+    image's annotation (a singular warp), and a 16-bit mask with a negative index (named, not the max) each
+    reject their own image as bad_annotation; the others are written."""
+    from PIL import Image
+
+    import augd.annotations.geometry as geometry
+    import augd.annotations.masks as masks
+    from augd.job import JobOptions, run_job
+    from augd.spec import load_pipeline
+    from tests.annotated import Img, voc_job
+
+    scenes = _mask_scenes()
+    scenes[1] = Img("m1.png", 160, 192, scenes[1].shapes, background=(128, 128, 128))   # its mask: a "bomb"
+    voc_job(str(tmp_path / "seg"), scenes, masks="P")
+    seg = tmp_path / "seg" / "SegmentationClass"
+    wide = np.asarray(Image.open(seg / "m2.png")).astype(np.uint16)
+    wide[0, 0] = 400
+    Image.fromarray(wide).save(seg / "m2.png")                                        # a 16-bit mask
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 8000)    # 80x96 masks pass; 160x192 > 2x: DecompressionBombError
+
+    class Shifted:     # Pillow never decodes a PNG to negative values: shift the 16-bit mask's down by 7
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        def asarray(self, x, *a, **k):
+            out = np.asarray(x, *a, **k)
+            return out.astype(np.int32) - 7 if isinstance(x, Image.Image) and x.mode.startswith("I") else out
+    monkeypatch.setattr(masks, "np", Shifted())
+    transform = geometry.transform
+
+    def singular(ann, *a, **k):
+        if "m3" in (ann.source or ""):
+            raise ValueError("the affine matrix is singular")
+        return transform(ann, *a, **k)
+    monkeypatch.setattr(geometry, "transform", singular)
+
+    result = run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
+    bad = {r.relpath: r for r in result.report.inputs.rejected_files}
+    assert set(bad) == {"JPEGImages/m1.png", "JPEGImages/m2.png", "JPEGImages/m3.png"}
+    assert all(r.reason == "bad_annotation" for r in bad.values())
+    assert "too large" in bad["JPEGImages/m1.png"].message
+    assert "class index -7;" in bad["JPEGImages/m2.png"].message
+    assert "singular" in bad["JPEGImages/m3.png"].message
+    assert result.report.inputs.written == 1 and result.report.annotations.bad_annotations == 3

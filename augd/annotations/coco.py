@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.annotations.model import Annotation, AnnotationError, Object, file_message
 from augd.errors import UntrustedFileError
 from augd.io.untrusted import load_json
 
-__all__ = ["CocoFile", "read_coco", "rle_counts", "rle_decode"]
+__all__ = ["CocoFile", "NotCoco", "read_coco", "rle_counts", "rle_decode"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,11 @@ class CocoFile:
     categories: dict[int, str]                    # category id -> name
     images: dict[str, Annotation]                 # file_name -> annotation (extra: size, where, id)
     rejected: dict[str, str] = field(default_factory=dict)
+
+
+class NotCoco(AnnotationError):
+    """A JSON that is no COCO instances file at all (its top level is not an object, or it has no `images`
+    list): format auto passes over it. Any other AnnotationError of read_coco is a COCO file that is broken."""
 
 
 def _is_int(v) -> bool:
@@ -145,9 +150,7 @@ def _categories(data, where: str) -> dict[int, str]:
 def _images(data, where: str, rejected: dict) -> tuple[dict[int, str], dict[str, dict], set[int]]:
     """image id -> file_name, and file_name -> {"size", "id", "index"} for the usable entries; and every image id
     listed (usable or rejected), so that an annotation of a rejected image is not called one of a missing one."""
-    images = data.get("images")
-    if not isinstance(images, list):
-        raise AnnotationError(f"{where}: no `images` list; not a COCO instances file")
+    images = data["images"]
     by_id: dict[int, str] = {}
     info: dict[str, dict] = {}
     id_twice: set[int] = set()
@@ -224,15 +227,17 @@ def _object(a: dict, j: int, name: str, at: str, size) -> Object:
 
 
 def read_coco(path: str, where: str) -> CocoFile:
-    """Read one instances JSON. What concerns one image rejects that image (in `rejected`); a file that cannot be
-    read as COCO at all (invalid JSON, no `images` list, categories that collide) raises AnnotationError."""
+    """Read one instances JSON. What concerns one image rejects that image (in `rejected`). NotCoco when the JSON
+    is no instances file (its top level is not an object, or it has no `images` list); AnnotationError when it is
+    one that cannot be read as a whole (invalid JSON, `categories` that collide, `annotations` not a list)."""
     try:
         data = load_json(path)
     except UntrustedFileError as exc:
-        text = str(exc)
-        raise AnnotationError(where + text[len(path):] if text.startswith(path) else f"{where}: {text}") from None
+        raise AnnotationError(file_message(exc, path, where)) from None
     if not isinstance(data, dict):
-        raise AnnotationError(f"{where}: the top level is not an object; not a COCO instances file")
+        raise NotCoco(f"{where}: the top level is not an object; not a COCO instances file")
+    if not isinstance(data.get("images"), list):
+        raise NotCoco(f"{where}: no `images` list; not a COCO instances file")
     categories = _categories(data, where)
     rejected: dict[str, list[str]] = {}
     by_id, info, listed = _images(data, where, rejected)

@@ -17,7 +17,8 @@ import numpy as np
 
 from augd.annotations.model import Annotation, AnnotationError, Object
 
-__all__ = ["KEPT", "Step", "edge_map", "instance_masks", "rasterise", "rle_encode", "transform", "warp_mask"]
+__all__ = ["KEPT", "Step", "clip_polygon", "edge_map", "instance_masks", "rasterise", "rle_encode", "transform",
+           "warp_mask"]
 
 #: A Geo step: (matrix output centre -> input centre, out_h, out_w), as Program.geometry returns them.
 Step = tuple[np.ndarray, float, float]
@@ -77,7 +78,7 @@ def _map(t: tuple, pts: Points) -> Points:
     return [((a * x + b * y + c) / (g * x + h * y + i), (d * x + e * y + f) / (g * x + h * y + i)) for x, y in pts]
 
 
-def _clip(poly: Points, w: float, h: float) -> Points:
+def clip_polygon(poly: Points, w: float, h: float) -> Points:
     """Sutherland-Hodgman: the polygon clipped to [0, w] x [0, h]; [] when nothing is left. A polygon already
     inside comes back as it is (no arithmetic on its vertices)."""
     for axis, bound, upper in ((0, 0.0, False), (0, w, True), (1, 0.0, False), (1, h, True)):
@@ -133,7 +134,7 @@ def _forward(polys, maps, steps) -> tuple[list, list, bool]:
         moved = free if clipped is free else [_map(t, p) for p in clipped]
         if any(_outside(p, ow, oh) for p in moved):
             cut = True
-        clipped = [_clip(p, ow, oh) for p in moved]
+        clipped = [clip_polygon(p, ow, oh) for p in moved]
         if all(a is b for a, b in zip(clipped, moved)):
             clipped = moved          # nothing clipped: the clipped polygons are still the free ones
     return clipped, free, cut

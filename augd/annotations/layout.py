@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from augd.annotations.coco import CocoFile, read_coco
+from augd.annotations.coco import CocoFile, NotCoco, read_coco
+from augd.annotations.geometry import clip_polygon
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import mask_size
 from augd.annotations.model import Annotation, AnnotationError
@@ -57,7 +58,6 @@ class AnnotatedJob:
     skip: frozenset[str]                 # relpaths the scan must not read as images or class folders
     image_dirs: tuple[str, ...]          # where the images are ("" for the whole job)
     splits: dict[str, str]               # image relpath -> "train" | "validation" | "test"; {} without splits
-
 
 
 class _Reading:
@@ -119,7 +119,8 @@ def _label(ann: Annotation, k: int) -> str:
 
 def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int) -> Annotation:
     """Check the annotation against the image (its stated size, each box and polygon within SLACK of the border,
-    each RLE's size) and clip the boxes to the image."""
+    each RLE's size) and clip the boxes and polygons to the image (the slack is rounding, not truncation: variant
+    0 and the augmented variants then see the same object, and no pixel of the slack counts as its area)."""
     stated = ann.extra.get("size")
     if stated is not None and tuple(stated) != (h, w):
         turned = f" upright (EXIF orientation {orientation})" if orientation in (5, 6, 7, 8) else ""
@@ -133,19 +134,25 @@ def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int) -> Annot
             raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) passes the border of the {w}x{h} "
                                   f"image by more than {SLACK:g} pixel (pixel edges: the image spans 0..{w} x "
                                   f"0..{h})")
+        polygons = []
         for poly in obj.polygons:
             for px, py in poly:
                 if not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK):
                     raise AnnotationError(f"{at}: polygon point ({px:g}, {py:g}) lies outside the {w}x{h} image")
+            inside = clip_polygon(poly, float(w), float(h))
+            if len(inside) >= 3 and len({p[0] for p in inside}) > 1 and len({p[1] for p in inside}) > 1:
+                polygons.append(tuple(inside))
+        if obj.polygons and not polygons:
+            raise AnnotationError(f"{at}: its polygons lie outside the {w}x{h} image (on its border at most)")
         if obj.rle is not None and tuple(obj.rle["size"]) != (h, w):
             rh, rw = obj.rle["size"]
             raise AnnotationError(f"{at}: the RLE mask is {rw}x{rh} but {image} is {w}x{h}")
         box = (max(x0, 0.0), max(y0, 0.0), min(x1, float(w)), min(y1, float(h)))
         if box[2] <= box[0] or box[3] <= box[1]:
             raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies outside the {w}x{h} image")
-        out.append(obj if box == obj.box else replace(obj, box=box))
+        polygons = tuple(polygons)
+        out.append(obj if box == obj.box and polygons == obj.polygons else replace(obj, box=box, polygons=polygons))
     return replace(ann, objects=tuple(out))
-
 
 
 def _folder_splits(reading: _Reading, top: str, images: list[str]) -> None:
@@ -225,13 +232,6 @@ def _read_pairs(reading: _Reading, images: list[str], pairs: dict, read) -> None
 
 def _read_voc(reading: _Reading, beside: bool) -> None:
     tree = reading.tree
-    names: set[str] = set()   # every class of a file that parsed: a box rejected later does not move the ids
-
-    def read(path, rel, hw):
-        ann = read_voc(path, rel)
-        names.update(o.name for o in ann.objects)
-        return ann
-
     if beside:
         images = tree.below("", IMAGE_EXTENSIONS)
         pairs, orphans, ambiguous = pair(tree, "", "", ".xml", images)
@@ -248,8 +248,23 @@ def _read_voc(reading: _Reading, beside: bool) -> None:
         reading.reject(ann, f"{ann}: an annotation for a missing image: no {stem(ann.rsplit('/', 1)[-1])}.* {where}")
     for img, why in ambiguous.items():
         reading.reject(img, why)
+    # Every paired XML is read, whatever becomes of its image (a header that cannot be read, a split conflict):
+    # the class names of every file that parses make the ids, so one bad image does not move them.
+    parsed: dict[str, Annotation | AnnotationError] = {}
+    for rel in sorted(set(pairs.values())):
+        try:
+            parsed[rel] = read_voc(reading.open_check(rel), rel)
+        except AnnotationError as exc:
+            parsed[rel] = exc
+
+    def read(path, rel, hw):
+        if isinstance(parsed[rel], AnnotationError):
+            raise parsed[rel]
+        return parsed[rel]
+
     _read_pairs(reading, images, pairs, read)
     if reading.fixed is None:
+        names = {o.name for a in parsed.values() if isinstance(a, Annotation) for o in a.objects}
         reading.label_map = LabelMap.from_names(sorted(names))
     if not beside and tree.isdir("SegmentationClass"):
         _masks(reading, "JPEGImages", "SegmentationClass", images)
@@ -291,14 +306,15 @@ _SPLIT_IN_NAME = re.compile(r"(?:^|[^a-z])(train|val|valid|validation|test)(?:[^
 
 
 def _coco_files(tree: Tree, strict: bool) -> list[CocoFile]:
-    """The instances JSONs at the root. strict (format named): each must read as COCO; auto: the ones that do."""
+    """The instances JSONs at the root. strict (format named): each must read as COCO; auto: a JSON that is no
+    COCO file (NotCoco) is passed over, one that is but is broken (invalid JSON, colliding categories) raises."""
     out = []
     for name in tree.files.get("", []):
         if extension(name) != ".json" or name in CONTROL_FILES:
             continue
         try:
             out.append(read_coco(tree.path(name), name))
-        except AnnotationError:
+        except NotCoco:
             if strict:
                 raise
     return out
@@ -307,13 +323,20 @@ def _coco_files(tree: Tree, strict: bool) -> list[CocoFile]:
 def _read_coco(reading: _Reading, files: list[CocoFile]) -> None:
     tree = reading.tree
     categories: dict[int, str] = {}
+    by_name: dict[str, int] = {}
+    first: dict[tuple, str] = {}        # ("id", 3) or ("name", "dog") -> the file that gave it first
     listed: dict[str, Annotation] = {}
     for cf in files:
         reading.skip.add(cf.source)
         for cid, cname in cf.categories.items():
             if categories.setdefault(cid, cname) != cname:
                 raise AnnotationError(f"{cf.source}: category id {cid} is {cname!r} here but {categories[cid]!r} "
-                                      f"in another instances file")
+                                      f"in {first[('id', cid)]}")
+            if by_name.setdefault(cname, cid) != cid:
+                raise AnnotationError(f"{cf.source}: category {cname!r} is id {cid} here but {by_name[cname]} in "
+                                      f"{first[('name', cname)]}")
+            first.setdefault(("id", cid), cf.source)
+            first.setdefault(("name", cname), cf.source)
         for key, msg in cf.rejected.items():
             reading.reject(key, msg)
         m = _SPLIT_IN_NAME.search(cf.source.lower())
@@ -324,7 +347,6 @@ def _read_coco(reading: _Reading, files: list[CocoFile]) -> None:
             listed[img] = ann
             if m:
                 reading.splits[img] = SPLIT_NAMES[m.group(1)]
-    by_name = {n: i for i, n in categories.items()}
     for img, ann in listed.items():
         if img in reading.rejected:
             continue
@@ -346,12 +368,15 @@ def _read_coco(reading: _Reading, files: list[CocoFile]) -> None:
     mask_dirs = [(top, m) for top, m in (("images", "masks"), ("JPEGImages", "SegmentationClass"))
                  if tree.isdir(m) and (top in reading.image_dirs or reading.image_dirs == ("",))]
     reading.skip.update(m for _, m in mask_dirs)
-    for img in (i for d in reading.image_dirs for i in tree.below(d, IMAGE_EXTENSIONS)):
-        if img not in listed and img not in reading.rejected and not _skipped(img, reading.skip):
+    on_disk = {d: [i for i in tree.below(d, IMAGE_EXTENSIONS) if not _skipped(i, reading.skip)]
+               for d in reading.image_dirs}
+    for img in (i for d in reading.image_dirs for i in on_disk[d]):
+        if img not in listed and img not in reading.rejected:
             reading.settle(img, lambda hw: None)   # on disk, in no JSON: unannotated
-    if not reading.splits:
+    if not reading.splits:   # the listed images and those on disk in no JSON (negatives) alike
         for top in reading.image_dirs:
-            _folder_splits(reading, top, [img for img in listed if top == "" or img.startswith(top + "/")])
+            mine = {img for img in listed if top == "" or img.startswith(top + "/")}
+            _folder_splits(reading, top, sorted(mine.union(on_disk[top])))
     if reading.fixed is None:
         reading.label_map = LabelMap({n: i for i, n in categories.items() if i >= 1})
     for top, masks in mask_dirs:
@@ -377,7 +402,6 @@ def _read_masks(reading: _Reading, top: str) -> None:
         if img not in reading.rejected:
             reading.settle(img, lambda hw: None)
     _masks(reading, top, masks, images)
-
 
 
 def _is_voc_xml(tree: Tree, rel: str) -> bool:
@@ -414,7 +438,8 @@ def _detect(tree: Tree, fmt: str):
 
 def detect_format(root: str) -> str | None:
     """The annotation format of the job at `root` ("voc", "coco", "yolo", "masks"), or None: a classification
-    job (class folders). Only the layouts in the module docstring count; nothing is guessed from contents."""
+    job (class folders). Only the layouts in the module docstring count; nothing is guessed from contents.
+    AnnotationError when a JSON at the root is a COCO file that is broken (see read_job)."""
     if _URL.match(root) and not root.startswith("file://"):
         return None
     found = _detect(Tree(root.removeprefix("file://")), "auto")
@@ -427,7 +452,9 @@ def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None) ->
 
     A bad annotation rejects its image only (in `rejected`, with the file, the object and what is wrong).
     AnnotationError is raised only when the job as a whole cannot be read in the format: the format named is not
-    there, YOLO without class names, a COCO file that is not JSON or whose categories collide.
+    there, YOLO without class names, a JSON at the root that is not valid JSON, or a COCO file (an object with
+    an `images` list) that is broken: categories that collide within it or across files, `annotations` not a
+    list. With fmt "auto" a JSON that is valid but no COCO file is passed over.
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ValueError(f"annotation format {fmt!r}: expected auto or one of {', '.join(FORMATS)}")

@@ -51,10 +51,12 @@ def mask_size(path: str, where: str) -> tuple[int, int]:
     return header.height, header.width
 
 
-def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str) -> np.ndarray:
+def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str, *, max_pixels: int = MAX_PIXELS
+              ) -> np.ndarray:
     """The mask as HxW uint8 class indices (a palette PNG's indices, a grey PNG's values; 255 is VOC's 'void').
-    AnnotationError naming `where` when it is not a one-channel PNG, holds a value above 255, or its size
-    differs from `expect_hw` (the image's upright height and width)."""
+    AnnotationError naming `where` when it is not a one-channel PNG, holds a value outside 0..255, has more than
+    `max_pixels` (the job's) or more than Pillow allows, or its size differs from `expect_hw` (the image's upright
+    height and width)."""
     from PIL import Image
 
     data = _read(path, where)
@@ -64,22 +66,26 @@ def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str) -> np.nd
             if expect_hw is not None and (h, w) != tuple(expect_hw):
                 raise AnnotationError(f"{where}: the mask is {w}x{h} but its image is {expect_hw[1]}x{expect_hw[0]}"
                                       f" (width x height); a mask must match its image pixel for pixel")
-            if w * h > MAX_PIXELS:
-                raise AnnotationError(f"{where}: the mask has {w * h} pixels, more than MAX_PIXELS={MAX_PIXELS}")
+            if w * h > max_pixels:
+                raise AnnotationError(f"{where}: the mask has {w * h} pixels, more than the job's max_pixels="
+                                      f"{max_pixels}")
             if img.mode not in _INDEX_MODES:
                 raise AnnotationError(f"{where}: the mask is a {img.mode} PNG; save class indices as a palette "
                                       f"(P) or greyscale (L) PNG, one index per pixel")
             arr = np.asarray(img)
     except AnnotationError:
         raise
+    except Image.DecompressionBombError as exc:  # a base Exception: Pillow's own pixel limit
+        raise AnnotationError(f"{where}: the mask PNG is too large to decode: {exc}") from None
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow's words for a truncated or corrupt file
         raise AnnotationError(f"{where}: the mask PNG cannot be decoded: {exc}") from None
     if arr.dtype == np.bool_:
         return arr.astype(np.uint8)
     if arr.dtype != np.uint8:
-        top = int(arr.max()) if arr.size else 0
-        if top > 255 or (arr.size and int(arr.min()) < 0):
-            raise AnnotationError(f"{where}: the mask holds class index {top}; indices must be 0..255")
+        low, top = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+        if top > 255 or low < 0:
+            raise AnnotationError(f"{where}: the mask holds class index {low if low < 0 else top}; indices must "
+                                  f"be 0..255")
         arr = arr.astype(np.uint8)
     return np.ascontiguousarray(arr)
 

@@ -8,9 +8,10 @@ so the geometry and the record writer know one convention. TensorFlow-free.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
-__all__ = ["Annotation", "AnnotationError", "Object", "Polygon", "finite_number"]
+__all__ = ["Annotation", "AnnotationError", "Object", "Polygon", "file_message", "finite_number"]
 
 #: A polygon as ((x, y), ...) in pixel-edge units; at least 3 points.
 Polygon = tuple[tuple[float, float], ...]
@@ -19,6 +20,13 @@ Polygon = tuple[tuple[float, float], ...]
 class AnnotationError(ValueError):
     """An annotation that cannot be trusted: the image is rejected with reason `bad_annotation` and this message,
     which names the file, the object and what is wrong ("Annotations/a.xml: object 2 (dog): xmax 10 <= xmin 12")."""
+
+
+def file_message(exc: Exception, path, where: str) -> str:
+    """The message of `exc`, an error about the file at `path` (a parser's, a reader's), with the file's absolute
+    path replaced by `where`, its path in the job: messages name what the user sees, never this machine's paths."""
+    text, path = str(exc), os.fspath(path)
+    return where + text[len(path):] if text.startswith(path) else f"{where}: {text}"
 
 
 def finite_number(raw: str, at: str, what: str) -> float:

@@ -6,20 +6,11 @@ pixel wide. The XML's `<filename>` is not trusted (tools write stale ones): pair
 """
 from __future__ import annotations
 
-import os
-
-from augd.annotations.model import Annotation, AnnotationError, Object, finite_number
+from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
 from augd.errors import UntrustedFileError
 from augd.io.untrusted import parse_xml
 
-__all__ = ["read_voc", "untrusted_message"]
-
-
-def untrusted_message(exc: UntrustedFileError, path: str, where: str) -> str:
-    """The parser's message with the file's absolute path replaced by its path in the job."""
-    text = str(exc)
-    path = os.fspath(path)
-    return where + text[len(path):] if text.startswith(path) else f"{where}: {text}"
+__all__ = ["read_voc"]
 
 
 def _text(elem, tag: str) -> str | None:
@@ -66,7 +57,7 @@ def read_voc(path: str, where: str) -> Annotation:
     try:
         root = parse_xml(path)
     except UntrustedFileError as exc:
-        raise AnnotationError(untrusted_message(exc, path, where)) from None
+        raise AnnotationError(file_message(exc, path, where)) from None
     if root.tag != "annotation":
         raise AnnotationError(f"{where}: the root element is <{root.tag}>, not VOC's <annotation>")
     stated = _size(root, where)

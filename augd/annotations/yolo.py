@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from augd.annotations.model import Annotation, AnnotationError, Object, finite_number
+from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
 from augd.spec.yamlsrc import read_yaml_file
@@ -24,8 +24,7 @@ def _text(path: str, where: str, what: str) -> str:
     try:
         return read_capped(path, YOLO_MAX_BYTES, what, "YOLO_MAX_BYTES").decode("utf-8-sig")
     except UntrustedFileError as exc:
-        text = str(exc)
-        raise AnnotationError(where + text[len(path):] if text.startswith(path) else f"{where}: {text}") from None
+        raise AnnotationError(file_message(exc, path, where)) from None
     except OSError as exc:
         raise AnnotationError(f"{where}: cannot read the {what} file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -59,9 +58,7 @@ def read_names(root: str) -> tuple[tuple[str, ...], str] | None:
         try:
             doc = read_yaml_file(path, "data.yaml")
         except SpecError as exc:
-            text = str(exc)
-            raise AnnotationError(name + text[len(path):] if text.startswith(path) else f"{name}: {text}") \
-                from None
+            raise AnnotationError(file_message(exc, path, name)) from None
         data = doc.data if isinstance(doc.data, dict) else {}
         names = data.get("names")
         if isinstance(names, dict):
@@ -77,8 +74,6 @@ def read_names(root: str) -> tuple[tuple[str, ...], str] | None:
             raise AnnotationError(f"{name}: nc is {nc!r} but names lists {len(names)} classes")
         return _checked(names, name), name
     return None
-
-
 
 
 def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]) -> Annotation:

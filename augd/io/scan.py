@@ -24,7 +24,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from augd.defaults import MAX_PIXELS
@@ -96,6 +96,9 @@ class ScanResult:
     images: tuple[InputImage, ...]
     rejected: tuple[RejectedInput, ...]
     splits: tuple[str, ...] = ()   # the split folders found, in SPLITS order; () for a job without
+    #: The rejected relpaths that are no input image (a detection layout's annotation files: an orphan, a broken
+    #: COCO JSON): listed with the rejected images, but not counted against max_rejected.
+    not_inputs: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,9 @@ def _scan_layout(root: str, fs, skip: _Skip, layout: AnnotatedJob, max_pixels: i
         else:
             candidates.append(_Candidate(rel, fs.path(rel), detail, -1, "", split))
     splits = tuple(s for s in SPLITS if any(c.split == s for c in candidates))
-    return _result(root, fs, (), candidates, rejected, splits, max_pixels)
+    result = _result(root, fs, (), candidates, rejected, splits, max_pixels)
+    # The layout's rejections the walk did not find (its own files, skipped above) are annotation files.
+    return replace(result, not_inputs=frozenset(rel for rel in layout.rejected if rel not in found))
 
 
 def split_of(relpath: str, fractions) -> str:

@@ -4,16 +4,15 @@ and move them with the pixels of every variant into the records' objects.
 Variant 0 (the original) keeps its annotation untouched; an augmented variant maps it through
 `Program.geometry(seed, h, w)`, the same steps the graph warps its pixels with, drawn from the same per-image
 seed and the image's upright size. An annotation that cannot be trusted rejects its image (`bad_annotation`),
-never the job; images with no object are kept or rejected (`negative`) as `annotations.negatives` says.
+never the job (only annotations that cannot be read as a whole fail it, in `prepare`: `bad_labels`); images with no object are kept or rejected (`negative`) as `annotations.negatives` says.
 """
 from __future__ import annotations
 
 import collections
-import math
 import os
 from dataclasses import dataclass
 
-
+from augd import defaults
 from augd.annotations import Annotation, AnnotationError, Object
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
@@ -23,9 +22,6 @@ from augd.spec import Annotations, PipelineSpec
 
 __all__ = ["Detection", "ImageObjects", "prepare"]
 
-#: How far (in pixels) a box may reach outside its image before it is a bad annotation, not rounding.
-BOX_SLACK = 1.0
-
 
 @dataclass(frozen=True)
 class Detection:
@@ -34,21 +30,25 @@ class Detection:
     label_map: object                     # augd.annotations.labelmap.LabelMap
     settings: Annotations                 # the spec's annotation keys (defaults via .value)
     annotations: dict[str, Annotation]    # image relpath -> its annotation, for the images kept
+    max_pixels: int = defaults.MAX_PIXELS  # the job's: a larger semantic mask is a bad annotation
 
     @property
     def format(self) -> str:
         return self.layout.format
 
     def attach(self, images) -> tuple[list[InputImage], list[RejectedInput], int]:
-        """(the images kept, the ones rejected here, negatives rejected): a box outside its image by more than
-        BOX_SLACK px or of a class missing from the map is `bad_annotation`; an image with no object and no mask
-        is a negative, kept or rejected per `negatives`."""
+        """(the images kept, the ones rejected here, negatives rejected): an image the annotation reader did not
+        read (an extension outside IMAGE_EXTENSIONS that the scan reads by content) or with an object of a class
+        missing from the map is `bad_annotation` (the reader checked each box against its image); an image with
+        no object and no mask is a negative, kept or rejected per `negatives`."""
         kept, rejected, negatives = [], [], 0
         reject_negatives = self.settings.value("negatives") == "reject"
         for img in images:
-            ann = self.layout.annotations.get(img.relpath) or Annotation()
+            ann = self.layout.annotations.get(img.relpath)
             try:
-                _check_objects(ann, img, self.label_map)
+                if ann is None:
+                    raise AnnotationError(_unread(img.relpath, self.format))
+                _check_labels(ann, img, self.label_map)
             except AnnotationError as exc:
                 rejected.append(RejectedInput(img.relpath, "bad_annotation", str(exc)))
                 continue
@@ -82,16 +82,21 @@ def _upright(img: InputImage) -> tuple[int, int]:
     return (w, h) if img.header.orientation in (5, 6, 7, 8) else (h, w)
 
 
-def _check_objects(ann: Annotation, img: InputImage, label_map) -> None:
-    h, w = _upright(img)
+def _unread(relpath: str, fmt: str) -> str:
+    """Why an image the scan reads has no annotation read for it (the reader finds images by extension)."""
+    from augd.annotations.tree import IMAGE_EXTENSIONS, extension
+    ext = extension(relpath.rsplit("/", 1)[-1])
+    if ext in IMAGE_EXTENSIONS:
+        return (f"{relpath}: its {fmt} annotation was not read (its header could not be read then); drop the job "
+                f"again")
+    return (f"{relpath}: the {fmt} annotations are read for images named {', '.join(sorted(IMAGE_EXTENSIONS))} "
+            f"only, and this one's extension is {ext or 'none'}: rename it so its annotation is read")
+
+
+def _check_labels(ann: Annotation, img: InputImage, label_map) -> None:
+    """AnnotationError when an object's class is missing from the label map (the reader checked the boxes)."""
     where = ann.source or img.relpath
     for k, o in enumerate(ann.objects, 1):
-        x0, y0, x1, y1 = o.box
-        if not all(math.isfinite(v) for v in o.box) or x1 <= x0 or y1 <= y0:
-            raise AnnotationError(f"{where}: object {k} ({o.name}): box {o.box} is empty or not a number")
-        if x0 < -BOX_SLACK or y0 < -BOX_SLACK or x1 > w + BOX_SLACK or y1 > h + BOX_SLACK:
-            raise AnnotationError(f"{where}: object {k} ({o.name}): box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies "
-                                  f"outside the {w}x{h} image by more than {BOX_SLACK:g} px")
         label_map.id_of(o.name, f"{where}: object {k}")
 
 
@@ -102,7 +107,8 @@ class ImageObjects:
         from augd.annotations.masks import read_mask
         self.det, self.img, self.ann = det, img, ann
         self.h, self.w = _upright(img)
-        self.mask = None if ann.mask is None else read_mask(ann.mask, (self.h, self.w), ann.source or ann.mask)
+        self.mask = None if ann.mask is None else read_mask(ann.mask, (self.h, self.w), ann.source or ann.mask,
+                                                            max_pixels=det.max_pixels)
         self.instances = any(o.polygons or o.rle for o in ann.objects)
         self.out: collections.Counter = collections.Counter()
         self.dropped = 0
@@ -156,16 +162,9 @@ def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, wher
     from augd.annotations.masks import mask_png
     from augd.io.records import RecordObjects
     objs: tuple[Object, ...] = ann.objects
-    boxes = tuple((_unit(o.box[0] / w), _unit(o.box[1] / h), _unit(o.box[2] / w), _unit(o.box[3] / h))
-                  for o in objs)
-    return RecordObjects(
-        boxes=boxes, labels=tuple(label_map.id_of(o.name, where) for o in objs), texts=tuple(o.name for o in objs),
-        difficult=tuple(int(o.difficult) for o in objs), truncated=tuple(int(o.truncated) for o in objs),
-        masks=tuple(mask_png(m) for m in masks), segmentation=mask_png(seg) if seg is not None else None)
-
-
-def _unit(v: float) -> float:
-    return min(max(float(v), 0.0), 1.0)
+    return RecordObjects.from_objects(objs, h, w, {o.name: label_map.id_of(o.name, where) for o in objs},
+                                      masks=tuple(mask_png(m) for m in masks),
+                                      segmentation=mask_png(seg) if seg is not None else None)
 
 
 def fixed_label_map(settings: Annotations, input_dir: str):
@@ -191,9 +190,10 @@ def fixed_label_map(settings: Annotations, input_dir: str):
                         reason=FailureReason.BAD_LABELS) from None
 
 
-def prepare(input_dir: str, spec: PipelineSpec) -> Detection | None:
+def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_PIXELS) -> Detection | None:
     """The job's annotations when it is a detection job (format named, or `auto` and a layout detected), else
-    None: a classification job, exactly as without annotations."""
+    None: a classification job, exactly as without annotations. `max_pixels`: the job's (a larger mask is a
+    bad annotation)."""
     settings = spec.annotations or Annotations()
     fmt = settings.value("format")
     if fmt == "none" or (fmt == "auto" and is_url(input_dir)):
@@ -210,4 +210,4 @@ def prepare(input_dir: str, spec: PipelineSpec) -> Detection | None:
                         reason=FailureReason.BAD_LABELS) from None
     if layout is None:
         return None
-    return Detection(layout, layout.label_map, settings, {})
+    return Detection(layout, layout.label_map, settings, {}, max_pixels)

@@ -224,7 +224,11 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                     encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
                     filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
                     pipeline_sha256=spec.sha256, **extra))
-        except AnnotationError as exc:  # its boxes cannot be written right: the image goes, not the job
+        except ValueError as exc:  # AnnotationError, or a ValueError moving or checking its annotation
+            if detection is None and not isinstance(exc, AnnotationError):
+                raise
+            # its objects cannot be written right (a singular warp, a mask that will not warp, a record whose
+            # objects fail RecordObjects.check): the image goes, not the job
             outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
                 img.relpath, "bad_annotation", str(exc)))
             continue
@@ -317,7 +321,14 @@ def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, l
     return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
 
 
-def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None) -> None:
+def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None,
+                    not_inputs: frozenset[str] = frozenset()) -> None:
+    """JobFailed (too_many_rejected) when more than `max_rejected` of the inputs were rejected. `not_inputs`: the
+    rejected files that are no input image (a detection job's orphan or broken annotation files): listed in the
+    manifest, but left out of the fraction on both sides."""
+    if not_inputs:
+        seen -= sum(r.relpath in not_inputs for r in rejected)
+        rejected = [r for r in rejected if r.relpath not in not_inputs]
     if max_rejected is None or not seen or len(rejected) / seen <= max_rejected:
         return
     reasons = reasons_summary(r.reason for r in rejected)
@@ -405,7 +416,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     t_start = time.perf_counter()
     input_dir = input_dir.rstrip("/") or "/"
     name = opts.name or os.path.basename(input_dir)
-    detection = prepare(input_dir, spec)
+    detection = prepare(input_dir, spec, opts.max_pixels)
     scan = scan_job(input_dir, max_pixels=opts.max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
                     skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
                     layout=detection.layout if detection else None)
@@ -460,7 +471,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
                                 f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
             rejected = list(scan.rejected) + tally.rejected
             seen = len(scan.images) + len(scan.rejected)
-            _check_rejected(input_dir, seen, rejected, opts.max_rejected)
+            _check_rejected(input_dir, seen, rejected, opts.max_rejected, scan.not_inputs)
             report = JobReport(
                 augd_version=augd.__version__, tensorflow_version=compiled.device.tf_version,
                 device=compiled.device.name, job=name, input=input_dir, created=iso_utc(started),
