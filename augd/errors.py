@@ -1,6 +1,7 @@
 """Exception types shared by every room, and the reasons a job fails. Messages are meant for the user as
 they are."""
 import enum
+import re
 
 
 class FailureReason(str, enum.Enum):
@@ -82,3 +83,22 @@ class UntrustedFileError(AugdError):
         super().__init__(message)
         self.path = path
         self.limit = limit
+
+
+# A TF error's text wraps the kernel's message in graph plumbing: TF 2.1x+ puts "Graph execution error:",
+# "Detected at node ... defined at (most recent call last):" and a "File ..." trace before it, and
+# "[[{{node ...}}]] [Op:...]" after it; older releases prefix "{{function_node ...}}".
+_TF_PLUMBING = re.compile(r"\{\{function_node [^}]*\}\}|\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]")
+_TF_NOISE = ("Graph execution error:", "Detected at node", 'File "')
+
+
+def tf_error_message(exc: Exception) -> str:
+    """The human part of a TensorFlow error: the kernel's own message, first line (the job's and the preview's
+    wording for an image TensorFlow could not decode)."""
+    msg = getattr(exc, "message", None) or str(exc)
+    lines = [ln.strip() for ln in _TF_PLUMBING.sub("", msg).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(_TF_NOISE)]
+    first = lines[0] if lines else type(exc).__name__
+    if "Uncompress failed" in first or "Premature end" in first:
+        return f"truncated or corrupt JPEG data ({first})"
+    return first

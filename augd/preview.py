@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from augd import defaults
-from augd.errors import Rejected, SpecError
+from augd.errors import Rejected, SpecError, tf_error_message
 
 __all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "add_preview_arguments", "cmd_preview", "contact_sheet",
            "describe_variant", "format_decisions", "letterbox", "main", "preview_rows", "render_sheet"]
@@ -152,11 +152,6 @@ def describe_variant(compiled, relpath: str, variant: int, height: int, width: i
 
 # ---- tiles: the engine's own pixels ----
 
-def _tf_message(exc: Exception) -> str:
-    from augd.job.run import _tf_message as message  # the job's wording for decode errors
-    return message(exc)
-
-
 def _source(path: str, max_pixels: int):
     """(bytes, header) of an image file the way a job accepts it, or Rejected naming what is wrong."""
     from augd.formats import read_header
@@ -228,7 +223,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full) -> PreviewRow:
     except Rejected as exc:
         return PreviewRow(path, rel, [Tile(rel, error=str(exc))])
     except (tf.errors.OpError, ValueError) as exc:  # what TF's decoders raise for bad data
-        return PreviewRow(path, rel, [Tile(rel, error=_tf_message(exc))])
+        return PreviewRow(path, rel, [Tile(rel, error=tf_error_message(exc))])
     h, w = upright.shape[:2]
     from augd.formats import passthrough_ok
     if not spec.keep_original:
@@ -242,7 +237,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full) -> PreviewRow:
     results = compiled.process_many([(data, rel, v, header) for v in wanted])
     for v, r in zip(wanted, results):
         if isinstance(r, Exception):
-            tiles.append(Tile(f"v{v}", variant=v, error=_tf_message(r)))
+            tiles.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
             continue
         pixels = _decode_record(r.payload, spec.output.format, r.height, r.width)
         # The graph plans from the decoded upright size (re-planning if the header disagreed): so does this.

@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import logging
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -24,7 +23,7 @@ import augd
 from augd import defaults, jobfolder
 from augd.annotations import AnnotationError
 from augd.engine import Compiled, release_memory
-from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected
+from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import (SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
                      is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
@@ -114,24 +113,6 @@ def variants_of(spec: PipelineSpec) -> list[int]:
     return ([0] if spec.keep_original else []) + list(range(1, spec.variants + 1))
 
 
-# A TF error's text wraps the kernel's message in graph plumbing: TF 2.1x+ puts "Graph execution error:",
-# "Detected at node ... defined at (most recent call last):" and a "File ..." trace before it, and
-# "[[{{node ...}}]] [Op:...]" after it; older releases prefix "{{function_node ...}}".
-_TF_PLUMBING = re.compile(r"\{\{function_node [^}]*\}\}|\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]")
-_TF_NOISE = ("Graph execution error:", "Detected at node", 'File "')
-
-
-def _tf_message(exc: Exception) -> str:
-    """The human part of a TF error: the kernel's own message, first line."""
-    msg = getattr(exc, "message", None) or str(exc)
-    lines = [ln.strip() for ln in _TF_PLUMBING.sub("", msg).splitlines()]
-    lines = [ln for ln in lines if ln and not ln.startswith(_TF_NOISE)]
-    first = lines[0] if lines else type(exc).__name__
-    if "Uncompress failed" in first or "Premature end" in first:
-        return f"truncated or corrupt JPEG data ({first})"
-    return first
-
-
 def _changed_since_scan(img: InputImage, data: bytes) -> str | None:
     """Why the bytes read are not the file the scan checked (size, format, dimensions, orientation), or None.
     A file swapped after the scan (say, for a decompression bomb) is never decoded on the old header's word."""
@@ -201,7 +182,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
         bad = next((r for r in got.values() if isinstance(r, Exception)), None)
         if bad is not None:
             outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
-                img.relpath, "undecodable", _tf_message(bad)))
+                img.relpath, "undecodable", tf_error_message(bad)))
             continue
         source_sha = hashlib.sha256(data).hexdigest()
         records = []
@@ -493,7 +474,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     except OutputExists as exc:
         raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
     except (OSError, _tf_errors().OpError) as exc:
-        msg = _tf_message(exc) if not isinstance(exc, OSError) else str(exc)
+        msg = tf_error_message(exc) if not isinstance(exc, OSError) else str(exc)
         raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None
     finally:
         if compiled is not None:
