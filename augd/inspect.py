@@ -7,7 +7,7 @@ import collections
 import os
 import statistics
 
-from augd.io.scan import is_url
+from augd.io.jobfs import is_url
 
 __all__ = ["inspect_paths"]
 

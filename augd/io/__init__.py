@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import importlib
 
+from augd.io.jobfs import is_url, local_path, read_bytes
 from augd.io.scan import (
-    REJECT_REASONS, SPLIT_FOLDERS, SPLITS, InputImage, RejectedInput, ScanResult, check_header, is_url, local_path,
-    read_bytes, scan_job, split_of,
+    REJECT_REASONS, SPLIT_FOLDERS, SPLITS, InputImage, RejectedInput, ScanResult, check_header, scan_job, split_of,
 )
 
 _LAZY = {

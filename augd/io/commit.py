@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from augd.errors import AugdError
 from augd.files import fsync_dir, fsync_file
-from augd.io.scan import is_url, local_path
+from augd.io.jobfs import is_url, local_path
 
 __all__ = ["SUCCESS", "AtomicOutput", "OutputExists", "clean_stale_temps", "is_complete", "write_json", "write_text"]
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from augd.defaults import TARGET_SHARD_BYTES
 from augd.files import fsync_file
-from augd.io.scan import is_url, local_path
+from augd.io.jobfs import is_url, local_path
 
 __all__ = ["COMPRESSIONS", "ShardWriter", "read_records", "shard_count", "shard_name", "shuffled_order"]
 
