@@ -9,6 +9,7 @@ import sys
 
 from augd import __version__
 from augd.errors import JobFailed, SpecError
+from augd.defaults import EXECUTORS
 
 log = logging.getLogger("augd")
 
@@ -110,11 +111,12 @@ def cmd_run(args) -> int:
     if not os.path.isdir(args.input) and "://" not in args.input:
         print(f"augd run: input {args.input!r} is not a folder", file=sys.stderr)
         return EXIT_USAGE
+    from augd.engine import Engine, EngineOptions
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.report import reasons_summary
     from augd.job.resources import job_memory_bytes
     bar = None
-    if sys.stderr.isatty() and not args.quiet:
+    if sys.stderr.isatty() and not args.quiet and args.runner == "local":
         from tqdm import tqdm
         bar = tqdm(unit="img", desc=args.name or os.path.basename(args.input.rstrip("/")), file=sys.stderr)
 
@@ -124,10 +126,26 @@ def cmd_run(args) -> int:
             bar.update(p.done - bar.n)
             bar.set_postfix(written=p.written, rejected=p.rejected, refresh=False)
 
-    options = JobOptions(name=args.name, workers=args.workers, overwrite=args.overwrite, max_pixels=args.max_pixels,
+    options = JobOptions(name=args.name, workers=args.workers, executor=args.executor, overwrite=args.overwrite,
+                         max_pixels=args.max_pixels,
                          memory_limit=job_memory_bytes(args.max_memory_mb), max_rejected=args.max_rejected)
     try:
-        result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress))
+        engine_options = EngineOptions.from_env()
+    except ValueError as exc:
+        print(f"augd run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.runner == "beam":
+            try:
+                from augd.job.beam import run_beam_job
+            except ImportError as exc:
+                print(f"augd run: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            if not args.verbose:  # Beam logs every worker's start and stop at INFO
+                logging.getLogger("apache_beam").setLevel(logging.WARNING)
+            result = run_beam_job(args.input, spec, args.out, options, engine_options, args.beam_args)
+        else:
+            result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), Engine(engine_options))
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -231,7 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pipeline", "-p", required=True, help="pipeline YAML file, or a built-in pipeline name")
     r.add_argument("--out", "-o", required=True, help="output root (any tf.io.gfile URL); writes OUT/NAME/")
     r.add_argument("--name", help="job name (default: the input folder's name)")
-    r.add_argument("--workers", type=int, default=None, help="parallel images (default: all cores)")
+    r.add_argument("--workers", type=int, default=None, help="parallel images: worker processes or threads "
+                   "(default: all cores)")
+    r.add_argument("--runner", choices=("local", "beam"), default="local",
+                   help="beam: run the job on Apache Beam (pip install 'augd[beam]'); Beam's pipeline options "
+                        "follow a --, e.g. -- --runner=DataflowRunner --project=P (default: the DirectRunner)")
+    r.add_argument("--executor", choices=EXECUTORS, default="auto",
+                   help="processes: worker processes, each with its own graph; threads: one process; auto: "
+                        "processes on CPU hosts for jobs large enough to pay their start-up, else threads")
     r.add_argument("--overwrite", action="store_true", help="replace an existing complete output")
     r.add_argument("--seed", type=int, default=None, help="override the pipeline's seed")
     r.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
@@ -291,7 +316,17 @@ def main(argv=None) -> int:
     import signal
     if hasattr(signal, "SIGPIPE"):  # `augd ops | head` should end quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    beam_args = []
+    if "--" in argv:  # `augd run ... --runner beam -- <Beam pipeline options>`
+        cut = argv.index("--")
+        argv, beam_args = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    if beam_args and getattr(args, "runner", None) != "beam":
+        print("augd: the arguments after -- are Beam pipeline options; they go with `augd run --runner beam`",
+              file=sys.stderr)
+        return EXIT_USAGE
+    args.beam_args = beam_args
     _setup_logging(args.verbose)
     if args.verb in ("run", "serve") and not args.verbose:
         # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides.

@@ -92,3 +92,7 @@ JSON_MAX_BYTES = 512 * 1024 * 1024
 JSON_MAX_DEPTH = 64
 #: Largest XML file read: a Pascal VOC annotation is a few KB; single-file exports (CVAT) run to tens of MB.
 XML_MAX_BYTES = 64 * 1024 * 1024
+
+#: How a job's images are spread: worker processes (each with its own graph), threads in one process, or auto
+#: (augd.job.procs.choose_executor).
+EXECUTORS = ("auto", "threads", "processes")

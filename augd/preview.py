@@ -191,13 +191,14 @@ def _variant_count(spec, variants: int | None) -> int:
 
 
 def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=None,
-                 max_pixels: int = defaults.MAX_PIXELS, compiled=None) -> list[PreviewRow]:
+                 max_pixels: int = defaults.MAX_PIXELS, compiled=None, engine=None) -> list[PreviewRow]:
     """The sheet's content before letterboxing: per image, the input tile (decoded, upright, as the graph
     decodes it) and one tile per variant 1..N holding exactly the pixels of the record `augd run` writes for
     (image, relpath, variant), with the drawn parameters as text. `relpaths` (default: each file's name) are
     the paths relative to the job folder the seeds are keyed by. A bad image gives a row whose input tile
-    holds the reason instead of pixels. `compiled`: a Compiled of `spec` to reuse."""
-    from augd.engine import Compiled
+    holds the reason instead of pixels. `compiled`: a Compiled of `spec` to reuse; else one is built by `engine`
+    (default: an Engine with the default options)."""
+    from augd.engine import Engine
     from augd.engine.decode import decode_full
 
     spec = _resolve_spec(spec)
@@ -207,7 +208,7 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
     if len(rels) != len(paths):
         raise ValueError(f"{len(rels)} relpaths for {len(paths)} images")
     own = compiled is None
-    compiled = Compiled(spec) if own else compiled
+    compiled = (engine or Engine()).compile(spec) if own else compiled
     try:
         return [_row(compiled, spec, path, rel, n, max_pixels, decode_full) for path, rel in zip(paths, rels)]
     finally:
@@ -365,7 +366,7 @@ def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int
 
 
 def contact_sheet(spec, image_paths, *, variants: int | None = None, tile: int = 256, relpaths=None,
-                  max_pixels: int = defaults.MAX_PIXELS) -> np.ndarray:
+                  max_pixels: int = defaults.MAX_PIXELS, engine=None) -> np.ndarray:
     """The preview contact sheet as an RGB uint8 array: one row per image (the input, then variants 1..N,
     default the pipeline's `variants` capped at MAX_DEFAULT_VARIANTS), the drawn parameters under each tile.
     `spec`: a PipelineSpec, or a pipeline file / shipped pipeline name. `relpaths`: the images' paths
@@ -373,7 +374,7 @@ def contact_sheet(spec, image_paths, *, variants: int | None = None, tile: int =
     spec = _resolve_spec(spec)
     if not 32 <= tile <= 2048:
         raise ValueError(f"tile={tile}: must be 32 to 2048 pixels")
-    rows = preview_rows(spec, image_paths, variants=variants, relpaths=relpaths, max_pixels=max_pixels)
+    rows = preview_rows(spec, image_paths, variants=variants, relpaths=relpaths, max_pixels=max_pixels, engine=engine)
     return render_sheet(spec, rows, tile=tile, variants=_variant_count(spec, variants))
 
 
@@ -447,13 +448,17 @@ def cmd_preview(args) -> int:
     try:
         n = _variant_count(spec, args.variants)
         rels = _relpaths(args.images, args.root)
+        from augd.engine import EngineOptions
+        engine_options = EngineOptions.from_env()
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     if not getattr(args, "verbose", False):  # TensorFlow's start-up noise on CPU hosts (`augd -v` shows it)
         from augd.tfenv import load_tensorflow_quietly
         load_tensorflow_quietly()
-    rows = preview_rows(spec, args.images, variants=n, relpaths=rels, max_pixels=args.max_pixels)
+    from augd.engine import Engine
+    rows = preview_rows(spec, args.images, variants=n, relpaths=rels, max_pixels=args.max_pixels,
+                        engine=Engine(engine_options))
     sheet = render_sheet(spec, rows, tile=args.tile, variants=n)
     import cv2
     ok, buf = cv2.imencode(ext, np.ascontiguousarray(sheet[:, :, ::-1]),

@@ -94,8 +94,8 @@ def environment() -> dict:
     """Versions and device, for the JSON figures."""
     import tensorflow as tf
 
-    from augd.engine import setup_device
-    dev = setup_device()
+    from augd.engine import Engine, EngineOptions
+    dev = Engine(EngineOptions.from_env()).device
     return {"tensorflow": tf.__version__, "device": dev.name}
 
 
@@ -111,9 +111,9 @@ def _warm_up(spec, data_dir: str, files: list[str], workers: int, tmp: str) -> N
 
 
 def _compile_seconds(spec) -> float:
-    from augd.engine import Compiled
+    from augd.engine import Engine, EngineOptions
     t0 = time.perf_counter()
-    Compiled(spec).close()
+    Engine(EngineOptions.from_env()).compile(spec).close()
     return time.perf_counter() - t0
 
 
@@ -122,7 +122,7 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
     """Time one run_job over `files` (relative to data_dir) with spec `spec_name` (default `name`). img/s =
     images / wall time of run_job, which includes scanning, compiling the job's graph, writing the shards and
     committing. `warmup_files`: the warm-up job's files (default: the first few of `files`)."""
-    from augd.engine import graph_builds
+    from augd.engine import Engine, EngineOptions
     from augd.job import JobOptions, JobWatch, run_job
 
     spec = make_spec(spec_name or name)
@@ -134,12 +134,12 @@ def run_augd(name: str, data_dir: str, files: list[str], *, workers: int, tmp: s
         job = os.path.join(work, "in")
         link_tree(data_dir, job, files)
         done: list[float] = []
-        builds0 = graph_builds()
+        engine = Engine(EngineOptions.from_env())
         t0, c0 = time.perf_counter(), time.process_time()
         res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name=name, workers=workers, overwrite=True),
-                      JobWatch(on_image=lambda _r: done.append(time.perf_counter())))
+                      JobWatch(on_image=lambda _r: done.append(time.perf_counter())), engine)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        builds = graph_builds() - builds0
+        builds = engine.builds
         m = res.report
         n = m.inputs.written
         steady = (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 and done[-1] > done[0] else None

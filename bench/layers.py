@@ -62,14 +62,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=DEFAULT_CACHE)
     args = ap.parse_args(argv)
 
-    from augd.engine import Compiled
+    from augd.engine import Engine, EngineOptions
     from augd.io import read_bytes, scan_job
     from augd.job import JobOptions, process_images, run_job
 
     data_dir = build_dataset(args.n, 0, args.cache)
     spec = make_spec(args.chain)
     images = scan_job(data_dir).images
-    compiled = Compiled(spec)
+    compiled = Engine(EngineOptions.from_env()).compile(spec)
     items = [(read_bytes(i), i.relpath, 1, i.header) for i in images]
     tmp = tempfile.mkdtemp(prefix="augd-layers-")
     try:

@@ -107,7 +107,7 @@ def flatness(data_dir: str, files: list[str], images: int, pipeline: str, worker
 # ------------------------------------------------------------------------------------------------ memory
 
 def _memory_inproc(data_dir, files, jobs, workers, tmp, pipeline, checkpoints) -> dict:
-    from augd.engine import graph_builds
+    from augd.engine import Engine, EngineOptions
     from augd.job import JobOptions, run_job
 
     from bench.augd_runs import make_spec
@@ -118,9 +118,10 @@ def _memory_inproc(data_dir, files, jobs, workers, tmp, pipeline, checkpoints) -
         for i in range(1, jobs + 1):
             job = os.path.join(work, f"job-{i:03d}")
             link_tree(data_dir, job, files, prefix=f"j{i}-")
-            b0 = graph_builds()
-            res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name=f"job-{i:03d}", workers=workers))
-            builds.append({"counted": graph_builds() - b0, "manifest": res.report.graph.builds})
+            engine = Engine(EngineOptions.from_env())
+            res = run_job(job, spec, os.path.join(work, "out"), JobOptions(name=f"job-{i:03d}", workers=workers),
+                          engine=engine)
+            builds.append({"counted": engine.builds, "manifest": res.report.graph.builds})
             shutil.rmtree(job)
             shutil.rmtree(res.out_dir)
             if i in checkpoints:

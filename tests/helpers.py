@@ -15,11 +15,16 @@ def spec_for(ops: list, *, fmt: str = "raw", seed: int = 1, variants: int = 1, k
                                       "keep_original": keep_original, "output": {"format": fmt}, "ops": ops}))
 
 
+def build(spec, **options):
+    """spec's graph, compiled by an Engine with these EngineOptions (the rest default)."""
+    from augd.engine import Engine, EngineOptions
+    return Engine(EngineOptions(**options)).compile(spec)
+
+
 @functools.lru_cache(maxsize=64)
 def _compiled(key: str):
-    from augd.engine import Compiled
     d = json.loads(key)
-    return Compiled(spec_for(d["ops"], fmt=d["fmt"], seed=d["seed"], colour=d["colour"]))
+    return build(spec_for(d["ops"], fmt=d["fmt"], seed=d["seed"], colour=d["colour"]))
 
 
 def compiled(ops: list, *, fmt: str = "raw", seed: int = 1, colour: str = "exact"):

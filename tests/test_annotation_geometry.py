@@ -15,7 +15,7 @@ from PIL import Image
 from augd.annotations import Annotation, Object
 from augd.annotations.geometry import KEPT, instance_masks, rasterise, rle_encode, transform
 from augd.engine import image_seed
-from tests.helpers import compiled, png, spec_for
+from tests.helpers import build, compiled, png, spec_for
 
 H, W = 96, 128
 BACKGROUND = (40, 40, 40)
@@ -172,9 +172,7 @@ def test_heavy_chain_in_every_variant(ops, warps):
 
 def test_tf_kernels_agree_with_the_annotations(monkeypatch):
     """The GPU hosts' path (TensorFlow's projective transform) warps by the same matrices."""
-    from augd.engine import Compiled
-    monkeypatch.setenv("AUGD_KERNELS", "tf")
-    graph = Compiled(spec_for(SPLIT))
+    graph = build(spec_for(SPLIT), kernels="tf")
     assert graph.kernel == "tf"
     for variant in range(1, 7):
         out, moved, warped, _, _ = run_variant(SPLIT, variant, graph=graph)

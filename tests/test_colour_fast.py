@@ -7,7 +7,7 @@ import pytest
 from augd.engine.chain import fold_colour
 from augd.engine.plan import ColourSlot
 from augd.ops import REGISTRY
-from tests.helpers import compiled, make_image, png, run, spec_for
+from tests.helpers import build, compiled, make_image, png, run, spec_for
 
 SEED_COLOUR = [{"random_saturation": {"lower": 0.8, "upper": 1.2}}, {"random_brightness": {"max_delta": 0.125}},
                {"random_contrast": {"lower": 0.8, "upper": 1.2}}, {"random_hue": {"max_delta": 0.2}}]
@@ -121,12 +121,10 @@ def test_fast_seed_colours_match_the_documented_model():
      {"random_grayscale": {"p": 0.3}}],
 ])
 def test_fast_colour_agrees_between_tf_and_opencv_kernels(chain, monkeypatch):
-    from augd.engine import Compiled
     img = make_image(97, 131, seed=9)
     outs = {}
     for kernel in ("tf", "opencv"):
-        monkeypatch.setenv("AUGD_KERNELS", kernel)
-        c = Compiled(spec_for(chain, colour="fast"))
+        c = build(spec_for(chain, colour="fast"), kernels=kernel)
         outs[kernel] = [c.process(png(img), f"k{i}.png", 1) for i in range(4)]
     for a, b in zip(outs["tf"], outs["opencv"]):
         x = np.frombuffer(a.payload, np.uint8).astype(int)

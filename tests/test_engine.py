@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from augd.engine import Compiled, graph_builds, image_seed, setup_device
-from tests.helpers import compiled, make_image, png, run, spec_for
+from augd.engine import Engine, image_seed
+from tests.helpers import build, compiled, make_image, png, run, spec_for
 
 
 def test_cpu_device_is_reported_without_error():
-    info = setup_device()
+    info = Engine().device
     assert info.kind in ("CPU", "GPU") and info.tf_version == tf.__version__
 
 
@@ -24,7 +24,7 @@ def test_seed_is_stable_and_keyed_by_all_three_parts():
 
 
 def test_finalized_graph_refuses_new_ops():
-    c = Compiled(spec_for([{"random_hue": {}}]))
+    c = build(spec_for([{"random_hue": {}}]))
     with pytest.raises(RuntimeError, match="finalized"):
         with c.graph.as_default():
             tf.constant(1.0)
@@ -32,10 +32,10 @@ def test_finalized_graph_refuses_new_ops():
 
 
 def test_fifty_shapes_one_build_one_trace():
-    before = graph_builds()
+    engine = Engine()
     spec = spec_for([{"random_saturation": {}}, {"random_rotation": {"degrees": 10}},
                      {"random_crop": {"size": [24, 24]}}, {"gaussian_blur": {}}], fmt="jpeg")
-    c = Compiled(spec)
+    c = engine.compile(spec)
     rng = np.random.default_rng(5)
     shapes = set()
     for i in range(50):
@@ -44,8 +44,8 @@ def test_fifty_shapes_one_build_one_trace():
         r = c.process(png(make_image(h, w, seed=i)), f"{i}.png", 1 + i % 3)
         assert (r.height, r.width) == (24, 24)
     assert len(shapes) == 50
-    assert graph_builds() - before == 1 and c.builds == 1
-    assert c.traces == 1
+    assert engine.builds == 1 and c.builds == 1
+    assert engine.traces == c.traces == 1
 
 
 def test_variant_zero_is_the_decoded_original():
@@ -109,12 +109,10 @@ def test_tf_and_opencv_kernels_agree(chain, monkeypatch):
     """The GPU path (TF kernel) and the CPU path (OpenCV kernel) give the same pixels within rounding:
     mean |diff| <= 1 and at most 2 % of values off by more than 2 levels (bilinear weights are
     fixed-point in OpenCV, float in TF)."""
-    from augd.engine import Compiled
     img = make_image(97, 131, seed=9)
     outs = {}
     for kernel in ("tf", "opencv"):
-        monkeypatch.setenv("AUGD_KERNELS", kernel)
-        c = Compiled(spec_for(chain))
+        c = build(spec_for(chain), kernels=kernel)
         assert c.kernel == kernel
         outs[kernel] = [c.process(png(img), f"k{i}.png", 1) for i in range(4)]
     for a, b in zip(outs["tf"], outs["opencv"]):
@@ -196,13 +194,11 @@ def test_crop_aware_jpeg_decode_matches_full_decode(chain, monkeypatch):
     full decode + warp gives: mean |diff| <= 4 levels and mean signed diff <= 2 on a noisy test image (the
     DCT-domain downscale is a slightly different low-pass than the box prefilter, and box blocks start at
     the window instead of the image origin). Same draws: the random window is identical."""
-    from augd.engine import Compiled
     img = cv2.resize(make_image(120, 160, seed=11), (640, 480), interpolation=cv2.INTER_CUBIC)
     data = cv2.imencode(".jpg", img[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
     outs = {}
     for flag in ("1", "0"):
-        monkeypatch.setenv("AUGD_CROP_DECODE", flag)
-        c = Compiled(spec_for(chain))
+        c = build(spec_for(chain), crop_decode=flag == "1")
         outs[flag] = [c.process(data, f"c{i}.jpg", 1) for i in range(6)]
     for a, b in zip(outs["1"], outs["0"]):
         assert (a.height, a.width) == (b.height, b.width)
@@ -223,7 +219,8 @@ def test_device_setup_logs_once_and_respects_the_users_settings(preset):
     if preset:
         env["TF_CUDNN_USE_AUTOTUNE"] = env["AUGD_GRAPPLER"] = preset
     code = ("import logging, os; logging.basicConfig(level=logging.INFO); import augd; "
-            "from augd.engine import setup_device; a = setup_device(); b = setup_device(); "
+            "from augd.engine import Engine, EngineOptions; o = EngineOptions.from_env(); "
+            "a = Engine(o).device; b = Engine(o).device; "
             "import tensorflow as tf; skip = tf.config.optimizer.get_experimental_options()"
             ".get('disable_meta_optimizer', False); "
             "print(a.kind, a is b, os.environ['TF_CUDNN_USE_AUTOTUNE'], skip)")
@@ -238,7 +235,8 @@ def test_malloc_tuning_is_applied_on_glibc_and_yields_to_the_user():
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = "from augd.engine.device import tune_malloc; print(tune_malloc())"
+    code = ("from augd.engine import EngineOptions; from augd.engine.device import tune_malloc; "
+            "print(EngineOptions.from_env().tune_malloc and tune_malloc())")
     base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "AUGD_MALLOC"}
     runs = {name: subprocess.run([sys.executable, "-c", code], env={**base, "PYTHONPATH": root, **extra},
                                  capture_output=True, text=True, check=True).stdout.strip()
@@ -288,10 +286,8 @@ def test_without_a_header_the_graph_plans_from_the_decoded_size():
 def test_strong_downscale_keeps_the_last_row_and_column(kernel, monkeypatch):
     """The box prefilter extends the image to a multiple of its factor instead of dropping the tail, so
     the output's last row and column are not blended with the fill (they were: 16 on a flat 200)."""
-    from augd.engine import Compiled
-    monkeypatch.setenv("AUGD_KERNELS", kernel)
     flat = np.full((1003, 1501, 3), 200, np.uint8)
-    c = Compiled(spec_for([{"resize": {"size": [100, 150]}}]))
+    c = build(spec_for([{"resize": {"size": [100, 150]}}]), kernels=kernel)
     r = c.process(png(flat), "f.png", 1)
     out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
     assert out.min() >= 199, (out[-1].min(), out[:, -1].min())
@@ -313,14 +309,12 @@ def test_a_jpeg_header_that_lies_is_not_used_for_the_decode_window(monkeypatch):
     re-plans, giving exactly what the full-decode path gives for the true size."""
     from dataclasses import replace
 
-    from augd.engine import Compiled
     from augd.formats import read_header
     img = cv2.resize(make_image(120, 160, seed=11), (640, 480), interpolation=cv2.INTER_CUBIC)
     data = cv2.imencode(".jpg", img[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
     chain = [{"random_crop": {"size": [64, 64], "area": [0.25, 1.0]}}, {"random_rotation": {"degrees": 10}}]
-    c = Compiled(spec_for(chain))
-    monkeypatch.setenv("AUGD_CROP_DECODE", "0")
-    full = Compiled(spec_for(chain)).process(data, "j.jpg", 1)
+    c = build(spec_for(chain))
+    full = build(spec_for(chain), crop_decode=False).process(data, "j.jpg", 1)
     assert c.process(data, "j.jpg", 1).payload != full.payload  # the honest header gets the window
     for w, h in ((600, 400), (700, 500)):
         liar = replace(read_header(data), width=w, height=h)
@@ -347,9 +341,7 @@ def test_stage_devices_are_read_back_from_the_graph(monkeypatch):
     """CPU host: every stage on the CPU, the steps in OpenCV (or TF with AUGD_KERNELS=tf)."""
     chain = [{"random_crop": {"size": [32, 32], "area": [0.5, 1.0]}}, {"random_brightness": {"max_delta": 0.1}}]
     assert compiled(chain).stage_devices == {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"}
-    monkeypatch.setenv("AUGD_KERNELS", "tf")
-    from augd.engine import Compiled
-    assert Compiled(spec_for(chain)).stage_devices == {"decode": "CPU", "augment": "CPU", "encode": "CPU"}
+    assert build(spec_for(chain), kernels="tf").stage_devices == {"decode": "CPU", "augment": "CPU", "encode": "CPU"}
 
 
 def test_stage_devices_name_the_ops_a_gpu_leaves_to_the_cpu(monkeypatch):

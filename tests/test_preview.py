@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from augd.engine import Compiled
+from augd.engine import Engine
 from augd.io import parse_example
 from augd.job import JobOptions, run_job
 from augd.preview import contact_sheet, describe_variant, letterbox, preview_rows
@@ -112,7 +112,7 @@ def test_seeds_are_keyed_by_the_relative_path(tmp_path):
     (path,) = write_sources(root / "cls", {"a.jpg": ("jpeg", 41, 67)})
     spec = pipeline([{"random_rotation": {"degrees": 20}}, {"random_hue": {"max_delta": 0.2}}], variants=2)
     written = job_pixels(run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1)).out_dir)
-    compiled = Compiled(spec)
+    compiled = Engine().compile(spec)
     try:
         (keyed,) = preview_rows(spec, [path], relpaths=["cls/a.jpg"], compiled=compiled)
         (by_name,) = preview_rows(spec, [path], compiled=compiled)
@@ -127,7 +127,7 @@ def test_seeds_are_keyed_by_the_relative_path(tmp_path):
 
 def texts(ops, *, variants=8, h=40, w=60, relpath="x.png"):
     spec = pipeline(ops, variants=variants, fmt="raw")
-    compiled = Compiled(spec)
+    compiled = Engine().compile(spec)
     try:
         return [describe_variant(compiled, relpath, v, h, w) for v in range(1, variants + 1)]
     finally:

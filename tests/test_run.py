@@ -241,7 +241,9 @@ def test_manifest_fields(job, runs):
     sizes = {(ex["image/height"], ex["image/width"]) for (r, v), ex in by_key(result.out_dir).items() if v == 0}
     assert len(sizes) == 20
     assert m["graph"] == {"builds": 1, "traces": 1,
-                          "stage_devices": {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"}}
+                          "stage_devices": {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"},
+                          "executor": "threads", "workers": [{"pid": os.getpid(), "builds": 1, "traces": 1,
+                                                              "threads": 2}]}
     shard_bytes = sum(os.path.getsize(p) for p in shard_files(result.out_dir))
     assert m["bytes"]["written"] == shard_bytes
     read_in_full = [r for r in LAYOUT if r in GOOD or REJECTED.get(r) == "undecodable"]
@@ -295,12 +297,12 @@ def test_cancel_mid_write_leaves_no_output_and_says_who_asked(job, tmp_path):
 
 
 def test_existing_output_fails_before_the_graph_is_built(job, runs):
-    from augd.engine import graph_builds
-    before = graph_builds()
+    from augd.engine import Engine
+    engine = Engine()
     with pytest.raises(JobFailed, match="--overwrite") as err:
-        run_job(job, spec(fmt="jpeg"), os.path.dirname(runs["jpeg"].out_dir))
+        run_job(job, spec(fmt="jpeg"), os.path.dirname(runs["jpeg"].out_dir), engine=engine)
     assert err.value.reason is FailureReason.OUTPUT_EXISTS
-    assert graph_builds() == before
+    assert engine.builds == 0
 
 
 def test_no_decodable_image_fails_and_leaves_nothing(tmp_path):
@@ -317,18 +319,19 @@ def test_the_jobs_graph_is_freed_when_the_job_ends(job, tmp_path, monkeypatch, f
     cycles, so run_job collects them as it ends, whether the job committed or failed."""
     import weakref
 
-    import augd.job.run as runner
-    graphs, real_compile = [], runner.Compiled
+    from augd.engine import Engine
+    graphs = []
 
-    def compile_and_watch(*args, **kwargs):
-        compiled = real_compile(*args, **kwargs)
-        graphs.append(weakref.ref(compiled.graph))
-        return compiled
+    class Watching(Engine):
+        def compile(self, spec):
+            compiled = super().compile(spec)
+            graphs.append(weakref.ref(compiled.graph))
+            return compiled
 
-    monkeypatch.setattr(runner, "Compiled", compile_and_watch)
     if fails:
         with pytest.raises(RuntimeError, match="injected"):
-            run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), JobWatch(on_image=_raise_after(3)))
+            run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), JobWatch(on_image=_raise_after(3)),
+                    Watching())
     else:
-        run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2))
+        run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), engine=Watching())
     assert len(graphs) == 1 and graphs[0]() is None

@@ -46,8 +46,8 @@ def shard_bytes(out_dir) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory):
-    """A job folder, a pipeline file, and three finished runs of it, started together:
-    --workers 1, --workers 2, and --workers 2 --seed 99."""
+    """A job folder, a pipeline file, and four finished runs of it, started together:
+    --workers 1, --workers 2, --workers 2 --executor processes, and --workers 2 --seed 99."""
     base = tmp_path_factory.mktemp("cli")
     make_job(base / "train", LAYOUT)
     pipeline = base / "pipe.yaml"
@@ -56,6 +56,7 @@ def cli(tmp_path_factory):
     procs = {
         "w1": start("run", *common, "--out", base / "w1", "--workers", 1),
         "w2": start("run", *common, "--out", base / "w2", "--workers", 2),
+        "p2": start("run", *common, "--out", base / "p2", "--workers", 2, "--executor", "processes"),
         "s99": start("run", *common, "--out", base / "s99", "--workers", 2, "--seed", 99),
     }
     done = {k: finish(p) for k, p in procs.items()}
@@ -81,12 +82,16 @@ def test_run_writes_a_complete_output_and_one_summary_line(cli):
 
 
 def test_rerun_with_the_same_seed_gives_identical_bytes_whatever_the_workers(cli):
-    w1, w2 = cli["base"] / "w1" / "train", cli["base"] / "w2" / "train"
-    assert shard_bytes(w1) == shard_bytes(w2)
-    m1, m2 = (json.loads((d / "manifest.json").read_text()) for d in (w1, w2))
-    for m in (m1, m2):
+    w1, w2, p2 = (cli["base"] / k / "train" for k in ("w1", "w2", "p2"))
+    assert shard_bytes(w1) == shard_bytes(w2) == shard_bytes(p2)
+    m1, m2, mp = (json.loads((d / "manifest.json").read_text()) for d in (w1, w2, p2))
+    for m in (m1, m2, mp):
         del m["timing"], m["created"]
-    assert m1 == m2
+    graphs = [m.pop("graph") for m in (m1, m2, mp)]
+    assert m1 == m2 == mp
+    assert [g["executor"] for g in graphs] == ["threads", "threads", "processes"]
+    assert [[w["threads"] for w in g["workers"]] for g in graphs[:2]] == [[1], [2]]
+    assert all(w["builds"] == 1 for w in graphs[2]["workers"]) and graphs[2]["builds"] == len(graphs[2]["workers"])
 
 
 def test_a_different_seed_gives_different_bytes(cli):

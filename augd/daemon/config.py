@@ -18,11 +18,38 @@ from augd.labels import LabelMapError, label_map
 from augd.spec import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
                        read_yaml_file, validate)
 
-__all__ = ["DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
+__all__ = ["BeamConfig", "DaemonConfig", "EngineConfig", "Settings", "load_settings", "RESTART_KEYS"]
 
 #: Keys a SIGHUP cannot change in a running daemon (they are read once at start-up).
 RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling", "metrics_bind", "metrics_port",
-                "gpu_memory_mb")
+                "engine")
+
+
+class EngineConfig(BaseModel):
+    """The `engine:` block: augd.engine.EngineOptions. A key left out takes its AUGD_* environment variable,
+    else the default."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kernels: Literal["auto", "tf", "opencv"] | None = Field(None, description="auto: TensorFlow's on a GPU, "
+                                                                           "OpenCV's on the CPU")
+    crop_decode: bool | None = Field(None, description="decode only the window a leading crop keeps (default true)")
+    grappler: Literal["auto", "on", "off"] | None = Field(None, description="TensorFlow's graph optimizer; auto: on "
+                                                                            "for GPUs only")
+    opencv_threads: int | None = Field(None, ge=0, description="OpenCV's threads per process (default 1; 0: "
+                                                               "OpenCV's own default)")
+    tune_malloc: bool | None = Field(None, description="keep freed image buffers in glibc's heap (default true)")
+    device: Literal["auto", "cpu", "gpu"] | None = Field(None, description="auto: the first GPU, else the CPU")
+    gpu_memory_mb: int | None = Field(None, ge=1, description="GPU memory cap (null: grow as needed)")
+
+
+class BeamConfig(BaseModel):
+    """The `beam:` block: jobs with at least `min_files` files run on Apache Beam (augd.job.beam)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_files: int = Field(0, ge=0, description="jobs with at least this many files go to Beam (0: every job)")
+    options: list[str] = Field(default_factory=list, description="Beam pipeline options, e.g. "
+                               "[--runner=DataflowRunner, --project=P, --region=R, --temp_location=gs://...]; "
+                               "none: the DirectRunner in the daemon's process")
 
 
 class DaemonConfig(BaseModel):
@@ -63,8 +90,16 @@ class DaemonConfig(BaseModel):
                                        "more than this fraction of its inputs is rejected; null: never")
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
                                                                        "times goes to failed/ (reason crashed)")
-    workers: int | None = Field(None, ge=1, description="parallel images within a job (null: all cores)")
-    gpu_memory_mb: int | None = Field(None, ge=1, description="GPU memory cap (null: grow as needed)")
+    workers: int | None = Field(None, ge=1, description="parallel images within a job: worker processes or threads "
+                                                      "(null: all cores)")
+    executor: Literal["auto", "threads", "processes"] = Field(
+        "auto", description="processes: a pool of worker processes kept across jobs, each with its own graph; "
+                            "threads: every job in the daemon's process; auto: processes on CPU hosts with 2 or "
+                            "more workers, threads on GPU hosts")
+    beam: BeamConfig | None = Field(None, description="send jobs to Apache Beam (pip install 'augd[beam]'); "
+                                                      "null: every job runs on this host")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="engine options (augd.engine."
+                                 "EngineOptions); keys left out: their AUGD_* environment variable, else the default")
     metrics_bind: str = Field(defaults.METRICS_BIND, description="HTTP bind address")
     metrics_port: int | None = Field(defaults.METRICS_PORT, ge=0, le=65535, description="HTTP port; null: "
                                                                                        "no HTTP server")
@@ -105,6 +140,12 @@ class Settings:
             return self.config.status_preview
         return self.config.metrics_bind in ("127.0.0.1", "::1", "localhost") or \
             self.config.metrics_bind.startswith("127.")
+
+    @property
+    def engine_options(self):
+        """The engine's options: the environment's, then the config's `engine:` keys over them."""
+        from augd.engine.options import EngineOptions
+        return EngineOptions.from_env(**self.config.engine.model_dump())
 
     @property
     def job_memory_bytes(self) -> int | None:

@@ -143,8 +143,10 @@ class Daemon:
         self.pause("startup", lambda: self.signals.stops > 0)
         if self.signals.stops:
             return
-        from augd.engine import setup_device
-        self.device = setup_device(s.gpu_memory_mb)
+        from augd.engine import Engine
+        self.worker.engine = engine = Engine(s.engine_options)
+        self.device = engine.device
+        self.worker.warm_pool()   # the workers import TensorFlow while the inbox is scanned
         self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)
         from augd.io import clean_stale_temps
         for path in clean_stale_temps(s.out):
@@ -203,6 +205,8 @@ class Daemon:
         return 0
 
     def close(self) -> None:
+        if not self.worker.alive():
+            self.worker.close_pool()   # else the job still runs on it (its worker thread is a daemon thread)
         self.signals.restore()
         self.watcher.stop()
         if self.http is not None:

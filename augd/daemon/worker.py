@@ -80,6 +80,8 @@ class JobWorker:
         self.heartbeat = time.monotonic()
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: RunningJob | None = None
+        self.engine = None                  # the daemon's Engine, set once TensorFlow is loaded (Daemon.start)
+        self.pool = None                    # its worker processes (augd.job.procs.ProcessPool), kept across jobs
         self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
         self._cancel: Cancel | None = None
@@ -104,6 +106,27 @@ class JobWorker:
         if self._thread is not None:
             self._thread.join(timeout)
         return not self.alive()
+
+    def warm_pool(self) -> None:
+        """Start (or resize, or stop) the pool of worker processes the settings ask for; called at start and
+        before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
+        import os
+
+        from augd.job.procs import ProcessPool, choose_executor
+        s = self.settings
+        workers = max(1, s.workers or os.cpu_count() or 1)
+        want = choose_executor(s.executor, self.engine.device.kind, workers, 0, warm=True) == "processes"
+        if self.pool is not None and (not want or self.pool.size != workers):
+            self.close_pool()
+        if want and self.pool is None:
+            self.pool = ProcessPool(workers, self.engine.options)
+            event("workers_started", "started %d worker processes (pids %s)", workers,
+                  " ".join(map(str, self.pool.pids())), workers=workers)
+
+    def close_pool(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
 
     def stop_taking(self) -> None:
         """Take no new job; the current one runs on."""
@@ -244,11 +267,19 @@ class JobWorker:
               pipeline=spec.name, pipeline_by=how)
         self.metrics.inflight.set(1)
         self._last_progress_log = time.monotonic()
-        options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels, gpu_memory_mb=s.gpu_memory_mb,
-                             memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected)
+        self.warm_pool()
+        options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels, memory_limit=s.job_memory_bytes,
+                             max_rejected=s.max_rejected, executor="processes" if self.pool else "threads")
         try:
-            result = run_job(c.path, spec, s.out, options,
-                             JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel))
+            if s.beam is not None and _file_count(c.path, s.beam.min_files) >= s.beam.min_files:
+                from augd.job.beam import run_beam_job  # an ImportError fails the job as crashed, naming the extra
+                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(s.beam.options) or
+                      "DirectRunner", job=c.name)
+                result = run_beam_job(c.path, spec, s.out, options, self.engine.options, list(s.beam.options))
+            else:
+                result = run_job(c.path, spec, s.out, options,
+                                 JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel), self.engine,
+                                 self.pool)
         except JobCancelled as exc:
             if exc.cause is CancelCause.SHUTDOWN:
                 return self._requeue(c)
@@ -387,3 +418,14 @@ def _job_log(c: claim.Claimed):
         root.removeHandler(handler)
         handler.close()
         handler.stream.close()
+
+
+def _file_count(path: str, enough: int) -> int:
+    """Files under a job folder, counted up to `enough` (the beam setting's threshold needs no more)."""
+    import os
+    n = 0
+    for _, _, files in os.walk(path):
+        n += len(files)
+        if n >= enough:
+            break
+    return n

@@ -1,7 +1,10 @@
-"""The engine: device set-up and one compiled, finalized graph per job. Writes no files."""
-from augd.engine.compile import Compiled, Result, graph_builds
-from augd.engine.device import DeviceInfo, prepare_environment, release_memory, setup_device
+"""The engine: Engine(options) does the process set-up and compiles one finalized graph per job. Writes no
+files."""
+from augd.engine.compile import Compiled, Result
+from augd.engine.device import DeviceInfo, prepare_environment, release_memory
+from augd.engine.engine import Engine
+from augd.engine.options import EngineOptions
 from augd.engine.seeds import image_seed
 
-__all__ = ["Compiled", "DeviceInfo", "Result", "graph_builds", "image_seed",
-           "prepare_environment", "release_memory", "setup_device"]
+__all__ = ["Compiled", "DeviceInfo", "Engine", "EngineOptions", "Result", "image_seed", "prepare_environment",
+           "release_memory"]

@@ -10,15 +10,12 @@ later attempt to add an op raise.
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from augd.engine.chain import apply_program
-from augd.engine.decode import crop_decode_enabled, decode_planned
-from augd.engine.device import setup_device
-from augd.engine.kernels import select_kernels
+from augd.engine.decode import decode_planned
 from augd.engine.placement import CPU, augment_device, stage_devices
 from augd.engine.plan import Program
 from augd.engine.seeds import image_seed
@@ -27,16 +24,7 @@ from augd.formats import ImageHeader, read_header
 from augd.ops._tf import tf
 from augd.spec import PipelineSpec
 
-__all__ = ["Compiled", "Result", "graph_builds"]
-
-_builds = 0
-_builds_lock = threading.Lock()
-
-
-def graph_builds() -> int:
-    """Graphs built by this process so far (metrics read this)."""
-    return _builds
-
+__all__ = ["Compiled", "Result"]
 
 @dataclass(frozen=True)
 class Result:
@@ -53,14 +41,15 @@ class Result:
 
 
 class Compiled:
-    """One job's graph. Thread-safe: workers call process() / process_many() concurrently."""
+    """One job's graph, built by Engine.compile(spec). Thread-safe: workers call process() / process_many()
+    concurrently."""
 
-    def __init__(self, spec: PipelineSpec, *, gpu_memory_mb: int | None = None):
-        global _builds
+    def __init__(self, spec: PipelineSpec, engine):
         self.spec = spec
-        self.device = setup_device(gpu_memory_mb)
+        self.device = engine.device
         self.traces = 0
-        self.kernel = kernel = select_kernels(self.device.kind)
+        self.kernel = kernel = engine.kernel
+        crop = engine.options.crop_decode
         out = spec.output
         self.program = program = Program(spec.ops)
         self._augment_on = on = augment_device(self.device.kind, kernel)
@@ -80,7 +69,7 @@ class Compiled:
             # One decode for both kinds of variant (the original has an empty plan: the whole image),
             # then the chain for augmented variants only.
             with tf.control_dependencies([t0]), tf.device(CPU):
-                img, f, i = decode_planned(data, seed, orientation, program, floats, ints, augment)
+                img, f, i = decode_planned(data, seed, orientation, program, floats, ints, augment, crop)
             with tf.control_dependencies([img]):
                 t1 = tf.timestamp()
             with tf.control_dependencies([t1]):
@@ -106,17 +95,16 @@ class Compiled:
                                       tf.TensorSpec([None, program.n_ints], tf.int64)], autograph=False)
         def process(datas, args, floats, ints):
             self.traces += 1  # Python side effect: runs once per trace, never per image
+            engine._traced()
             return tf.map_fn(lambda x: one(*x), (datas, args, floats, ints), parallel_iterations=1,
                              fn_output_signature=(tf.TensorSpec([], tf.string), tf.TensorSpec([7], tf.float64)))
 
         self._fn = process.get_concrete_function()
         self.graph = self._fn.graph
         self.graph.finalize()
-        with _builds_lock:
-            _builds += 1
         self.builds = 1
         self._empty_plan = (np.zeros(program.n_floats), np.zeros(program.n_ints, np.int64))
-        self._crop = program.leads_with_geometry and crop_decode_enabled()  # as traced
+        self._crop = program.leads_with_geometry and crop  # as traced
         from tensorflow.core.framework import tensor_pb2
         self._raw_proto = tensor_pb2.TensorProto if out.format == "raw" else None
 

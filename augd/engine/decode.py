@@ -8,17 +8,10 @@ never decoded. The plan (augd.engine.plan) re-expresses the warp's matrix in the
 """
 from __future__ import annotations
 
-import os
-
 from augd.engine.plan import DECODE_MODE, DECODE_RATIOS, SOURCE_SIZE, WINDOW, Program
 from augd.ops._tf import tf
 
-__all__ = ["crop_decode_enabled", "decode_full", "decode_planned", "orient"]
-
-
-def crop_decode_enabled() -> bool:
-    """AUGD_CROP_DECODE=0 turns crop-aware decoding off (tests compare both paths)."""
-    return os.environ.get("AUGD_CROP_DECODE", "1").strip() not in ("0", "false", "no")
+__all__ = ["decode_full", "decode_planned", "orient"]
 
 
 # EXIF orientation -> (transpose?, flip rows?, flip columns?); 0 and 9 stand for any value outside 1-8.
@@ -48,13 +41,13 @@ def decode_full(data, orientation):
     return orient(img, orientation)
 
 
-def decode_planned(data, seed, orientation, program: Program, floats, ints, augment=True):
+def decode_planned(data, seed, orientation, program: Program, floats, ints, augment=True, crop: bool = True):
     """Decode for the augmentation chain under the plan made from the header: (image, floats, ints).
     When the plan chose a window (the chain starts with geometry and the source is a JPEG in its stored
     orientation), only that window is decoded, at the plan's DCT scale, provided libjpeg reads the size
     the plan was made for. A full decode whose size differs from the plan's (a header that cannot be
     trusted, or no header), or that replaces a planned window, is re-planned in the graph (for augmented
-    variants: the original's empty plan is never used)."""
+    variants: the original's empty plan is never used). crop: EngineOptions.crop_decode."""
 
     def replan(h, w):
         f, i = tf.numpy_function(program.plan, [seed, h, w, tf.constant(False)], [tf.float64, tf.int64],
@@ -70,7 +63,7 @@ def decode_planned(data, seed, orientation, program: Program, floats, ints, augm
         f, i = tf.cond(stale, lambda: replan(shape[0], shape[1]), lambda: (floats, ints))
         return img, f, i
 
-    if not (program.leads_with_geometry and crop_decode_enabled()):
+    if not (program.leads_with_geometry and crop):
         return full()
 
     def window(ratio):

@@ -5,18 +5,19 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import os
 import threading
 from dataclasses import dataclass
 
+from augd.engine.options import EngineOptions
 from augd.tfenv import prepare_environment
 
 log = logging.getLogger("augd.engine")
 
-__all__ = ["DeviceInfo", "prepare_environment", "release_memory", "setup_device"]
+__all__ = ["DeviceInfo", "prepare_environment", "release_memory", "setup_process"]
 
 _lock = threading.Lock()
 _info: "DeviceInfo | None" = None
+_key: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,8 @@ def tune_malloc() -> bool:
     Per image the engine allocates a few buffers of several MB (decoded pixels, float planes). glibc
     serves those with mmap and unmaps them on free, so every image pays a page fault per page of each
     buffer. Raising the mmap threshold to its maximum (32 MB)
-    and the trim threshold lets the same pages be reused. A user's own MALLOC_* settings win; AUGD_MALLOC=0
-    turns this off. Returns whether it was applied."""
-    if os.environ.get("AUGD_MALLOC", "1") == "0" or any(k.startswith("MALLOC_") for k in os.environ):
-        return False
+    and the trim threshold lets the same pages be reused (EngineOptions.tune_malloc). Returns whether it was
+    applied."""
     libc = _glibc()
     return libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)) and \
         bool(libc.mallopt(_M_TRIM_THRESHOLD, 256 * 1024 * 1024))
@@ -61,48 +60,50 @@ def release_memory() -> None:
     A job's traced graph lives in reference cycles, which only a full collection frees; glibc then keeps
     the freed pages (the thresholds above), so a long-lived process would drift upwards. Collecting and
     trimming after every job holds it flat; with TensorFlow's objects frozen out of the collector
-    (setup_device) that is cheap."""
+    (setup_process) that is cheap."""
     gc.collect()
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
 
 
-def _single_threaded_opencv() -> None:
-    """The engine runs one image per worker thread; OpenCV's own thread pool on top of that only adds
-    hand-offs and oversubscription. AUGD_OPENCV_THREADS overrides."""
-    import cv2
-    raw = os.environ.get("AUGD_OPENCV_THREADS", "1").strip()
-    if not raw.isdigit():
-        raise ValueError(f"AUGD_OPENCV_THREADS must be a whole number of threads (0 = OpenCV's default); "
-                         f"got {raw!r}")
-    cv2.setNumThreads(int(raw))
-
-
-def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:
-    """Pick the device: the first GPU with memory growth (or a cap), else the CPU. Logs the choice once.
-    Never fails for lack of a GPU."""
-    global _info
+def setup_process(options: EngineOptions) -> DeviceInfo:
+    """The process-wide part of an engine, done once per process: TensorFlow's environment, malloc, OpenCV's
+    threads, the device (the first GPU with memory growth or a cap, else the CPU) and Grappler. Logs the choice
+    once. Never fails for lack of a GPU; raises ValueError when asked for other process settings than the first
+    engine set (TensorFlow cannot change them once its devices exist)."""
+    global _info, _key
     with _lock:
         if _info is not None:
+            if options.process_key != _key:
+                raise ValueError(
+                    f"this process' engine was set up with {_describe(_key)}; an engine with {_describe(options.process_key)} "
+                    f"needs a process of its own (these settings cannot change once TensorFlow has started)")
             return _info
         prepare_environment()
-        tune_malloc()
-        _single_threaded_opencv()
+        if options.tune_malloc:
+            tune_malloc()
+        import cv2
+        cv2.setNumThreads(options.opencv_threads)
         import tensorflow as tf
 
         tf.config.set_soft_device_placement(True)
         gpus = []
         try:
             gpus = tf.config.list_physical_devices("GPU")
+            if options.device == "cpu" and gpus:
+                tf.config.set_visible_devices([], "GPU")
+                gpus = []
             for gpu in gpus:
-                if gpu_memory_mb:
+                if options.gpu_memory_mb:
                     tf.config.set_logical_device_configuration(
-                        gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_mb)])
+                        gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=options.gpu_memory_mb)])
                 else:
                     tf.config.experimental.set_memory_growth(gpu, True)
         except (RuntimeError, ValueError) as exc:  # already initialised, or a broken driver
             log.warning("GPU set-up failed (%s); continuing on what TensorFlow offers", exc)
+        if options.device == "gpu" and not gpus:
+            raise ValueError("engine option device=gpu, but TensorFlow sees no GPU (device: auto falls back to the CPU)")
         # TensorFlow's ~300k module objects never die: keep every collection from walking them again
         # (a full collection then takes ~3 ms instead of ~70 ms; see release_memory).
         gc.collect()
@@ -110,20 +111,25 @@ def setup_device(gpu_memory_mb: int | None = None) -> DeviceInfo:
         if gpus:
             details = tf.config.experimental.get_device_details(gpus[0]) or {}
             name = f"GPU:0 ({details.get('device_name', 'unknown')})"
-            _info = DeviceInfo("GPU", name, tf.__version__)
-            log.info("using %s with %s; TensorFlow %s", name,
-                     f"a {gpu_memory_mb} MB cap" if gpu_memory_mb else "memory growth", tf.__version__)
+            info = DeviceInfo("GPU", name, tf.__version__)
+            log.info("using %s with %s; TensorFlow %s", name, f"a {options.gpu_memory_mb} MB cap"
+                     if options.gpu_memory_mb else "memory growth", tf.__version__)
         else:
-            _info = DeviceInfo("CPU", "CPU", tf.__version__)
+            info = DeviceInfo("CPU", "CPU", tf.__version__)
             log.info("no GPU visible: running on the CPU (TensorFlow %s)", tf.__version__)
-            _skip_grappler(tf)
-        return _info
+        _skip_grappler(tf, options.grappler == "off" or (options.grappler == "auto" and info.kind == "CPU"))
+        _info, _key = info, options.process_key
+        return info
 
 
-def _skip_grappler(tf) -> None:
-    """On CPU hosts, instantiate job graphs without Grappler's rewrite passes. The job graph is a few
-    codec, OpenCV and control-flow ops that Grappler cannot improve, and optimizing it is half of the
-    first call's cost. GPU hosts keep it (layout and fusion passes).
-    AUGD_GRAPPLER=1 keeps it everywhere."""
-    if os.environ.get("AUGD_GRAPPLER", "0").strip() not in ("1", "true", "yes"):
+def _describe(key: tuple) -> str:
+    names = ("grappler", "opencv_threads", "tune_malloc", "device", "gpu_memory_mb")
+    return ", ".join(f"{n}={v}" for n, v in zip(names, key))
+
+
+def _skip_grappler(tf, skip: bool) -> None:
+    """Instantiate job graphs without Grappler's rewrite passes (by default on CPU hosts). The job graph is a
+    few codec, OpenCV and control-flow ops that Grappler cannot improve, and optimizing it is half of the first
+    call's cost. GPU hosts keep it (layout and fusion passes)."""
+    if skip:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})

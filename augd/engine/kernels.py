@@ -8,7 +8,6 @@ input pixel, centres at integers) and agree to within rounding (tested).
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -95,11 +94,10 @@ def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: st
     return out.reshape(oh, ow, 3)
 
 
-def select_kernels(device_kind: str) -> str:
-    """'tf' on GPU hosts, 'opencv' on CPU hosts; AUGD_KERNELS=tf|opencv overrides (tests use it)."""
-    forced = os.environ.get("AUGD_KERNELS", "").strip().lower()
-    if forced:
-        if forced not in KERNELS:
-            raise ValueError(f"AUGD_KERNELS must be one of {sorted(KERNELS)}; got {forced!r}")
-        return forced
-    return "tf" if device_kind == "GPU" else "opencv"
+def select_kernels(choice: str, device_kind: str) -> str:
+    """EngineOptions.kernels -> the family a graph uses: auto is 'tf' on GPU hosts, 'opencv' on CPU hosts."""
+    if choice == "auto":
+        return "tf" if device_kind == "GPU" else "opencv"
+    if choice not in KERNELS:
+        raise ValueError(f"kernels must be one of {['auto', *KERNELS]}; got {choice!r}")
+    return choice

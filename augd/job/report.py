@@ -120,13 +120,18 @@ class ByteCounts:
 
 @dataclass(frozen=True)
 class GraphInfo:
-    """TensorFlow graphs built and traced for the job (one each), and the device of each stage."""
+    """TensorFlow graphs built and traced for the job (one per process that ran its images), the device of each
+    stage, the executor that ran it, and per process: its pid, builds and traces (worker processes also: the
+    batches, images and seconds they ran; the threads executor: its thread count)."""
     builds: int
     traces: int
     stage_devices: dict | None
+    executor: str = "threads"
+    workers: tuple = ()
 
     def to_dict(self) -> dict:
-        return {"builds": self.builds, "traces": self.traces, "stage_devices": self.stage_devices}
+        return {"builds": self.builds, "traces": self.traces, "stage_devices": self.stage_devices,
+                "executor": self.executor, "workers": [dict(w) for w in self.workers]}
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,12 @@
 """One job end to end: scan -> engine -> records -> shards -> atomic commit -> manifest.
 
-The same function serves `augd run`, the daemon, and (later) a Beam runner's DoFn via
-`process_images`. Images go to the graph in small batches (one call per ~50 ms of work); memory
-is bounded: at most workers * INFLIGHT_PER_WORKER batches are in flight, and results are written in a
-fixed order as soon as they are ready.
+`run_job` serves `augd run` and the daemon, on threads in this process or on worker processes (augd.job.procs);
+`process_images` is the per-image work every executor calls (worker processes and Beam's DoFn too). Images go
+to the graph in small batches (one call per ~50 ms of work); memory is bounded: at most workers *
+INFLIGHT_PER_WORKER batches are in flight, and results are written in a fixed order as soon as they are ready.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -19,27 +18,26 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
-import augd
-from augd import defaults, jobfolder
+from augd import defaults
 from augd.annotations import AnnotationError
-from augd.engine import Compiled, release_memory
+from augd.engine import Compiled, Engine, EngineOptions, release_memory
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
-from augd.io import (SPLITS, AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter,
-                     is_url, local_path, make_example, read_bytes, scan_job, shard_count, shuffled_order, split_of,
-                     write_text)
-from augd.job.detection import Detection, prepare
-from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobProgress, JobReport,
-                             ObjectCounts, RecordCounts, ShardSet, Tally, Timing, iso_utc, labels_txt,
-                             reasons_summary)
+from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, local_path,
+                     make_example, read_bytes)
+from augd.job.detection import Detection
+from augd.job.finish import build_report, check_outcome, write_sidecars
+from augd.job.report import GraphInfo, JobProgress, JobReport, ObjectCounts, ShardSet, Tally
+from augd.job.procs import ProcessPool, WorkerLost, choose_executor
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
+from augd.job.units import plan_job, variants_of
 from augd.spec import PipelineSpec
 from augd.stages import STAGES
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["Cancel", "ImageOutcome", "JobOptions", "JobResult", "JobWatch", "process_images", "run_job",
-           "variants_of"]
+__all__ = ["Cancel", "ImageOutcome", "JobOptions", "JobResult", "JobWatch", "build_report", "check_outcome",
+           "process_images", "run_job", "variants_of", "write_sidecars"]
 
 
 @dataclass(frozen=True)
@@ -65,16 +63,17 @@ class JobResult:
 class JobOptions:
     """How to run a job. `name`: the output folder's (default: the input folder's name); `workers`: images in
     parallel (default: all cores); `overwrite`: replace a complete output; `max_pixels`: larger images are
-    rejected; `gpu_memory_mb`: cap on the GPU's memory; `memory_limit`: bytes the process' resident memory may
+    rejected; `memory_limit`: bytes the process' resident memory may
     grow by while the job runs (augd.job.resources), None: no limit; `max_rejected`: the largest fraction of the
-    inputs that may be rejected, above it the job fails and commits nothing."""
+    inputs that may be rejected, above it the job fails and commits nothing; `executor`: "processes" (worker
+    processes, each with its own graph), "threads" (one process) or "auto" (augd.job.procs.choose_executor)."""
     name: str | None = None
     workers: int | None = None
     overwrite: bool = False
     max_pixels: int = defaults.MAX_PIXELS
-    gpu_memory_mb: int | None = None
     memory_limit: int | None = None
     max_rejected: float | None = None
+    executor: str = "auto"
 
 
 class Cancel:
@@ -106,11 +105,6 @@ class JobWatch:
     on_image: Callable[[ImageOutcome], None] | None = None
     on_progress: Callable[[JobProgress], None] | None = None
     cancel: Cancel | None = None
-
-
-def variants_of(spec: PipelineSpec) -> list[int]:
-    """Variant indices written per image: 0 is the original (when kept), 1..N the augmented copies."""
-    return ([0] if spec.keep_original else []) + list(range(1, spec.variants + 1))
 
 
 def _changed_since_scan(img: InputImage, data: bytes) -> str | None:
@@ -259,24 +253,69 @@ class _Batches:
         """process_images, timed for the next batches' size (run on a worker thread)."""
         t0 = time.perf_counter()
         out = process_images(compiled, spec, batch, self.variants, self.detection)
-        per_record = (time.perf_counter() - t0) / (len(batch) * self.per_image)
+        self.observe(time.perf_counter() - t0, len(batch))
+        return out
+
+    def observe(self, seconds: float, images: int) -> None:
+        per_record = seconds / (images * self.per_image)
         old = self.seconds_per_record
         self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
-        return out
+
+
+class _Threads:
+    """The executor in one process: batches on a thread pool over one graph (TF and OpenCV release the GIL)."""
+
+    def __init__(self, compiled, spec: PipelineSpec, workers: int):
+        self.compiled, self.spec, self.workers = compiled, spec, workers
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img")
+
+    def submit(self, batches: _Batches, batch):
+        return self._pool.submit(batches.timed, self.compiled, self.spec, batch)
+
+    def result(self, batches: _Batches, future) -> list[ImageOutcome]:
+        return future.result()
+
+    def graph(self) -> GraphInfo:
+        c = self.compiled
+        return GraphInfo(c.builds, c.traces, c.stage_devices, "threads",
+                         ({"pid": os.getpid(), "builds": c.builds, "traces": c.traces, "threads": self.workers},))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Processes:
+    """The executor over worker processes (augd.job.procs): each builds the job's graph at its first batch."""
+
+    def __init__(self, pool: ProcessPool, spec: PipelineSpec, detection: Detection | None, own: bool):
+        self.pool, self.own, self.workers = pool, own, pool.size
+        self.job = pool.start_job(spec, detection)
+
+    def submit(self, batches: _Batches, batch):
+        return self.pool.submit(self.job, batch, batches.variants)
+
+    def result(self, batches: _Batches, future) -> list[ImageOutcome]:
+        try:
+            outcomes, seconds = future.result()
+        except WorkerLost as exc:
+            raise JobFailed(f"worker processes died: {exc}", reason=FailureReason.WORKER_LOST) from None
+        batches.observe(seconds, len(outcomes))
+        return outcomes
+
+    def graph(self) -> GraphInfo:
+        workers = tuple(sorted(self.job.workers.values(), key=lambda w: w["pid"]))
+        return GraphInfo(sum(w["builds"] for w in workers), sum(w["traces"] for w in workers),
+                         self.job.stage_devices, "processes", workers)
+
+    def close(self) -> None:
+        self.pool.end_job(self.job)
+        if self.own:
+            self.pool.close()
 
 
 def _tf_errors():
     import tensorflow as tf  # already loaded by the engine when a job runs
     return tf.errors
-
-
-def _estimate_bytes(spec: PipelineSpec, images, n: int | None = None) -> int:
-    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged.
-    `n`: records per image (default: the pipeline's variants)."""
-    n = len(variants_of(spec)) if n is None else n
-    if spec.output.format == "raw":
-        return sum(i.header.width * i.header.height * 3 for i in images) * n
-    return sum(i.size for i in images) * n
 
 
 def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
@@ -288,188 +327,103 @@ def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
     return cost
 
 
-def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, list[InputImage]]]:
-    """[(split, its images)] in SPLITS order: the job's split folders, or a `split:` setting's stable hash of
-    each path (so a re-run or an added image never moves an image between splits); [("", all)] without."""
-    images = list(scan.images)
-    if spec.split:
-        if scan.splits:
-            raise JobFailed(f"{input_dir}: the job has split folders ({', '.join(scan.splits)}) and the pipeline "
-                            f"sets split: {dict(spec.split)}; use one or the other", reason=FailureReason.BAD_PIPELINE)
-        images = [dataclasses.replace(i, split=split_of(i.relpath, spec.split)) for i in images]
-    elif not scan.splits:
-        return [("", images)]
-    return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
-
-
-def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None,
-                    not_inputs: frozenset[str] = frozenset()) -> None:
-    """JobFailed (too_many_rejected) when more than `max_rejected` of the inputs were rejected. `not_inputs`: the
-    rejected files that are no input image (a detection job's orphan or broken annotation files): listed in the
-    manifest, but left out of the fraction on both sides."""
-    if not_inputs:
-        seen -= sum(r.relpath in not_inputs for r in rejected)
-        rejected = [r for r in rejected if r.relpath not in not_inputs]
-    if max_rejected is None or not seen or len(rejected) / seen <= max_rejected:
-        return
-    reasons = reasons_summary(r.reason for r in rejected)
-    raise JobFailed(f"{input_dir}: {len(rejected)} of {seen} inputs were rejected ({len(rejected) / seen:.1%}), more "
-                    f"than max_rejected={max_rejected:g} allows ({reasons}; first: {rejected[0].relpath}: "
-                    f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
-
-
-def _write_all(compiled, spec, order, writer, workers, tally: Tally, watch: JobWatch,
+def _write_all(runner, spec, order, writer, tally: Tally, watch: JobWatch,
                memory: tuple | None = None, before_writing=None, variants: list[int] | None = None,
                detection: Detection | None = None) -> None:
-    """Process batches of images on a thread pool (TF and OpenCV release the GIL) and write their records in
-    `order`. A bounded window of batches keeps memory flat whatever the job size; with `memory` (limit,
-    cost per image, guard), batches also fly only while their budget fits the limit, and the job stops
-    when the guard saw the process outgrow it. `before_writing(results)` sees each batch's results before
+    """Process batches of images on the runner (_Threads or _Processes) and write their records in `order`, as
+    augd.job.units.record_slots places them (ShardWriter: record k to shard k % count). A bounded window of
+    batches keeps memory flat whatever the job size; with `memory` (limit, cost per image, guard), batches also
+    fly only while their budget fits the limit, and the job stops when the guard saw the process outgrow it. `before_writing(results)` sees each batch's results before
     they are written."""
-    window = workers * defaults.INFLIGHT_PER_WORKER
+    window = runner.workers * defaults.INFLIGHT_PER_WORKER
     limit, cost, guard = memory or (None, None, None)
     batches = _Batches(order, spec, cost, variants, detection)
     index = 0
     cancel, on_image, on_progress = watch.cancel, watch.on_image, watch.on_progress
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="augd-img") as pool:
-        pending: deque = deque()   # (future, budgeted bytes)
-        try:
-            while True:
-                if guard is not None and guard.tripped.is_set():
-                    raise guard.error()
-                while len(pending) < window:
-                    room = None if limit is None else limit - sum(c for _, c in pending)
-                    if room is not None and pending and batches.next_cost() > room:
-                        break
-                    if (batch := batches.take(room)) is None:
-                        break
-                    pending.append((pool.submit(batches.timed, compiled, spec, batch),
-                                    sum(map(cost, batch)) if cost else 0))
-                if not pending:
-                    return
-                if cancel is not None and cancel.is_set():
-                    raise JobCancelled(cancel.cause)
-                results = pending.popleft()[0].result()
-                if before_writing is not None:
-                    before_writing(results)
-                for res in results:
-                    if not res.rejected:
-                        t_w = time.perf_counter()
-                        for rec in res.records:
-                            writer.write(index, rec)
-                            index += 1
-                        res.stage_seconds["write"] = time.perf_counter() - t_w
-                    tally.add(res)
-                    if on_image:
-                        on_image(res)
-                    if on_progress:
-                        on_progress(tally.progress)
-        finally:
-            for f, _ in pending:
-                f.cancel()
-
-
-def _label_map_file(spec: PipelineSpec):
-    """The scan's `ignore`: a job's own label map file named by `annotations.label_map` is no input."""
-    lm = spec.annotations.label_map if spec.annotations is not None else None
-    if not isinstance(lm, str) or os.path.isabs(lm):
-        return None
-    rel = os.path.normpath(lm).replace(os.sep, "/")
-    return lambda relpath: relpath == rel
-
-
-def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_rejected: int) -> AnnotationReport:
-    names = detection.label_map.names()
-    return AnnotationReport(
-        format=detection.format, label_map=jobfolder.LABEL_MAP_FILE,
-        classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
-                                   tally.objects_out[n]) for n in names),
-        dropped=tally.dropped, negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
-        bad_annotations=sum(r.reason == "bad_annotation" for r in rejected))
+    pending: deque = deque()   # (future, budgeted bytes)
+    try:
+        while True:
+            if guard is not None and guard.tripped.is_set():
+                raise guard.error()
+            while len(pending) < window:
+                room = None if limit is None else limit - sum(c for _, c in pending)
+                if room is not None and pending and batches.next_cost() > room:
+                    break
+                if (batch := batches.take(room)) is None:
+                    break
+                pending.append((runner.submit(batches, batch), sum(map(cost, batch)) if cost else 0))
+            if not pending:
+                return
+            if cancel is not None and cancel.is_set():
+                raise JobCancelled(cancel.cause)
+            results = runner.result(batches, pending.popleft()[0])
+            if before_writing is not None:
+                before_writing(results)
+            for res in results:
+                if not res.rejected:
+                    t_w = time.perf_counter()
+                    for rec in res.records:
+                        writer.write(index, rec)
+                        index += 1
+                    res.stage_seconds["write"] = time.perf_counter() - t_w
+                tally.add(res)
+                if on_image:
+                    on_image(res)
+                if on_progress:
+                    on_progress(tally.progress)
+    finally:
+        for f, _ in pending:
+            f.cancel()
 
 
 def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptions | None = None,
-            watch: JobWatch | None = None) -> JobResult:
+            watch: JobWatch | None = None, engine: Engine | None = None, pool: ProcessPool | None = None) -> JobResult:
     """Run one job into `out_root`/name/. Raises JobFailed (with its reason) when no complete output can be
-    produced; bad images are rejected and listed, they never fail the job on their own."""
+    produced; bad images are rejected and listed, they never fail the job on their own. `engine`: the Engine to
+    compile the job's graph with (default: one with the default EngineOptions); its options go to the worker
+    processes. `pool`: a warm ProcessPool to run on (the daemon's), else one is started for the job when the
+    executor is processes."""
     opts, watch = options or JobOptions(), watch or JobWatch()
     started = time.time()
     t_start = time.perf_counter()
-    input_dir = input_dir.rstrip("/") or "/"
-    name = opts.name or os.path.basename(input_dir)
-    detection = prepare(input_dir, spec, opts.max_pixels)
-    scan = scan_job(input_dir, max_pixels=opts.max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
-                    skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
-                    layout=detection.layout if detection else None)
-    negatives_rejected = 0
-    if detection is not None:
-        kept, refused, negatives_rejected = detection.attach(scan.images)
-        scan = dataclasses.replace(scan, images=tuple(kept),
-                                   rejected=tuple(sorted(scan.rejected + tuple(refused), key=lambda r: r.relpath)))
-    if not scan.images:
-        reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
-        raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
-                        reason=FailureReason.NO_VALID_INPUT)
+    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels)
+    name, detection = plan.name, plan.detection
     workers = max(1, opts.workers or os.cpu_count() or 1)
     memory_limit = opts.memory_limit
-
-    def variants_for(split: str) -> list[int]:  # splits left out of augment_splits keep only their originals
-        return [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
-            else variants_of(spec)
-
-    groups = []  # (split, its images in their seeded order, shard count, records per image)
-    for split, images in _split_images(scan, spec, input_dir):
-        order = [images[i] for i in shuffled_order([i.relpath for i in images], spec.seed)]
-        n = len(variants_for(split))
-        groups.append((split, order, shard_count(_estimate_bytes(spec, order, n), spec.output.shards), n))
-    everything = [img for _, order, _, _ in groups for img in order]
-    cost = _image_cost(spec, variants_for) if memory_limit else None
+    everything = plan.images
+    cost = _image_cost(spec, {g.split: list(g.variants) for g in plan.groups}.__getitem__) if memory_limit else None
     budget = int(memory_limit * defaults.MEMORY_BUDGET_SHARE) if memory_limit else None
     if cost:
         check_memory(cost, everything, budget, memory_limit)
     state = JobProgress(name=name, total=len(everything))
     tally = Tally(state)
-    tally.add_scan(scan)
-    compiled = None
+    tally.add_scan(plan.scan)
+    engine = engine or Engine(EngineOptions())
+    records = sum(len(g.order) * len(g.variants) for g in plan.groups)
+    executor = choose_executor(opts.executor, engine.device.kind, pool.size if pool else workers, records, pool is not None)
+    compiled = runner = None
     try:
         with AtomicOutput(out_root, name, overwrite=opts.overwrite) as out:
             # Built once the output is known to be writable: a run that may not write fails before the graph.
-            compiled = Compiled(spec, gpu_memory_mb=opts.gpu_memory_mb)
+            if executor == "processes":
+                runner = _Processes(pool or ProcessPool(workers, engine.options), spec, detection, own=pool is None)
+            else:
+                compiled = engine.compile(spec)
+                runner = _Threads(compiled, spec, workers)
             check = None if is_url(out.tmp_dir) else SpaceCheck(local_path(out.tmp_dir),
-                                                                [(order, n) for _, order, _, n in groups])
+                                                                [(g.order, len(g.variants)) for g in plan.groups])
             shards = ShardSet()
             with (MemoryGuard(memory_limit) if memory_limit else nullcontext()) as guard:
-                for split, order, count, _ in groups:  # one shard set per split: <job>-train-00000-of-00004...
-                    with ShardWriter(out.tmp_dir, f"{name}-{split}" if split else name, count,
-                                     spec.output.compression) as writer:
-                        _write_all(compiled, spec, order, writer, workers, tally, watch,
-                                   (budget, cost, guard) if memory_limit else None, check, variants_for(split),
+                for g in plan.groups:  # one shard set per split
+                    with ShardWriter(out.tmp_dir, g.prefix(name), g.shards, spec.output.compression) as writer:
+                        _write_all(runner, spec, list(g.order), writer, tally, watch,
+                                   (budget, cost, guard) if memory_limit else None, check, list(g.variants),
                                    detection)
-                    shards.add(split, writer)
-            if state.written == 0:
-                first = tally.rejected[0]
-                raise JobFailed(f"{input_dir}: none of {len(everything)} images could be decoded "
-                                f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
-            rejected = list(scan.rejected) + tally.rejected
-            seen = len(scan.images) + len(scan.rejected)
-            _check_rejected(input_dir, seen, rejected, opts.max_rejected, scan.not_inputs)
-            report = JobReport(
-                augd_version=augd.__version__, tensorflow_version=compiled.device.tf_version,
-                device=compiled.device.name, job=name, input=input_dir, created=iso_utc(started),
-                pipeline=spec.normalized(), pipeline_sha256=spec.sha256, seed=spec.seed,
-                classes=tally.classes(scan.classes), unlabeled=tally.unlabeled(),
-                inputs=Inputs(seen, state.written, tuple(sorted(rejected, key=lambda r: r.relpath))),
-                records=RecordCounts(sum(shards.records), tuple(variants_of(spec))), shards=shards.shards(),
-                splits=shards.splits(tally) if groups[0][0] else {},
-                bytes=ByteCounts(tally.bytes_read, shards.bytes_written),
-                graph=GraphInfo(compiled.builds, compiled.traces, compiled.stage_devices),
-                timing=Timing.measured(time.perf_counter() - t_start, state.written, tally.stages),
-                annotations=_annotation_report(detection, tally, rejected, negatives_rejected) if detection else None)
-            if scan.classes:
-                write_text(f"{out.tmp_dir}/labels.txt", labels_txt(scan.classes))
-            if detection is not None:
-                write_text(f"{out.tmp_dir}/{jobfolder.LABEL_MAP_FILE}", detection.label_map.to_pbtxt())
-            write_text(f"{out.tmp_dir}/manifest.json", report.to_json())
+                    shards.add(g.split, writer)
+            rejected = check_outcome(plan, tally, opts.max_rejected)
+            report = build_report(plan, tally, shards, runner.graph(), engine.device, started,
+                                  time.perf_counter() - t_start, rejected)
+            write_sidecars(out.tmp_dir, plan, report)
             out.commit()
     except OutputExists as exc:
         raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
@@ -477,6 +431,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
         msg = tf_error_message(exc) if not isinstance(exc, OSError) else str(exc)
         raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None
     finally:
+        if runner is not None:
+            runner.close()   # threads: waits for running batches before their graph goes
         if compiled is not None:
             compiled.close()
             release_memory()  # a long-lived process (the daemon) stays flat from job to job

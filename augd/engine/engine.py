@@ -1,0 +1,39 @@
+"""Engine(options): the process set-up done once, then compile(spec) -> one finalized graph per job.
+
+A process may hold several engines (a job's, a preview's) as long as they agree on the process-wide options
+(EngineOptions.process_key); their per-graph options (kernels, crop_decode) may differ. Each engine counts the
+graphs it built and traced, which the job's manifest and `augd_graph_builds_total` report."""
+from __future__ import annotations
+
+import threading
+
+from augd.engine.device import DeviceInfo, setup_process
+from augd.engine.kernels import select_kernels
+from augd.engine.options import EngineOptions
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    def __init__(self, options: EngineOptions | None = None):
+        self.options = options or EngineOptions()
+        self.device: DeviceInfo = setup_process(self.options)
+        self.kernel = select_kernels(self.options.kernels, self.device.kind)
+        self.builds = 0
+        self.traces = 0
+        self._lock = threading.Lock()
+
+    def compile(self, spec):
+        """One traced, finalized graph for `spec` (augd.engine.compile.Compiled)."""
+        from augd.engine.compile import Compiled
+        compiled = Compiled(spec, self)
+        with self._lock:
+            self.builds += 1
+        return compiled
+
+    def _traced(self) -> None:  # called by a graph's trace (never per image)
+        with self._lock:
+            self.traces += 1
+
+    def __repr__(self) -> str:
+        return f"Engine({self.options}, device={self.device.name}, kernel={self.kernel}, builds={self.builds})"

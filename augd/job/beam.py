@@ -1,0 +1,388 @@
+"""An augd job on Apache Beam: `run_beam_job` writes what `run_job` writes, shard for shard, byte for byte.
+
+The launcher scans the job (`plan_job`) and claims the output (a hidden temp folder, AtomicOutput); the pipeline
+then runs these steps, every one safe to retry:
+
+1. Create the job's work units, (group, position in the group's seeded order), and Reshuffle them over workers.
+2. `_ProcessImage`: each DoFn instance builds its Engine and compiles the job's graph once, in setup();
+   `process_images` turns one image into its records, or a rejection. Besides the records, each image yields a
+   small summary (counts, rejection, seconds, objects), and its record count goes to a side input.
+3. `_Place`: record counts need a global view: `record_slots` over every image's count (the side input) gives
+   each record its shard and its position there, as on every executor (augd.job.units).
+4. GroupByKey on (group, shard), with one empty marker per shard so that empty shards are written too;
+   `_WriteShard` sorts a shard's records by position, checks that none is missing or doubled, writes them with
+   ShardWriter (the local executor's writer: same compression, same bytes) under a unique hidden name in the
+   temp folder and renames that into place. A retried attempt rewrites the same bytes.
+5. `_gather`: every summary and every shard written go into one JSON file in the temp folder.
+
+Then, on the launcher, after wait_until_finish(): read that file, tally the images in the local order, and
+finish as run_job does (check_outcome, build_report, write_sidecars, AtomicOutput.commit: _SUCCESS last).
+
+Why the last step runs on the launcher and not as a Beam step: JobFailed (no valid input, too many rejected)
+reaches the caller with its reason, as from run_job, instead of as a worker's exception that a runner retries
+and wraps; the commit happens exactly once, by the process that claimed the output, which also removes the
+temp folder on any failure (a Beam step may run again after it committed). It works on remote runners because
+the workers hand their outcomes to the launcher through the output filesystem (a tf.io.gfile URL such as gs://),
+the one thing they share. The cost: the launcher must wait for the pipeline to finish.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+
+try:
+    import apache_beam as beam
+    from apache_beam.metrics import Metrics
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+except ImportError as _exc:  # an optional extra: augd runs without it
+    raise ImportError(f"the Beam executor needs Apache Beam ({_exc}): pip install 'augd[beam]'",
+                      name="apache_beam") from _exc
+
+from augd.engine.options import EngineOptions
+from augd.errors import FailureReason, JobFailed, tf_error_message
+from augd.io import RejectedInput
+from augd.job.report import GraphInfo, JobProgress, ObjectCounts, ShardSet, Tally
+from augd.job.finish import build_report, check_outcome, write_sidecars
+from augd.job.run import ImageOutcome, JobOptions, JobResult, process_images
+from augd.job.units import JobPlan, plan_job, record_slots
+from augd.spec import PipelineSpec
+
+log = logging.getLogger("augd.job")
+
+__all__ = ["run_beam_job"]
+
+#: In the job's temp folder: the workers' outcomes for the launcher. Every hidden name in that folder is the
+#: executor's own (this file, shard attempts) and is removed before the commit.
+OUTCOMES = ".beam-outcomes.json"
+_NS = "augd"   # the Beam metrics namespace
+_DIRECT = {"direct", "directrunner", "switchingdirectrunner"}
+
+
+def _counter(name: str):
+    return Metrics.counter(_NS, name)
+
+
+def _names(plan: JobPlan, g: int) -> list[str]:
+    from augd.io import shard_name
+    group = plan.groups[g]
+    return [shard_name(group.prefix(plan.name), s, group.shards, plan.spec.output.compression)
+            for s in range(group.shards)]
+
+
+class _ProcessImage(beam.DoFn):
+    """(group, position) -> (its summary, its records). One graph per DoFn instance:
+    runners keep an instance for many bundles, so a worker builds one graph per thread it runs this step on."""
+    def __init__(self, plan: JobPlan, engine_options: EngineOptions):
+        self.plan, self.engine_options = plan, engine_options
+        self.compiled = None
+
+    def setup(self):
+        from augd.engine import Engine
+        from augd.tfenv import quiet_native_stderr
+        with quiet_native_stderr():
+            self.compiled = Engine(self.engine_options).compile(self.plan.spec)
+        self.instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.counted = False
+
+    def process(self, unit):
+        if not self.counted:  # metrics have no home in setup(): the build is counted with the first image
+            self.counted = True
+            _counter("graph_builds").inc()
+            _counter("graph_traces").inc(self.compiled.traces)
+        g, pos = unit
+        group = self.plan.groups[g]
+        t0 = time.perf_counter()
+        [out] = process_images(self.compiled, self.plan.spec, [group.order[pos]], list(group.variants),
+                               self.plan.detection)
+        _counter("images").inc()
+        _counter("rejected" if out.rejected else "records").inc(1 if out.rejected else len(out.records))
+        # one element, not two tagged outputs: the BundleBasedDirectRunner mixes up tagged outputs read as
+        # side inputs (seen with Beam 2.77)
+        yield _summary(g, pos, out, self, time.perf_counter() - t0), out.records
+
+    def teardown(self):
+        if self.compiled is not None:
+            from augd.engine import release_memory
+            self.compiled.close()
+            self.compiled = None
+            release_memory()
+
+
+def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: float) -> dict:
+    """What the launcher needs of an image (JSON: the outcomes file), without its records."""
+    o, c = out.objects, fn.compiled
+    return {"g": g, "pos": pos, "records": len(out.records), "bytes_read": out.bytes_read,
+            "rejected": [out.rejected.reason, out.rejected.message] if out.rejected else None,
+            "stages": out.stage_seconds, "seconds": seconds,
+            "objects": [o.objects_in, o.objects_out, o.dropped, o.negative] if o is not None else None,
+            "worker": fn.instance, "traces": c.traces, "device": [c.device.name, c.device.tf_version],
+            "stage_devices": c.stage_devices}
+
+
+def _slots(counts, plan_sizes: list[int], plan_shards: list[int]) -> list[list]:
+    """Per group, per position: its records' (shard, position in shard), by record_slots over all counts."""
+    per_group = [[None] * n for n in plan_sizes]
+    for g, pos, n in counts:
+        if per_group[g][pos] is not None:
+            raise RuntimeError(f"image {pos} of group {g} was counted twice: the runner repeated an output")
+        per_group[g][pos] = n
+    for g, ns in enumerate(per_group):
+        if None in ns:
+            raise RuntimeError(f"image {ns.index(None)} of group {g} has no record count: the runner lost an output")
+    return [record_slots(ns, shards) for ns, shards in zip(per_group, plan_shards)]
+
+
+class _Place(beam.DoFn):
+    """(summary, records) -> ((group, shard), (position in shard, record)) for each record. The slots are computed once
+    per instance from the side input, which is one value for the whole (batch, global-window) pipeline."""
+
+    def __init__(self, plan: JobPlan):
+        self.sizes = [len(g.order) for g in plan.groups]
+        self.shards = [g.shards for g in plan.groups]
+        self.slots = None
+
+    def process(self, item, counts):
+        if self.slots is None:
+            self.slots = _slots(counts, self.sizes, self.shards)
+        summary, records = item
+        g, pos = summary["g"], summary["pos"]
+        slots = self.slots[g][pos]
+        if len(slots) != len(records):
+            raise RuntimeError(f"image {pos} of group {g}: {len(records)} records, {len(slots)} counted")
+        for (shard, at), record in zip(slots, records):
+            yield (g, shard), (at, record)
+
+
+class _WriteShard(beam.DoFn):
+    """((group, shard), [marker, (position, record), ...]) -> the shard file, and what was written."""
+
+    def __init__(self, plan: JobPlan, out_dir: str):
+        self.out_dir, self.compression = out_dir, plan.spec.output.compression
+        self.names = {(g, s): name for g in range(len(plan.groups)) for s, name in enumerate(_names(plan, g))}
+        self.shards = [g.shards for g in plan.groups]
+
+    def process(self, item, totals):
+        import tensorflow as tf
+
+        from augd.io import ShardWriter
+        (g, s), values = item
+        name = self.names[(g, s)]
+        records = sorted((v for v in values if v is not None), key=lambda v: v[0])
+        want = len(range(s, totals.get(g, 0), self.shards[g]))
+        if [at for at, _ in records] != list(range(want)):
+            raise RuntimeError(f"{name}: records at positions {[at for at, _ in records][:20]}, expected 0..{want - 1}:"
+                               f" the runner lost or repeated records")
+        t0 = time.perf_counter()
+        # ShardWriter writes (and fsyncs) the shard in a folder of this attempt's own; a retry or a second
+        # attempt running at the same time writes its own, and each renames the same bytes into place.
+        attempt = f"{self.out_dir}/.{name}.attempt-{uuid.uuid4().hex}"
+        tf.io.gfile.makedirs(attempt)
+        with ShardWriter(attempt, "shard", 1, self.compression) as writer:
+            for _, record in records:
+                writer.write(0, record)
+        tf.io.gfile.rename(writer.paths[0], f"{self.out_dir}/{name}", overwrite=True)
+        tf.io.gfile.rmtree(attempt)
+        _counter("shards").inc()
+        yield {"g": g, "shard": s, "records": len(records), "bytes": writer.bytes_written,
+               "seconds": time.perf_counter() - t0}
+
+
+def _gather(_, out_dir: str, summaries, shards) -> None:
+    """Every image's summary and every shard written, into the outcomes file (written aside, renamed in)."""
+    import tensorflow as tf
+
+    from augd.io import write_text
+    tmp = f"{out_dir}/{OUTCOMES}.{uuid.uuid4().hex}"
+    write_text(tmp, json.dumps({"images": sorted(summaries, key=lambda s: (s["g"], s["pos"])),
+                                "shards": sorted(shards, key=lambda s: (s["g"], s["shard"]))}))
+    tf.io.gfile.rename(tmp, f"{out_dir}/{OUTCOMES}", overwrite=True)
+
+
+def _build(p, plan: JobPlan, engine_options: EngineOptions, out_dir: str) -> None:
+    units = [(g, pos) for g, group in enumerate(plan.groups) for pos in range(len(group.order))]
+    processed = (p | "Units" >> beam.Create(units) | "Spread" >> beam.Reshuffle()
+                 | "Process" >> beam.ParDo(_ProcessImage(plan, engine_options)))
+    summaries = processed | "Summaries" >> beam.Map(lambda item: item[0])
+    counts = summaries | "Counts" >> beam.Map(lambda s: (s["g"], s["pos"], s["records"]))
+    totals = (counts | "ByGroup" >> beam.Map(lambda c: (c[0], c[2])) | "Totals" >> beam.CombinePerKey(sum))
+    placed = processed | "Place" >> beam.ParDo(_Place(plan), beam.pvalue.AsList(counts))
+    markers = p | "EveryShard" >> beam.Create([((g, s), None) for g, group in enumerate(plan.groups)
+                                               for s in range(group.shards)])
+    written = ((placed, markers) | "Join" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
+               | "Write" >> beam.ParDo(_WriteShard(plan, out_dir), beam.pvalue.AsDict(totals)))
+    (p | "Once" >> beam.Create([None])
+     | "Gather" >> beam.Map(_gather, out_dir, beam.pvalue.AsList(summaries), beam.pvalue.AsList(written)))
+
+
+def _pipeline(args: list[str]):
+    """(Pipeline, runner name). Without --runner: the DirectRunner. The DirectRunner runs here on the FnApiRunner,
+    its own engine for batch pipelines, without first trying Prism, which it would download (offline: it fails
+    and falls back; online: a different runner than the one asked for)."""
+    options = PipelineOptions(args)
+    name = options.view_as(StandardOptions).runner or "DirectRunner"
+    if name.lower() not in _DIRECT:
+        return beam.Pipeline(options=options), name
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())  # as the DirectRunner does
+    runner = fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+    return beam.Pipeline(runner=runner, options=options), "DirectRunner"
+
+
+@dataclass
+class _Written:
+    """One group's shards as ShardSet.add reads a ShardWriter."""
+    paths: list
+    records_per_shard: list
+    bytes_written: int
+
+
+@dataclass(frozen=True)
+class _Device:
+    name: str
+    tf_version: str
+
+
+def _outcome(plan: JobPlan, s: dict) -> ImageOutcome:
+    img = plan.groups[s["g"]].order[s["pos"]]
+    o = s["objects"]
+    return ImageOutcome(
+        img, records=(b"",) * s["records"],   # Tally counts them; their bytes are in the shards
+        rejected=RejectedInput(img.relpath, *s["rejected"]) if s["rejected"] else None, bytes_read=s["bytes_read"],
+        stage_seconds=s["stages"], objects=ObjectCounts(*o) if o is not None else None)
+
+
+def _metrics(result) -> dict[str, int]:
+    """The augd counters, summed over steps: committed where the runner has them, else attempted; {} when the
+    runner reports none."""
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(_NS))["counters"]
+    except Exception as exc:  # noqa: BLE001 - metrics are a log line here, never the job's outcome
+        log.debug("beam: no metrics from the runner: %s", exc)
+        return {}
+    out: dict[str, int] = {}
+    for c in counters:
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
+    return out
+
+
+def _graph(images: list[dict], metrics: dict) -> tuple[GraphInfo, _Device]:
+    """The manifest's graph block and device, from the workers: per process, the graphs its DoFn instances built
+    (the metrics also count an attempt that failed), their traces, images and seconds."""
+    workers: dict = {}
+    for s in images:
+        host, pid, instance = s["worker"].rsplit(":", 2)
+        w = workers.setdefault((host, pid), {"host": host, "pid": int(pid), "graphs": {}, "images": 0, "seconds": 0.0})
+        w["graphs"][instance] = s["traces"]
+        w["images"] += 1
+        w["seconds"] += s["seconds"]
+    rows = tuple({"host": w["host"], "pid": w["pid"], "builds": len(w["graphs"]), "traces": sum(w["graphs"].values()),
+                  "images": w["images"], "seconds": round(w["seconds"], 3)} for _, w in sorted(workers.items()))
+    graph = GraphInfo(metrics.get("graph_builds") or sum(w["builds"] for w in rows),
+                      metrics.get("graph_traces") or sum(w["traces"] for w in rows),
+                      images[0]["stage_devices"], "beam", rows)
+    devices = sorted({tuple(s["device"]) for s in images})
+    return graph, _Device(", ".join(n for n, _ in devices), ", ".join(sorted({v for _, v in devices})))
+
+
+def _finish(plan: JobPlan, out, opts: JobOptions, metrics: dict, started: float, t_start: float):
+    """The launcher's last step, from the outcomes file: the same tally, checks and report as run_job's."""
+    import tensorflow as tf
+    path = f"{out.tmp_dir}/{OUTCOMES}"
+    if not tf.io.gfile.exists(path):
+        raise JobFailed(f"the Beam pipeline finished but {path} is missing: the workers must write to the same "
+                        f"filesystem as the launcher (a gs:// URL on Dataflow)", reason=FailureReason.CRASHED)
+    with tf.io.gfile.GFile(path) as f:
+        data = json.load(f)
+    images, shard_rows = data["images"], data["shards"]
+    want = [(g, pos) for g, group in enumerate(plan.groups) for pos in range(len(group.order))]
+    if [(s["g"], s["pos"]) for s in images] != want:
+        raise JobFailed(f"the Beam pipeline returned {len(images)} image outcomes for {len(want)} images",
+                        reason=FailureReason.CRASHED)
+    tally = Tally(JobProgress(name=plan.name, total=len(want)))
+    tally.add_scan(plan.scan)
+    for s in images:   # in the local executor's order: group after group, each in its seeded order
+        tally.add(_outcome(plan, s))
+    shards = ShardSet()
+    for g, group in enumerate(plan.groups):
+        rows = [r for r in shard_rows if r["g"] == g]
+        if [r["shard"] for r in rows] != list(range(group.shards)):
+            raise JobFailed(f"the Beam pipeline wrote {len(rows)} of group {g}'s {group.shards} shards",
+                            reason=FailureReason.CRASHED)
+        shards.add(group.split, _Written([f"{out.tmp_dir}/{n}" for n in _names(plan, g)],
+                                         [r["records"] for r in rows], sum(r["bytes"] for r in rows)))
+    tally.stages["write"] += sum(r["seconds"] for r in shard_rows)
+    rejected = check_outcome(plan, tally, opts.max_rejected)
+    graph, device = _graph(images, metrics)
+    report = build_report(plan, tally, shards, graph, device, started, time.perf_counter() - t_start, rejected)
+    for name in tf.io.gfile.listdir(out.tmp_dir):  # a crashed attempt's folder, the outcomes file
+        name = name.rstrip("/")
+        if name.startswith("."):
+            p = f"{out.tmp_dir}/{name}"
+            tf.io.gfile.rmtree(p) if tf.io.gfile.isdir(p) else tf.io.gfile.remove(p)
+    return report
+
+
+def run_beam_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptions | None = None,
+                 engine_options: EngineOptions | None = None, pipeline_args: list[str] | None = None) -> JobResult:
+    """Run one job into `out_root`/name/ on Apache Beam: the output run_job writes, byte for byte (shards,
+    labels.txt, label_map.pbtxt; manifest.json differs in timing, created, device and graph). Raises JobFailed
+    with run_job's reasons, and `crashed` when the pipeline fails.
+
+    `pipeline_args`: Beam's pipeline options (`--runner=DataflowRunner --project=...`); without --runner, the
+    DirectRunner. The input and the output must be on a filesystem the workers and this process share (a
+    tf.io.gfile URL such as gs:// on a remote runner). `engine_options` go to the workers, whose own AUGD_*
+    environment is not read (default: EngineOptions()). Of `options`, the name, overwrite, max_pixels and
+    max_rejected apply; workers, executor and memory_limit are the local executors': the runner sizes its own."""
+    import tensorflow as tf
+
+    from augd.io import AtomicOutput, OutputExists, is_url
+    opts, engine_options = options or JobOptions(), engine_options or EngineOptions()
+    started, t_start = time.time(), time.perf_counter()
+    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels)
+    p, runner = _pipeline(list(pipeline_args or []))
+    if runner not in StandardOptions.LOCAL_RUNNERS and not (is_url(input_dir) and is_url(out_root)):
+        log.warning("beam: the %s's workers must read %s and write %s at the same paths as this process: a "
+                    "tf.io.gfile URL (gs://...) for both, or a filesystem mounted on every worker", runner,
+                    input_dir, out_root)
+    try:
+        with AtomicOutput(out_root, plan.name, overwrite=opts.overwrite) as out:
+            _build(p, plan, engine_options, out.tmp_dir)
+            log.info("beam: %s: %d images in %d groups on the %s", plan.name, len(plan.images), len(plan.groups),
+                     runner)
+            result = None
+            try:
+                result = p.run()
+                state = result.wait_until_finish()
+            except KeyboardInterrupt:
+                if result is not None:  # a remote pipeline would go on writing into a folder nobody commits
+                    result.cancel()
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failed pipeline, whatever the runner raises
+                lines = [ln for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
+                log.debug("beam: the pipeline failed", exc_info=True)
+                raise JobFailed(f"the Beam pipeline failed on the {runner}: {lines[-1].strip()[:500]}",
+                                reason=FailureReason.CRASHED) from exc
+            if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
+                raise JobFailed(f"the Beam pipeline ended {state} on the {runner}", reason=FailureReason.CRASHED)
+            metrics = _metrics(result)
+            log.info("beam: %s: %s", plan.name, ", ".join(f"{k} {v}" for k, v in sorted(metrics.items())) or
+                     "the runner reported no metrics")
+            report = _finish(plan, out, opts, metrics, started, t_start)
+            write_sidecars(out.tmp_dir, plan, report)
+            out.commit()
+    except OutputExists as exc:
+        raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
+    except (OSError, tf.errors.OpError) as exc:
+        msg = tf_error_message(exc) if not isinstance(exc, OSError) else str(exc)
+        raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None
+    return JobResult(name=plan.name, out_dir=out.dest, report=report)

@@ -1,0 +1,80 @@
+"""After the images: the checks a job must pass to commit, its report (manifest.json) and its side files. The
+same for every executor (threads, worker processes, Beam)."""
+from __future__ import annotations
+
+import augd
+from augd import jobfolder
+from augd.errors import FailureReason, JobFailed
+from augd.io import write_text
+from augd.job.detection import Detection
+from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobReport, RecordCounts,
+                             ShardSet, Tally, Timing, iso_utc, labels_txt, reasons_summary)
+from augd.job.units import JobPlan, variants_of
+
+__all__ = ["build_report", "check_outcome", "write_sidecars"]
+
+
+def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None,
+                    not_inputs: frozenset[str] = frozenset()) -> None:
+    """JobFailed (too_many_rejected) when more than `max_rejected` of the inputs were rejected. `not_inputs`: the
+    rejected files that are no input image (a detection job's orphan or broken annotation files): listed in the
+    manifest, but left out of the fraction on both sides."""
+    if not_inputs:
+        seen -= sum(r.relpath in not_inputs for r in rejected)
+        rejected = [r for r in rejected if r.relpath not in not_inputs]
+    if max_rejected is None or not seen or len(rejected) / seen <= max_rejected:
+        return
+    reasons = reasons_summary(r.reason for r in rejected)
+    raise JobFailed(f"{input_dir}: {len(rejected)} of {seen} inputs were rejected ({len(rejected) / seen:.1%}), more "
+                    f"than max_rejected={max_rejected:g} allows ({reasons}; first: {rejected[0].relpath}: "
+                    f"{rejected[0].message}); nothing was written", reason=FailureReason.TOO_MANY_REJECTED)
+
+
+def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_rejected: int) -> AnnotationReport:
+    names = detection.label_map.names()
+    return AnnotationReport(
+        format=detection.format, label_map=jobfolder.LABEL_MAP_FILE,
+        classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
+                                   tally.objects_out[n]) for n in names),
+        dropped=tally.dropped, negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
+        bad_annotations=sum(r.reason == "bad_annotation" for r in rejected))
+
+
+def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo, device, started: float,
+                 wall_seconds: float, rejected: list) -> JobReport:
+    """The job's report (manifest.json) from what the executor tallied and wrote; the same for every executor."""
+    spec, scan, state = plan.spec, plan.scan, tally.progress
+    return JobReport(
+        augd_version=augd.__version__, tensorflow_version=device.tf_version, device=device.name, job=plan.name,
+        input=plan.input_dir, created=iso_utc(started), pipeline=spec.normalized(), pipeline_sha256=spec.sha256,
+        seed=spec.seed, classes=tally.classes(scan.classes), unlabeled=tally.unlabeled(),
+        inputs=Inputs(len(scan.images) + len(scan.rejected), state.written,
+                      tuple(sorted(rejected, key=lambda r: r.relpath))),
+        records=RecordCounts(sum(shards.records), tuple(variants_of(spec))), shards=shards.shards(),
+        splits=shards.splits(tally) if plan.groups[0].split else {},
+        bytes=ByteCounts(tally.bytes_read, shards.bytes_written), graph=graph,
+        timing=Timing.measured(wall_seconds, state.written, tally.stages),
+        annotations=_annotation_report(plan.detection, tally, rejected, plan.negatives_rejected)
+        if plan.detection else None)
+
+
+def check_outcome(plan: JobPlan, tally: Tally, max_rejected: float | None) -> list:
+    """All rejected inputs (the scan's and the executor's), after checking that the job may commit: JobFailed when
+    nothing was written or more than max_rejected was rejected."""
+    if tally.progress.written == 0:
+        first = tally.rejected[0]
+        raise JobFailed(f"{plan.input_dir}: none of {len(plan.images)} images could be decoded "
+                        f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
+    rejected = list(plan.scan.rejected) + tally.rejected
+    seen = len(plan.scan.images) + len(plan.scan.rejected)
+    _check_rejected(plan.input_dir, seen, rejected, max_rejected, plan.scan.not_inputs)
+    return rejected
+
+
+def write_sidecars(out_dir: str, plan: JobPlan, report: JobReport) -> None:
+    """labels.txt, label_map.pbtxt and manifest.json (last) into the job's temporary output folder."""
+    if plan.scan.classes:
+        write_text(f"{out_dir}/labels.txt", labels_txt(plan.scan.classes))
+    if plan.detection is not None:
+        write_text(f"{out_dir}/{jobfolder.LABEL_MAP_FILE}", plan.detection.label_map.to_pbtxt())
+    write_text(f"{out_dir}/manifest.json", report.to_json())

@@ -1,0 +1,286 @@
+"""Worker processes for a job's images: each holds its own Engine and compiles each job's graph once; the parent
+only hands out batches, orders the results and writes.
+
+Why processes: the per-image work outside TensorFlow's kernels (reading and re-checking the file, the Python
+around the OpenCV step, hashing, building the tf.train.Example) runs under one GIL per process. Threads keep
+~1.65 of 2 cores busy; processes are not capped by it on hosts with many cores.
+
+A worker that dies (kill -9, the OOM killer, a crash in native code) is replaced; the batch it held is handed
+out again, up to MAX_ATTEMPTS times, then the job fails with WorkerLost naming the images and the signal. A
+batch's results are only written once they are all back, in the job's order, so a re-run batch can neither be
+lost nor written twice. The pool outlives jobs (the daemon keeps one): TensorFlow is imported once per worker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import multiprocessing
+import pickle
+import threading
+from collections import deque
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+
+from augd.defaults import EXECUTORS
+from augd.engine.options import EngineOptions
+from augd.procworker import serve
+
+log = logging.getLogger("augd.job")
+
+__all__ = ["EXECUTORS", "MAX_ATTEMPTS", "ProcessPool", "WorkerLost", "choose_executor"]
+
+#: A batch handed to this many workers that all died is not tried again: the job fails.
+MAX_ATTEMPTS = 3
+#: `auto` starts a pool for a job only when it has this many records: a worker's start-up (importing
+#: TensorFlow, building its graph) costs seconds, a small job's whole run less than that (bench/README.md).
+AUTO_MIN_RECORDS = 4000
+
+
+def choose_executor(requested: str, device_kind: str, workers: int, records: int, warm: bool = False) -> str:
+    """`threads` or `processes` for a job. auto: threads on a GPU host (one process owns the device), with one
+    worker, and for jobs too small to pay a pool's start-up unless a warm pool is waiting; else processes."""
+    if requested not in EXECUTORS:
+        raise ValueError(f"executor must be one of {list(EXECUTORS)}; got {requested!r}")
+    if requested != "auto":
+        return requested
+    if device_kind == "GPU" or workers < 2:
+        return "threads"
+    return "processes" if warm or records >= AUTO_MIN_RECORDS else "threads"
+
+
+class WorkerLost(RuntimeError):
+    """A batch's workers died MAX_ATTEMPTS times."""
+
+
+@dataclass
+class JobContext:
+    """One job as the workers see it: an id, and (spec, detection) pickled once and sent to each worker once."""
+    id: int
+    payload: bytes
+    #: per worker pid: {"pid", "builds", "traces", "batches", "images", "seconds"}; stage_devices from the first
+    workers: dict = field(default_factory=dict)
+    stage_devices: dict | None = None
+
+
+@dataclass
+class _Task:
+    job: JobContext
+    batch: list
+    variants: list
+    future: Future
+    attempts: int = 0
+    deaths: list = field(default_factory=list)   # how each worker that held it ended
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: object
+    ready: bool = False
+    task: _Task | None = None
+    jobs: set = field(default_factory=set)       # job ids whose context this worker holds
+
+
+_ids = itertools.count(1)
+
+
+class ProcessPool:
+    """`workers` processes, each running an Engine(options). submit() returns a Future of process_images()'s
+    outcomes plus the seconds the worker spent on them. Thread-safe; one dispatcher thread talks to the workers."""
+
+    def __init__(self, workers: int, options: EngineOptions):
+        self.size, self.options = workers, options
+        self.restarts = 0
+        self._ctx = multiprocessing.get_context("spawn")  # never fork a process that has TensorFlow loaded
+        self._queue: deque[_Task] = deque()
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        self._closed = False
+        self._broken: str | None = None     # why no worker can start, once that is clear
+        self._start_failures = 0
+        self._forget: list[int] = []
+        self._workers = [self._spawn() for _ in range(workers)]
+        self._thread = threading.Thread(target=self._loop, name="augd-pool", daemon=True)
+        self._thread.start()
+
+    # -- the parent's API --------------------------------------------------------------------------------------
+    def start_job(self, spec, detection) -> JobContext:
+        return JobContext(next(_ids), pickle.dumps((spec, detection), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def submit(self, job: JobContext, batch: list, variants: list) -> Future:
+        task = _Task(job, batch, variants, Future())
+        with self._lock:
+            if self._closed or self._broken:
+                raise WorkerLost(self._broken or "the worker pool is closed")
+            self._queue.append(task)
+        self._wake_w.send(None)
+        return task.future
+
+    def end_job(self, job: JobContext) -> None:
+        """Let the workers drop the job's graph (a long-lived pool stays flat from job to job)."""
+        with self._lock:
+            self._queue = deque(t for t in self._queue if t.job is not job)
+            self._forget.append(job.id)
+        self._wake_w.send(None)
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._wake_w.send(None)
+        self._thread.join(30)
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        for w in self._workers:
+            w.process.join(10)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+
+    def __enter__(self) -> "ProcessPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the dispatcher ----------------------------------------------------------------------------------------
+    def _spawn(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        # the target lives in a module that loads nothing on import, so TensorFlow's start-up noise is filtered
+        p = self._ctx.Process(target=serve, args=(child, dataclasses.asdict(self.options)), name="augd-worker",
+                              daemon=True)
+        p.start()
+        child.close()
+        return _Worker(p, parent)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    for t in self._queue:
+                        _settle(t.future, exc=RuntimeError("the worker pool was closed"))
+                    return
+                forget, self._forget = self._forget, []
+                self._hand_out(forget)
+            waits = {self._wake_r: None}
+            for w in self._workers:
+                waits[w.conn] = w
+                waits[w.process.sentinel] = w
+            for ready in wait(list(waits)):
+                if ready is self._wake_r:
+                    while self._wake_r.poll():
+                        self._wake_r.recv()
+                    continue
+                w = waits[ready]
+                if w not in self._workers:
+                    continue   # replaced earlier in this round
+                if ready is w.conn:
+                    try:
+                        self._receive(w, w.conn.recv())
+                        continue
+                    except (EOFError, OSError):
+                        pass
+                self._replace(w)
+
+    def _hand_out(self, forget: list) -> None:
+        for w in self._workers:
+            for job_id in forget:
+                if job_id in w.jobs:
+                    w.jobs.discard(job_id)
+                    self._send(w, ("forget", job_id))
+        for w in self._workers:
+            while w.ready and w.task is None and self._queue:
+                t = self._queue.popleft()
+                if t.future.cancelled():
+                    continue
+                payload = None if t.job.id in w.jobs else t.job.payload
+                if self._send(w, ("batch", t.job.id, payload, t.batch, t.variants)):
+                    w.task = t
+                    w.jobs.add(t.job.id)
+                else:
+                    self._queue.appendleft(t)
+
+    def _send(self, w: _Worker, msg) -> bool:
+        try:
+            w.conn.send(msg)
+            return True
+        except OSError:   # it died; its sentinel says so next round
+            w.ready = False
+            return False
+
+    def _receive(self, w: _Worker, msg) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            w.ready = True
+            self._start_failures = 0
+            return
+        task, w.task = w.task, None
+        if task is None:
+            return
+        if kind == "done":
+            _, outcomes, seconds, stats = msg
+            info = task.job.workers.setdefault(w.process.pid, {"pid": w.process.pid, "builds": 0, "traces": 0,
+                                                               "batches": 0, "images": 0, "seconds": 0.0})
+            info["builds"], info["traces"] = stats["builds"], stats["traces"]
+            info["batches"] += 1
+            info["images"] += len(task.batch)
+            info["seconds"] = round(info["seconds"] + seconds, 3)
+            task.job.stage_devices = task.job.stage_devices or stats["stage_devices"]
+            _settle(task.future, (outcomes, seconds))
+        else:
+            _settle(task.future, exc=msg[1])
+
+    def _replace(self, w: _Worker) -> None:
+        """w died: start another in its place and hand its batch out again (or fail it)."""
+        w.process.join(1)
+        code = w.process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        if not w.ready:
+            self._start_failures += 1
+        if self._start_failures >= MAX_ATTEMPTS:  # workers die before they are up: starting more will not help
+            self._broken = (f"{self._start_failures} worker processes died while starting (last: {how}); see the "
+                            f"log above for their error")
+            for t in [*self._queue, *(x.task for x in self._workers if x.task)]:
+                _settle(t.future, exc=WorkerLost(self._broken))
+            self._queue.clear()
+            self._workers.remove(w)
+            return
+        self._workers[self._workers.index(w)] = self._spawn()
+        self.restarts += 1
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        task = w.task
+        log.warning("worker process %s died (%s)%s; started another", w.process.pid, how,
+                    f" holding {len(task.batch)} image(s)" if task else "")
+        if task is None or task.future.cancelled():
+            return
+        task.attempts += 1
+        task.deaths.append(how)
+        if task.attempts >= MAX_ATTEMPTS:
+            names = ", ".join(i.relpath for i in task.batch[:5]) + (" ..." if len(task.batch) > 5 else "")
+            _settle(task.future, exc=WorkerLost(
+                f"{task.attempts} worker processes died processing {names} ({'; '.join(task.deaths)}); "
+                f"the job stops rather than retry it again"))
+        else:
+            self._queue.appendleft(task)
+
+
+def _settle(fut: Future, result=None, exc: BaseException | None = None) -> None:
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+    except InvalidStateError:  # cancelled by the job meanwhile
+        pass

@@ -1,0 +1,125 @@
+"""The job's work units, a pure function of the input folder and the pipeline: which images, in which seeded order,
+into how many shards, with which variants, and where each record lands.
+
+Every executor (threads, worker processes, Beam) runs from the same JobPlan and places records with
+`record_slots`, so a slice of images can be processed anywhere, in any order, retried any number of times,
+and the shards come out byte-identical: record k of a split (counting in seeded order, rejected images holding
+none) is written to shard k % count, after the split's records k' < k of that shard.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+from augd import jobfolder
+from augd.errors import FailureReason, JobFailed
+from augd.io import SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
+from augd.job.detection import Detection, prepare
+from augd.spec import PipelineSpec
+
+__all__ = ["Group", "JobPlan", "plan_job", "record_slots", "variants_of"]
+
+
+def variants_of(spec: PipelineSpec) -> list[int]:
+    """Variant indices written per image: 0 is the original (when kept), 1..N the augmented copies."""
+    return ([0] if spec.keep_original else []) + list(range(1, spec.variants + 1))
+
+
+@dataclass(frozen=True)
+class Group:
+    """One split's share of the job ("" for a job without splits): its images in seeded order, its shard count
+    and the variants each of its images gets."""
+    split: str
+    order: tuple[InputImage, ...]
+    shards: int
+    variants: tuple[int, ...]
+
+    def prefix(self, job: str) -> str:
+        """Shard file prefix: <job>-train-00000-of-00004... or <job>-00000-of-00001."""
+        return f"{job}-{self.split}" if self.split else job
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What the launcher decides before any image is processed."""
+    input_dir: str
+    name: str
+    spec: PipelineSpec
+    scan: ScanResult
+    groups: tuple[Group, ...]
+    detection: Detection | None = None
+    negatives_rejected: int = 0
+
+    @property
+    def images(self) -> list[InputImage]:
+        """Every image to process, group after group, each group in its seeded order."""
+        return [img for g in self.groups for img in g.order]
+
+
+def record_slots(records_per_image, shards: int) -> list[list[tuple[int, int]]]:
+    """For one group, in seeded order: each image's records' (shard, position in that shard). The same on
+    every executor; a rejected image (0 records) takes no slot."""
+    out, k = [], 0
+    for n in records_per_image:
+        out.append([((k + j) % shards, (k + j) // shards) for j in range(n)])
+        k += n
+    return out
+
+
+def _estimate_bytes(spec: PipelineSpec, images, n: int) -> int:
+    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged."""
+    if spec.output.format == "raw":
+        return sum(i.header.width * i.header.height * 3 for i in images) * n
+    return sum(i.size for i in images) * n
+
+
+def _label_map_file(spec: PipelineSpec):
+    """The scan's `ignore`: a job's own label map file named by `annotations.label_map` is no input."""
+    lm = spec.annotations.label_map if spec.annotations is not None else None
+    if not isinstance(lm, str) or os.path.isabs(lm):
+        return None
+    rel = os.path.normpath(lm).replace(os.sep, "/")
+    return lambda relpath: relpath == rel
+
+
+def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, list[InputImage]]]:
+    """[(split, its images)] in SPLITS order: the job's split folders, or a `split:` setting's stable hash of
+    each path (so a re-run or an added image never moves an image between splits); [("", all)] without."""
+    images = list(scan.images)
+    if spec.split:
+        if scan.splits:
+            raise JobFailed(f"{input_dir}: the job has split folders ({', '.join(scan.splits)}) and the pipeline "
+                            f"sets split: {dict(spec.split)}; use one or the other", reason=FailureReason.BAD_PIPELINE)
+        images = [dataclasses.replace(i, split=split_of(i.relpath, spec.split)) for i in images]
+    elif not scan.splits:
+        return [("", images)]
+    return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
+
+
+def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: int) -> JobPlan:
+    """Scan the job (annotations included) and fix its groups. Raises JobFailed when no image is left."""
+    input_dir = input_dir.rstrip("/") or "/"
+    detection = prepare(input_dir, spec, max_pixels)
+    scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
+                    skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
+                    layout=detection.layout if detection else None)
+    negatives_rejected = 0
+    if detection is not None:
+        kept, refused, negatives_rejected = detection.attach(scan.images)
+        scan = dataclasses.replace(scan, images=tuple(kept),
+                                   rejected=tuple(sorted(scan.rejected + tuple(refused), key=lambda r: r.relpath)))
+    if not scan.images:
+        reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
+        raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
+                        reason=FailureReason.NO_VALID_INPUT)
+    groups = []
+    for split, images in _split_images(scan, spec, input_dir):
+        # splits left out of augment_splits keep only their originals
+        variants = [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
+            else variants_of(spec)
+        order = tuple(images[i] for i in shuffled_order([i.relpath for i in images], spec.seed))
+        count = shard_count(_estimate_bytes(spec, order, len(variants)), spec.output.shards)
+        groups.append(Group(split, order, count, tuple(variants)))
+    return JobPlan(input_dir, name or os.path.basename(input_dir), spec, scan, tuple(groups), detection,
+                   negatives_rejected)

@@ -1,0 +1,191 @@
+"""One spec, the same bytes whichever executor runs it: threads in one process, or worker processes (real spawned
+processes, each with its own engine and graph). Worker deaths: a kill -9 mid-job re-runs the dead worker's batch
+(nothing lost, nothing written twice); workers that keep dying fail the job with worker_lost, never a hang."""
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from augd.engine import Engine
+from augd.errors import FailureReason, JobFailed
+from augd.job import JobOptions, JobWatch, run_job
+from augd.job.procs import ProcessPool, choose_executor
+from augd.spec import parse_pipeline
+from tests.jobfiles import make_job, pipeline_yaml, records
+
+LAYOUT = {**{f"train/{c}/{c}{i}.{'png' if i % 3 == 0 else 'jpg'}": "png" if i % 3 == 0 else "jpeg"
+             for c in ("cat", "dog") for i in range(9)},
+          **{f"validation/{c}/v{c}{i}.jpg": "jpeg" for c in ("cat", "dog") for i in range(3)},
+          "train/cat/broken.jpg": "truncated"}
+#: manifest blocks that hold the job's result (timing, creation time and the graph block say how it ran)
+RESULT_KEYS = ("inputs", "classes", "unlabeled", "splits", "records", "shards", "bytes", "annotations", "pipeline")
+
+
+def spec():
+    return parse_pipeline(pipeline_yaml(shards=2, variants=2), "t.yaml")
+
+
+def output(out_dir):
+    files = sorted(f for f in os.listdir(out_dir) if f != "manifest.json")
+    with open(os.path.join(out_dir, "manifest.json")) as fh:
+        manifest = json.load(fh)
+    return {f: open(os.path.join(out_dir, f), "rb").read() for f in files}, manifest
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    root = tmp_path_factory.mktemp("in") / "pets"
+    make_job(root, LAYOUT)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def reference(job, tmp_path_factory):
+    res = run_job(job, spec(), str(tmp_path_factory.mktemp("ref")), JobOptions(workers=2, executor="threads"))
+    return output(res.out_dir)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessPool(2, Engine().options) as p:
+        yield p
+
+
+def test_auto_picks_threads_for_gpus_one_worker_and_small_cold_jobs():
+    assert choose_executor("auto", "GPU", 8, 10**6) == "threads"
+    assert choose_executor("auto", "CPU", 1, 10**6) == "threads"
+    assert choose_executor("auto", "CPU", 4, 100) == "threads"
+    assert choose_executor("auto", "CPU", 4, 100, warm=True) == "processes"
+    assert choose_executor("auto", "CPU", 4, 10**6) == "processes"
+    assert choose_executor("threads", "CPU", 4, 10**6) == "threads"
+    with pytest.raises(ValueError, match=r"executor must be one of \['auto', 'threads', 'processes'\]; got 'gpu'"):
+        choose_executor("gpu", "CPU", 4, 1)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_processes_write_the_bytes_threads_write(job, reference, tmp_path, workers):
+    res = run_job(job, spec(), str(tmp_path), JobOptions(workers=workers, executor="processes"))
+    files, manifest = output(res.out_dir)
+    ref_files, ref_manifest = reference
+    assert files == ref_files
+    assert {k: manifest[k] for k in RESULT_KEYS if k in manifest} == \
+           {k: ref_manifest[k] for k in RESULT_KEYS if k in ref_manifest}
+    assert manifest["inputs"]["rejected"] == 1 and manifest["inputs"]["rejected_files"][0]["reason"] == "undecodable"
+    graph = manifest["graph"]
+    assert graph["executor"] == "processes" and ref_manifest["graph"]["executor"] == "threads"
+    ran = [w for w in graph["workers"] if w["images"]]
+    assert 1 <= len(ran) <= workers and all(w["builds"] == 1 and w["traces"] == 1 for w in ran)  # one each
+    assert graph["builds"] == len(graph["workers"]) and sum(w["images"] for w in ran) == len(LAYOUT)
+
+
+def test_a_warm_pool_runs_job_after_job_with_the_same_workers(job, reference, tmp_path, pool):
+    pids = sorted(pool.pids())
+    for k in range(2):
+        res = run_job(job, spec(), str(tmp_path / str(k)), JobOptions(workers=2), pool=pool)  # auto: warm pool
+        files, manifest = output(res.out_dir)
+        assert files == reference[0] and manifest["graph"]["executor"] == "processes"
+        assert {w["pid"] for w in manifest["graph"]["workers"]} <= set(pids)
+    assert sorted(pool.pids()) == pids and pool.restarts == 0  # TensorFlow imported once per worker, not per job
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_doubled(job, reference, tmp_path):
+    killed = []
+
+    def kill_one(outcome):  # after the first image is written, kill -9 a worker that holds a batch
+        if killed:
+            return
+        busy = [w.process.pid for w in p._workers if w.task is not None] or p.pids()
+        os.kill(busy[0], signal.SIGKILL)
+        killed.append(busy[0])
+
+    with ProcessPool(2, Engine().options) as p:
+        res = run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="processes"),
+                      JobWatch(on_image=kill_one), pool=p)
+        assert p.restarts >= 1 and killed[0] not in p.pids()
+    files, manifest = output(res.out_dir)
+    assert files == reference[0]  # every record, once, in its place
+    assert len(records(res.out_dir)) == manifest["records"]["written"] == reference[1]["records"]["written"]
+
+
+def test_workers_that_keep_dying_fail_the_job_with_worker_lost_not_a_hang(job, tmp_path):
+    stop = threading.Event()
+
+    def killer(p):  # kill every worker of the pool, again and again, until the job gives up
+        while not stop.is_set():
+            for pid in p.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, TypeError):
+                    pass
+            time.sleep(0.05)
+
+    with ProcessPool(2, Engine().options) as p:
+        t = threading.Thread(target=killer, args=(p,), daemon=True)
+        t.start()
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(JobFailed) as err:
+                run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="processes"), pool=p)
+        finally:
+            stop.set()
+            t.join()
+    assert err.value.reason is FailureReason.WORKER_LOST
+    assert "worker processes died" in str(err.value) and "signal 9" in str(err.value)
+    assert time.monotonic() - t0 < 120
+    assert os.listdir(tmp_path) == []  # nothing committed, no temp folder left
+
+
+def test_the_daemon_keeps_its_workers_across_jobs_and_replaces_one_killed(tmp_path):
+    """`augd serve` with executor: processes: its worker processes run job after job (one graph build each per
+    job); a worker killed with kill -9 between jobs is replaced and the next job succeeds; SIGTERM leaves no
+    process behind (no_leaked_children)."""
+    from tests.daemon_harness import Daemon, children_of, drop_job, manifest, wait_for, write_config
+    d = Daemon(write_config(tmp_path, workers=2, executor="processes")).start()
+    try:
+        d.wait_ready()
+        started = wait_for(lambda: d.events("worker processes (pids"), what="the workers started")[0]
+        workers = {int(p) for p in started.split("(pids ", 1)[1].split(")", 1)[0].split()}
+        assert len(workers) == 2 and workers <= children_of(d.proc.pid)
+        pids = []
+        for k in range(3):
+            drop_job(d.inbox, f"j{k}", n=6, seed=k)
+            d.wait_done(f"j{k}", timeout=120)
+            graph = manifest(d.out, f"j{k}")["graph"]
+            assert graph["executor"] == "processes"
+            assert all(w["builds"] == 1 for w in graph["workers"]), graph
+            pids.append({w["pid"] for w in graph["workers"]})
+            if k == 0:
+                assert pids[0] <= workers
+                victim = sorted(pids[0])[0]
+                os.kill(victim, signal.SIGKILL)
+                wait_for(lambda: f"worker process {victim} died (killed by signal 9)" in d.log(),
+                         what="the killed worker replaced", on_fail=d.log_tail)
+        assert victim not in pids[1] | pids[2]
+    finally:
+        code = d.stop()
+    assert code == 0, d.log_tail()
+
+
+def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path):
+    """beam: {min_files: 5}: a job of 6 images runs on Apache Beam (here its DirectRunner, in the daemon's
+    process), a job of 2 on the daemon's own executor; both commit, and the metrics count both."""
+    pytest.importorskip("apache_beam")
+    from tests.daemon_harness import Daemon, drop_job, manifest, write_config
+    d = Daemon(write_config(tmp_path, beam={"min_files": 5, "options": []})).start()
+    try:
+        d.wait_ready()
+        drop_job(d.inbox, "big", n=6, seed=1)
+        drop_job(d.inbox, "small", n=2, seed=2)
+        d.wait_done("big", timeout=180)
+        d.wait_done("small", timeout=120)
+        assert manifest(d.out, "big")["graph"]["executor"] == "beam"
+        assert manifest(d.out, "small")["graph"]["executor"] == "threads"
+        assert "job big goes to Apache Beam (DirectRunner)" in d.log()
+        _, body, _ = d.get("/metrics")
+        assert 'augd_images_total{result="written"} 8.0' in body, body
+    finally:
+        code = d.stop()
+    assert code == 0, d.log_tail()
