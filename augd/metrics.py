@@ -97,7 +97,8 @@ class Metrics:
                                  "Images per second of the running job (0 when idle).", registry=r)
         self.last_success = Gauge("augd_last_success_timestamp_seconds",
                                   "Unix time of the last successful job (0: none yet).", registry=r)
-        self.graph_builds = Counter("augd_graph_builds_total", "TensorFlow graphs built (one per job).", registry=r)
+        self.graph_builds = Counter("augd_graph_builds_total",
+                                    "TensorFlow graphs built (one per job and process running it).", registry=r)
         self.graph_traces = Counter("augd_graph_traces_total", "tf.function traces (one per graph when shapes are "
                                                                "dynamic, as they should be).", registry=r)
         r.register(_DeviceMemory(device_memory))

@@ -97,7 +97,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_doubled(job,
     def kill_one(outcome):  # after the first image is written, kill -9 a worker that holds a batch
         if killed:
             return
-        busy = [w.process.pid for w in p._workers if w.task is not None] or p.pids()
+        busy = [w.process.pid for w in p._workers if w.tasks] or p.pids()
         os.kill(busy[0], signal.SIGKILL)
         killed.append(busy[0])
 

@@ -396,7 +396,7 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
     """The scan lists the folder, then reads headers; the engine reads whole files later. Change the folder at
     both moments: deleted, swapped for a symlink out, for a FIFO, for a bomb, truncated, added. Nothing outside
     is read, nothing blocks, nothing is decoded on a stale header's word, every other image is written."""
-    import augd.job.run as runner
+    import augd.job.units as units
     from augd.io import scan_job as real_scan
 
     outside = tmp_path / "outside"
@@ -432,7 +432,7 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
         os.replace(c / "img8.png.tmp", c / "img8.png")                   # a symlink that stays inside
         return res
 
-    monkeypatch.setattr(runner, "scan_job", scan)
+    monkeypatch.setattr(units, "scan_job", scan)
     res = run_job(str(job), parse_pipeline(PIPELINE, "p.yaml"), str(tmp_path / "out"), JobOptions(workers=2))
     outcome, parsed = outcomes(rejections(res.report), records(res.out_dir))
     assert outcome == {

@@ -33,6 +33,8 @@ __all__ = ["EXECUTORS", "MAX_ATTEMPTS", "ProcessPool", "WorkerLost", "choose_exe
 
 #: A batch handed to this many workers that all died is not tried again: the job fails.
 MAX_ATTEMPTS = 3
+#: Batches a worker holds: the one it runs and the next, so it never waits for the parent's round trip.
+PER_WORKER = 2
 #: `auto` starts a pool for a job only when it has this many records: a worker's start-up (importing
 #: TensorFlow, building its graph) costs seconds, a small job's whole run less than that (bench/README.md).
 AUTO_MIN_RECORDS = 4000
@@ -79,7 +81,7 @@ class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: object
     ready: bool = False
-    task: _Task | None = None
+    tasks: deque = field(default_factory=deque)  # sent to it, in order: the first is the one it runs
     jobs: set = field(default_factory=set)       # job ids whose context this worker holds
 
 
@@ -198,16 +200,17 @@ class ProcessPool:
                     w.jobs.discard(job_id)
                     self._send(w, ("forget", job_id))
         for w in self._workers:
-            while w.ready and w.task is None and self._queue:
+            while w.ready and len(w.tasks) < PER_WORKER and self._queue:
                 t = self._queue.popleft()
                 if t.future.cancelled():
                     continue
                 payload = None if t.job.id in w.jobs else t.job.payload
                 if self._send(w, ("batch", t.job.id, payload, t.batch, t.variants)):
-                    w.task = t
+                    w.tasks.append(t)
                     w.jobs.add(t.job.id)
                 else:
                     self._queue.appendleft(t)
+                    break
 
     def _send(self, w: _Worker, msg) -> bool:
         try:
@@ -223,9 +226,9 @@ class ProcessPool:
             w.ready = True
             self._start_failures = 0
             return
-        task, w.task = w.task, None
-        if task is None:
+        if not w.tasks:
             return
+        task = w.tasks.popleft()
         if kind == "done":
             _, outcomes, seconds, stats = msg
             info = task.job.workers.setdefault(w.process.pid, {"pid": w.process.pid, "builds": 0, "traces": 0,
@@ -249,7 +252,7 @@ class ProcessPool:
         if self._start_failures >= MAX_ATTEMPTS:  # workers die before they are up: starting more will not help
             self._broken = (f"{self._start_failures} worker processes died while starting (last: {how}); see the "
                             f"log above for their error")
-            for t in [*self._queue, *(x.task for x in self._workers if x.task)]:
+            for t in [*self._queue, *(t for x in self._workers for t in x.tasks)]:
                 _settle(t.future, exc=WorkerLost(self._broken))
             self._queue.clear()
             self._workers.remove(w)
@@ -260,20 +263,22 @@ class ProcessPool:
             w.conn.close()
         except OSError:
             pass
-        task = w.task
+        held = [t for t in w.tasks if not t.future.cancelled()]
         log.warning("worker process %s died (%s)%s; started another", w.process.pid, how,
-                    f" holding {len(task.batch)} image(s)" if task else "")
-        if task is None or task.future.cancelled():
+                    f" holding {sum(len(t.batch) for t in held)} image(s)" if held else "")
+        if not held:
             return
-        task.attempts += 1
-        task.deaths.append(how)
-        if task.attempts >= MAX_ATTEMPTS:
-            names = ", ".join(i.relpath for i in task.batch[:5]) + (" ..." if len(task.batch) > 5 else "")
-            _settle(task.future, exc=WorkerLost(
-                f"{task.attempts} worker processes died processing {names} ({'; '.join(task.deaths)}); "
-                f"the job stops rather than retry it again"))
-        else:
-            self._queue.appendleft(task)
+        running = w.tasks[0]   # the others were waiting behind it: they go back as they were
+        if running in held:
+            running.attempts += 1
+            running.deaths.append(how)
+            if running.attempts >= MAX_ATTEMPTS:
+                held.remove(running)
+                names = ", ".join(i.relpath for i in running.batch[:5]) + (" ..." if len(running.batch) > 5 else "")
+                _settle(running.future, exc=WorkerLost(
+                    f"{running.attempts} worker processes died processing {names} ({'; '.join(running.deaths)}); "
+                    f"the job stops rather than retry it again"))
+        self._queue.extendleft(reversed(held))
 
 
 def _settle(fut: Future, result=None, exc: BaseException | None = None) -> None:
