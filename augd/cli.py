@@ -111,7 +111,44 @@ def cmd_run(args) -> int:
     if not os.path.isdir(args.input) and "://" not in args.input:
         print(f"augd run: input {args.input!r} is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    from augd.engine import Engine, EngineOptions
+    from augd.engine.options import EngineOptions
+    try:
+        engine_options = EngineOptions.from_env()
+    except ValueError as exc:
+        print(f"augd run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    pool = _early_pool(args, spec, engine_options)
+    try:
+        return _run(args, spec, engine_options, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _early_pool(args, spec, engine_options):
+    """The job's worker processes, started before this process loads TensorFlow so that their imports and its
+    own overlap (a cold pool's start-up is most of a mid-sized job's overhead); None where the job will not run
+    on processes, as far as can be told before the scan: --executor threads, Beam, one worker, a GPU host, or
+    (auto) a job too small to pay for them."""
+    if args.runner != "local" or args.executor == "threads" or "://" in args.input:
+        return None
+    from augd.files import count_files
+    from augd.workers.pool import AUTO_MIN_RECORDS, ProcessPool
+    workers = max(1, args.workers or os.cpu_count() or 1)
+    if args.executor == "auto":
+        gpu = engine_options.device == "gpu" or (engine_options.device == "auto" and (
+            os.path.exists("/dev/nvidia0") or os.path.isdir("/proc/driver/nvidia")))
+        per_image = spec.variants + int(spec.keep_original)
+        if workers < 2 or gpu or count_files(args.input, AUTO_MIN_RECORDS) * per_image < AUTO_MIN_RECORDS:
+            return None
+    return ProcessPool(workers, engine_options)
+
+
+def _run(args, spec, engine_options, pool) -> int:
+    if not args.verbose:  # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides
+        from augd.tfenv import load_tensorflow_quietly
+        load_tensorflow_quietly()
+    from augd.engine import Engine
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.report import reasons_summary
     from augd.job.resources import job_memory_bytes
@@ -130,11 +167,6 @@ def cmd_run(args) -> int:
                          max_pixels=args.max_pixels,
                          memory_limit=job_memory_bytes(args.max_memory_mb), max_rejected=args.max_rejected)
     try:
-        engine_options = EngineOptions.from_env()
-    except ValueError as exc:
-        print(f"augd run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
         if args.runner == "beam":
             try:
                 from augd.job.beam import run_beam_job
@@ -145,7 +177,8 @@ def cmd_run(args) -> int:
                 logging.getLogger("apache_beam").setLevel(logging.WARNING)
             result = run_beam_job(args.input, spec, args.out, options, engine_options, args.beam_args)
         else:
-            result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), Engine(engine_options))
+            result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), Engine(engine_options),
+                             pool)
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -328,7 +361,7 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     args.beam_args = beam_args
     _setup_logging(args.verbose)
-    if args.verb in ("run", "serve") and not args.verbose:
+    if args.verb == "serve" and not args.verbose:  # `run` loads it itself, after starting any worker processes
         # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides.
         from augd.tfenv import load_tensorflow_quietly
         load_tensorflow_quietly()

@@ -94,5 +94,5 @@ JSON_MAX_DEPTH = 64
 XML_MAX_BYTES = 64 * 1024 * 1024
 
 #: How a job's images are spread: worker processes (each with its own graph), threads in one process, or auto
-#: (augd.job.procs.choose_executor).
+#: (augd.workers.pool.choose_executor).
 EXECUTORS = ("auto", "threads", "processes")

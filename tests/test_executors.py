@@ -12,7 +12,7 @@ import pytest
 from augd.engine import Engine
 from augd.errors import FailureReason, JobFailed
 from augd.job import JobOptions, JobWatch, run_job
-from augd.job.procs import ProcessPool, choose_executor
+from augd.workers.pool import ProcessPool, choose_executor
 from augd.spec import parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml, records
 

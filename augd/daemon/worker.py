@@ -26,6 +26,7 @@ from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
+from augd.files import count_files
 from augd.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class JobWorker:
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: RunningJob | None = None
         self.engine = None                  # the daemon's Engine, set once TensorFlow is loaded (Daemon.start)
-        self.pool = None                    # its worker processes (augd.job.procs.ProcessPool), kept across jobs
+        self.pool = None                    # its worker processes (augd.workers.pool.ProcessPool), kept across jobs
         self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
         self._cancel: Cancel | None = None
@@ -112,7 +113,7 @@ class JobWorker:
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
         import os
 
-        from augd.job.procs import ProcessPool, choose_executor
+        from augd.workers.pool import ProcessPool, choose_executor
         s = self.settings
         workers = max(1, s.workers or os.cpu_count() or 1)
         want = choose_executor(s.executor, self.engine.device.kind, workers, 0, warm=True) == "processes"
@@ -271,7 +272,7 @@ class JobWorker:
         options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels, memory_limit=s.job_memory_bytes,
                              max_rejected=s.max_rejected, executor="processes" if self.pool else "threads")
         try:
-            if s.beam is not None and _file_count(c.path, s.beam.min_files) >= s.beam.min_files:
+            if s.beam is not None and count_files(c.path, s.beam.min_files) >= s.beam.min_files:
                 from augd.job.beam import run_beam_job  # an ImportError fails the job as crashed, naming the extra
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(s.beam.options) or
                       "DirectRunner", job=c.name)
@@ -419,13 +420,3 @@ def _job_log(c: claim.Claimed):
         handler.close()
         handler.stream.close()
 
-
-def _file_count(path: str, enough: int) -> int:
-    """Files under a job folder, counted up to `enough` (the beam setting's threshold needs no more)."""
-    import os
-    n = 0
-    for _, _, files in os.walk(path):
-        n += len(files)
-        if n >= enough:
-            break
-    return n

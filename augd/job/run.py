@@ -1,6 +1,6 @@
 """One job end to end: scan -> engine -> records -> shards -> atomic commit -> manifest.
 
-`run_job` serves `augd run` and the daemon, on threads in this process or on worker processes (augd.job.procs);
+`run_job` serves `augd run` and the daemon, on threads in this process or on worker processes (augd.workers.pool);
 `process_images` is the per-image work every executor calls (worker processes and Beam's DoFn too). Images go
 to the graph in small batches (one call per ~50 ms of work); memory is bounded: at most workers *
 INFLIGHT_PER_WORKER batches are in flight, and results are written in a fixed order as soon as they are ready.
@@ -28,7 +28,7 @@ from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, Shar
 from augd.job.detection import Detection
 from augd.job.finish import build_report, check_outcome, write_sidecars
 from augd.job.report import GraphInfo, JobProgress, JobReport, ObjectCounts, ShardSet, Tally
-from augd.job.procs import ProcessPool, WorkerLost, choose_executor
+from augd.workers.pool import ProcessPool, WorkerLost, choose_executor
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
 from augd.job.units import plan_job, variants_of
 from augd.spec import PipelineSpec
@@ -66,7 +66,7 @@ class JobOptions:
     rejected; `memory_limit`: bytes the process' resident memory may
     grow by while the job runs (augd.job.resources), None: no limit; `max_rejected`: the largest fraction of the
     inputs that may be rejected, above it the job fails and commits nothing; `executor`: "processes" (worker
-    processes, each with its own graph), "threads" (one process) or "auto" (augd.job.procs.choose_executor)."""
+    processes, each with its own graph), "threads" (one process) or "auto" (augd.workers.pool.choose_executor)."""
     name: str | None = None
     workers: int | None = None
     overwrite: bool = False
@@ -285,7 +285,7 @@ class _Threads:
 
 
 class _Processes:
-    """The executor over worker processes (augd.job.procs): each builds the job's graph at its first batch."""
+    """The executor over worker processes (augd.workers.pool): each builds the job's graph at its first batch."""
 
     def __init__(self, pool: ProcessPool, spec: PipelineSpec, detection: Detection | None, own: bool):
         self.pool, self.own, self.workers = pool, own, pool.size

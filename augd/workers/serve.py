@@ -1,5 +1,5 @@
-"""A worker process of augd.job.procs.ProcessPool. A leaf on import: a spawned worker unpickles `serve` before
-it runs it, and TensorFlow's start-up noise must load inside quiet_native_stderr, not then."""
+"""A worker process of augd.workers.pool.ProcessPool. Light on import (a spawned worker unpickles `serve` before it
+runs it): TensorFlow's start-up noise, where the worker loads it itself, is filtered by quiet_native_stderr."""
 from __future__ import annotations
 
 import pickle

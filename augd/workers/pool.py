@@ -25,7 +25,7 @@ from multiprocessing.connection import wait
 
 from augd.defaults import EXECUTORS
 from augd.engine.options import EngineOptions
-from augd.procworker import serve
+from augd.workers.serve import serve
 
 log = logging.getLogger("augd.job")
 
@@ -95,7 +95,10 @@ class ProcessPool:
     def __init__(self, workers: int, options: EngineOptions):
         self.size, self.options = workers, options
         self.restarts = 0
-        self._ctx = multiprocessing.get_context("spawn")  # never fork a process that has TensorFlow loaded
+        # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
+        # once and forks workers from it was measured slower on 2 cores: its one import does not overlap the parent's
+        # as the workers' own imports do.)
+        self._ctx = multiprocessing.get_context("spawn")
         self._queue: deque[_Task] = deque()
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
