@@ -38,6 +38,31 @@ def rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmRSS in /proc/{pid}/status")
 
 
+def children(pid: int) -> list[int]:
+    """Live child processes of pid (the daemon's worker processes; Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of pid and its children: the daemon with its worker processes (shared pages counted in each)."""
+    total = rss_mb(pid)
+    for child in children(pid):
+        try:
+            total += rss_mb(child)
+        except (OSError, RuntimeError):   # it ended meanwhile
+            pass
+    return total
+
+
 # ---------------------------------------------------------------------------------------------- flatness
 
 def flatness(data_dir: str, files: list[str], images: int, pipeline: str, workers: int, tmp: str) -> dict:
@@ -179,7 +204,7 @@ def _memory_serve(data_dir, files, jobs, workers, tmp, pipeline, checkpoints, jo
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "augd", "serve", "--config", cfg], cwd=root, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
-    rss, builds, outcomes = {}, [], {}
+    rss, builds, outcomes, procs = {}, [], {}, {}
     try:
         for i in range(1, jobs + 1):
             name = f"job-{i:03d}"
@@ -191,11 +216,15 @@ def _memory_serve(data_dir, files, jobs, workers, tmp, pipeline, checkpoints, jo
             manifest = _find_manifest(os.path.join(data, "out"), name)
             if manifest:
                 with open(manifest, encoding="utf-8") as fh:
-                    builds.append({"manifest": json.load(fh)["graph"]["builds"]})
+                    graph = json.load(fh)["graph"]
+                # per process that ran the job's images: one build each (the daemon's, or each worker's)
+                for w in graph.get("workers") or [{"builds": graph["builds"]}]:
+                    builds.append({"manifest": w["builds"]})
                 shutil.rmtree(os.path.dirname(manifest))
             shutil.rmtree(os.path.join(data, outcome, name), ignore_errors=True)
             if i in checkpoints:
-                rss[i] = round(rss_mb(proc.pid), 1)
+                rss[i] = round(tree_rss_mb(proc.pid), 1)
+                procs[i] = 1 + len(children(proc.pid))
     except RuntimeError as exc:
         log.seek(0)
         tail = log.read()[-2000:]
@@ -210,7 +239,8 @@ def _memory_serve(data_dir, files, jobs, workers, tmp, pipeline, checkpoints, jo
                 proc.wait()
         log.close()
         shutil.rmtree(root, ignore_errors=True)
-    return {"via": "serve", "pid": proc.pid, "rss_mb": rss, "builds": builds, "outcomes": outcomes}
+    return {"via": "serve", "pid": proc.pid, "rss_mb": rss, "builds": builds, "outcomes": outcomes,
+            "processes": procs}
 
 
 def memory(data_dir, files, *, jobs, job_images, baseline, workers, tmp, pipeline, via, job_timeout) -> dict:
@@ -256,12 +286,14 @@ def _report(flat: dict | None, mem: dict | None) -> None:
     if mem:
         b, j = mem["baseline_job"], mem["jobs"]
         print(f"\nmemory: {j} consecutive jobs of {mem['job_images']} images, via {mem['via']} (pid {mem['pid']})")
-        print("  RSS MB after job " + ", ".join(f"{k}: {v}" for k, v in mem["rss_mb"].items()))
+        procs = mem.get("processes")
+        print("  RSS MB after job " + ", ".join(f"{k}: {v}" for k, v in mem["rss_mb"].items()) +
+              (f" (the daemon and its worker processes: {max(procs.values())} processes)" if procs else ""))
         g = mem["growth_mb"]
         print(f"  growth job {b} -> job {j}: {g:+.1f} MB (target <= +50 MB: {'PASS' if g <= 50 else 'FAIL'})")
         gb = mem["graph_builds_per_job"]
         ok = gb and gb["min"] == gb["max"] == 1
-        print(f"  graph builds per job: min {gb['min']}, max {gb['max']} (target exactly 1: "
+        print(f"  graph builds per job and process: min {gb['min']}, max {gb['max']} (target exactly 1: "
               f"{'PASS' if ok else 'FAIL'})")
 
 

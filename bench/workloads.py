@@ -3,9 +3,13 @@
 Every workload reads the file, decodes it with cv2.imdecode, transforms it, encodes JPEG q90 with
 cv2.imencode and returns the encoded size (the bytes are not written anywhere: augd also hashes, wraps and
 writes its records, so this favours the alternatives). Imports no TensorFlow, so spawned workers stay light.
+The `crop` floor decodes at half scale (cv2.IMREAD_REDUCED_COLOR_2), cuts the heavy chain's crop window and
+resizes it to 224x224 once: about the least the heavy chain costs with OpenCV. `CHAINS` are the Albumentations
+chains, shared with bench.user_script (the whole-process user's script).
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import time
@@ -15,9 +19,13 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check on im
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["WORKLOADS", "run_pool"]
+__all__ = ["CHAINS", "CROP_SIZE", "WORKLOADS", "crop_window", "run_pool"]
 
 JPEG_Q = [cv2.IMWRITE_JPEG_QUALITY, 90]
+#: The heavy chain's output size (height, width), crop area range and aspect range (Albumentations' defaults).
+CROP_SIZE = (224, 224)
+CROP_SCALE = (0.25, 1.0)
+CROP_RATIO = (0.75, 4 / 3)
 
 # Per-process state, set by _init in each worker.
 _state: dict = {}
@@ -34,7 +42,7 @@ def _seed_chain(seed: int):
 def _heavy_chain(seed: int):
     import albumentations as A
     return A.Compose([
-        A.RandomResizedCrop(size=(224, 224), scale=(0.25, 1.0), ratio=(0.75, 4 / 3),
+        A.RandomResizedCrop(size=CROP_SIZE, scale=CROP_SCALE, ratio=CROP_RATIO,
                             interpolation=cv2.INTER_LINEAR, p=1.0),
         A.Rotate(limit=10, interpolation=cv2.INTER_LINEAR, border_mode=cv2.BORDER_CONSTANT, p=1.0),
         A.HorizontalFlip(p=0.5),
@@ -42,10 +50,32 @@ def _heavy_chain(seed: int):
     ], seed=seed)
 
 
-def _decode(path: str) -> tuple[np.ndarray, int]:
+#: chain name -> Albumentations Compose factory (seed -> Compose)
+CHAINS = {"seed": _seed_chain, "heavy": _heavy_chain}
+
+
+def crop_window(h: int, w: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+    """(y, x, height, width) of a RandomResizedCrop(scale=CROP_SCALE, ratio=CROP_RATIO) window in an h x w
+    image, drawn as Albumentations draws it (10 tries, then the central crop at the nearest ratio)."""
+    lo, hi = math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1])
+    for _ in range(10):
+        area = float(rng.uniform(*CROP_SCALE)) * h * w
+        aspect = math.exp(float(rng.uniform(lo, hi)))
+        cw, ch = round(math.sqrt(area * aspect)), round(math.sqrt(area / aspect))
+        if 0 < cw <= w and 0 < ch <= h:
+            return int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1)), ch, cw
+    ch, cw = h, w
+    if w / h < CROP_RATIO[0]:
+        ch = round(w / CROP_RATIO[0])
+    elif w / h > CROP_RATIO[1]:
+        cw = round(h * CROP_RATIO[1])
+    return (h - ch) // 2, (w - cw) // 2, ch, cw
+
+
+def _decode(path: str, flags: int = cv2.IMREAD_COLOR) -> tuple[np.ndarray, int]:
     with open(path, "rb") as fh:
         data = fh.read()
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if img is None:
         raise ValueError(f"{path}: cv2.imdecode failed")
     return img, len(data)
@@ -72,6 +102,15 @@ def _warp(path: str) -> tuple[int, int]:
     return n_in, _encode(out)
 
 
+def _crop(path: str) -> tuple[int, int]:
+    # The whole image decoded at half scale (libjpeg's DCT scaling), the heavy chain's window drawn on it, one
+    # bilinear resize to 224x224: no rotation, flip or colour work.
+    img, n_in = _decode(path, cv2.IMREAD_REDUCED_COLOR_2)
+    y, x, ch, cw = crop_window(img.shape[0], img.shape[1], _state["rng"])
+    out = cv2.resize(img[y:y + ch, x:x + cw], (CROP_SIZE[1], CROP_SIZE[0]), interpolation=cv2.INTER_LINEAR)
+    return n_in, _encode(out)
+
+
 def _albu(path: str) -> tuple[int, int]:
     # Albumentations runs on the BGR array as decoded: channel order does not change the cost, and a real
     # loop would also pay two cvtColor passes that are not charged here.
@@ -83,6 +122,7 @@ def _albu(path: str) -> tuple[int, int]:
 WORKLOADS = {
     "codec": (_codec, None),
     "warp": (_warp, None),
+    "crop": (_crop, None),
     "albu_seed": (_albu, _seed_chain),
     "albu_heavy": (_albu, _heavy_chain),
 }
