@@ -16,10 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_from_env_reads_every_knob_and_overrides_win():
     env = {"AUGD_KERNELS": "TF", "AUGD_CROP_DECODE": "0", "AUGD_GRAPPLER": "1", "AUGD_OPENCV_THREADS": "3",
-           "AUGD_MALLOC": "no", "AUGD_DEVICE": "cpu", "AUGD_GPU_MEMORY_MB": "512"}
+           "AUGD_MALLOC": "no", "AUGD_DEVICE": "cpu", "AUGD_GPU_MEMORY_MB": "512", "AUGD_TF_THREADS": "2"}
     o = EngineOptions.from_env(env)
     assert o == EngineOptions(kernels="tf", crop_decode=False, grappler="on", opencv_threads=3, tune_malloc=False,
-                              device="cpu", gpu_memory_mb=512)
+                              device="cpu", gpu_memory_mb=512, tf_threads=2)
     assert EngineOptions.from_env({}) == EngineOptions()
     assert EngineOptions.from_env(env, kernels="opencv", crop_decode=None).kernels == "opencv"
     assert EngineOptions.from_env({"MALLOC_ARENA_MAX": "2"}).tune_malloc is False  # the user's malloc wins
@@ -68,6 +68,7 @@ def test_a_second_set_of_process_settings_is_refused_not_ignored():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 1
     assert "this process' engine was set up with grappler=auto, opencv_threads=1" in res.stderr
+    assert "tf_threads=0" in res.stderr
     assert "an engine with grappler=auto, opencv_threads=4" in res.stderr and "needs a process of its own" in res.stderr
 
 

@@ -189,3 +189,13 @@ def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path):
     finally:
         code = d.stop()
     assert code == 0, d.log_tail()
+
+
+def test_each_worker_gets_its_share_of_the_cores_for_tensorflow():
+    """N worker processes each running TensorFlow's default pools (one thread per core) oversubscribe the host;
+    a worker gets cores // N intra- and inter-op threads unless the options set them."""
+    from augd.engine import EngineOptions
+    with ProcessPool(2, EngineOptions()) as p:
+        assert p._worker_options.tf_threads == max(1, (os.cpu_count() or 1) // 2)
+    with ProcessPool(2, EngineOptions(tf_threads=3)) as p:
+        assert p._worker_options.tf_threads == 3

@@ -40,6 +40,8 @@ class EngineConfig(BaseModel):
     tune_malloc: bool | None = Field(None, description="keep freed image buffers in glibc's heap (default true)")
     device: Literal["auto", "cpu", "gpu"] | None = Field(None, description="auto: the first GPU, else the CPU")
     gpu_memory_mb: int | None = Field(None, ge=1, description="GPU memory cap (null: grow as needed)")
+    tf_threads: int | None = Field(None, ge=0, description="TensorFlow's intra- and inter-op threads (default 0: one "
+                                                           "per core; worker processes get their share of the cores)")
 
 
 class BeamConfig(BaseModel):

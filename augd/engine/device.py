@@ -88,6 +88,9 @@ def setup_process(options: EngineOptions) -> DeviceInfo:
         import tensorflow as tf
 
         tf.config.set_soft_device_placement(True)
+        if options.tf_threads:
+            tf.config.threading.set_intra_op_parallelism_threads(options.tf_threads)
+            tf.config.threading.set_inter_op_parallelism_threads(options.tf_threads)
         gpus = []
         try:
             gpus = tf.config.list_physical_devices("GPU")
@@ -123,7 +126,7 @@ def setup_process(options: EngineOptions) -> DeviceInfo:
 
 
 def _describe(key: tuple) -> str:
-    names = ("grappler", "opencv_threads", "tune_malloc", "device", "gpu_memory_mb")
+    names = ("grappler", "opencv_threads", "tune_malloc", "device", "gpu_memory_mb", "tf_threads")
     return ", ".join(f"{n}={v}" for n, v in zip(names, key))
 
 

@@ -18,7 +18,7 @@ TRI = ("auto", "on", "off")
 #: field -> the environment variable that sets it
 ENV = {"kernels": "AUGD_KERNELS", "crop_decode": "AUGD_CROP_DECODE", "grappler": "AUGD_GRAPPLER",
        "opencv_threads": "AUGD_OPENCV_THREADS", "tune_malloc": "AUGD_MALLOC", "device": "AUGD_DEVICE",
-       "gpu_memory_mb": "AUGD_GPU_MEMORY_MB"}
+       "gpu_memory_mb": "AUGD_GPU_MEMORY_MB", "tf_threads": "AUGD_TF_THREADS"}
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -30,7 +30,9 @@ class EngineOptions:
     the first engine a process builds, see Engine): `grappler` (auto: on for GPUs, off on CPUs, where it only
     slows the first call), `opencv_threads` (1: one image per worker already fills the cores; 0: OpenCV's
     default), `tune_malloc` (keep freed image buffers in glibc's heap; a user's own MALLOC_* settings win),
-    `device` (auto: the first GPU, else the CPU), `gpu_memory_mb` (a cap; None: grow as needed)."""
+    `device` (auto: the first GPU, else the CPU), `gpu_memory_mb` (a cap; None: grow as needed), `tf_threads`
+    (TensorFlow's intra- and inter-op threads; 0: its default, one per core; worker processes get their share of
+    the cores, so that N processes do not each spin N threads)."""
     kernels: str = "auto"
     crop_decode: bool = True
     grappler: str = "auto"
@@ -38,6 +40,7 @@ class EngineOptions:
     tune_malloc: bool = True
     device: str = "auto"
     gpu_memory_mb: int | None = None
+    tf_threads: int = 0
 
     def __post_init__(self):
         for name, allowed in (("kernels", KERNELS), ("grappler", TRI), ("device", DEVICES)):
@@ -46,9 +49,11 @@ class EngineOptions:
         for name in ("crop_decode", "tune_malloc"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"engine option {name} must be true or false; got {getattr(self, name)!r}")
-        if isinstance(self.opencv_threads, bool) or not isinstance(self.opencv_threads, int) or self.opencv_threads < 0:
-            raise ValueError(f"engine option opencv_threads must be a whole number >= 0 (0: OpenCV's default); "
-                             f"got {self.opencv_threads!r}")
+        for name in ("opencv_threads", "tf_threads"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"engine option {name} must be a whole number >= 0 (0: the library's default); "
+                                 f"got {v!r}")
         mb = self.gpu_memory_mb
         if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int) or mb < 1):
             raise ValueError(f"engine option gpu_memory_mb must be a whole number of MB >= 1, or null; got {mb!r}")
@@ -56,7 +61,7 @@ class EngineOptions:
     @property
     def process_key(self) -> tuple:
         """The options that configure the process rather than one graph: one process can hold only one set."""
-        return (self.grappler, self.opencv_threads, self.tune_malloc, self.device, self.gpu_memory_mb)
+        return (self.grappler, self.opencv_threads, self.tune_malloc, self.device, self.gpu_memory_mb, self.tf_threads)
 
     def replace(self, **changes) -> "EngineOptions":
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -88,7 +93,7 @@ def _parse(name: str, var: str, raw: str):
         raise ValueError(f"{var} must be 1 or 0 (true/false); got {raw!r}")
     if name == "grappler":  # 1/0 as well as auto/on/off
         return "on" if low in _TRUE else "off" if low in _FALSE else low
-    if name in ("opencv_threads", "gpu_memory_mb"):
+    if name in ("opencv_threads", "gpu_memory_mb", "tf_threads"):
         if not low.isdigit():
             raise ValueError(f"{var} must be a whole number; got {raw!r}")
         return int(low)

@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import logging
 import multiprocessing
+import os
 import pickle
 import threading
 from collections import deque
@@ -94,6 +95,10 @@ class ProcessPool:
 
     def __init__(self, workers: int, options: EngineOptions):
         self.size, self.options = workers, options
+        # each worker's TensorFlow gets its share of the cores (unless set): N workers each spinning a pool of
+        # one thread per core kept 1.9 of 2 cores busy for less work than threads in one process did
+        share = max(1, (os.cpu_count() or 1) // workers)
+        self._worker_options = options if options.tf_threads else dataclasses.replace(options, tf_threads=share)
         self.restarts = 0
         # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
         # once and forks workers from it was measured slower on 2 cores: its one import does not overlap the parent's
@@ -161,7 +166,7 @@ class ProcessPool:
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
         # the target lives in a module that loads nothing on import, so TensorFlow's start-up noise is filtered
-        p = self._ctx.Process(target=serve, args=(child, dataclasses.asdict(self.options)), name="augd-worker",
+        p = self._ctx.Process(target=serve, args=(child, dataclasses.asdict(self._worker_options)), name="augd-worker",
                               daemon=True)
         p.start()
         child.close()
