@@ -133,14 +133,16 @@ def _early_pool(args, spec, engine_options):
     if args.runner != "local" or args.executor == "threads" or "://" in args.input:
         return None
     from augd.files import count_files
-    from augd.workers.pool import AUTO_MIN_RECORDS, ProcessPool
+    from augd.workers.pool import AUTO_MIN_RECORDS, ProcessPool, choose_executor
     workers = max(1, args.workers or os.cpu_count() or 1)
-    if args.executor == "auto":
-        gpu = engine_options.device == "gpu" or (engine_options.device == "auto" and (
-            os.path.exists("/dev/nvidia0") or os.path.isdir("/proc/driver/nvidia")))
-        per_image = spec.variants + int(spec.keep_original)
-        if workers < 2 or gpu or count_files(args.input, AUTO_MIN_RECORDS) * per_image < AUTO_MIN_RECORDS:
-            return None
+    # the device as far as can be told without TensorFlow: a GPU host has NVIDIA's device nodes (or /dev/dxg
+    # under WSL2); where unsure, no early pool (run_job still picks processes after the scan if they pay)
+    gpu = engine_options.device == "gpu" or (engine_options.device == "auto" and any(
+        os.path.exists(p) for p in ("/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg")))
+    per_image = spec.variants + int(spec.keep_original)
+    records = count_files(args.input, AUTO_MIN_RECORDS) * per_image
+    if choose_executor(args.executor, "GPU" if gpu else "CPU", workers, records) != "processes":
+        return None
     return ProcessPool(workers, engine_options)
 
 
@@ -177,8 +179,12 @@ def _run(args, spec, engine_options, pool) -> int:
                 logging.getLogger("apache_beam").setLevel(logging.WARNING)
             result = run_beam_job(args.input, spec, args.out, options, engine_options, args.beam_args)
         else:
-            result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), Engine(engine_options),
-                             pool)
+            try:
+                engine = Engine(engine_options)
+            except ValueError as exc:  # device: gpu on a host without one
+                print(f"augd run: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), engine, pool)
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED

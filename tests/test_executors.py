@@ -199,3 +199,33 @@ def test_each_worker_gets_its_share_of_the_cores_for_tensorflow():
         assert p._worker_options.tf_threads == max(1, (os.cpu_count() or 1) // 2)
     with ProcessPool(2, EngineOptions(tf_threads=3)) as p:
         assert p._worker_options.tf_threads == 3
+
+
+def test_workers_that_cannot_start_fail_the_job_and_leave_the_pool_unusable(job, tmp_path):
+    """Workers that die before they are up (here: device gpu on a host without one) are not respawned forever:
+    the third start failure fails the job with worker_lost, and the pool says it is unusable (the daemon then
+    starts another)."""
+    from augd.engine import EngineOptions
+    if Engine().device.kind == "GPU":
+        pytest.skip("needs a host without a GPU")
+    with ProcessPool(2, EngineOptions(device="gpu")) as p:
+        with pytest.raises(JobFailed) as err:
+            run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="processes"), pool=p)
+        assert not p.usable
+    assert err.value.reason is FailureReason.WORKER_LOST and "died while starting" in str(err.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_closing_a_pool_with_busy_workers_does_not_wait_for_them(job):
+    """A job that fails or is cancelled closes its pool while workers still run batches: their results are not
+    wanted, the busy workers are killed at once, and every future is settled."""
+    from augd.io import scan_job
+    images = list(scan_job(job).images)
+    with ProcessPool(2, Engine().options) as p:
+        ctx = p.start_job(spec(), None)
+        warm = p.submit(ctx, images[:1], [0, 1, 2])
+        warm.result(timeout=120)            # the workers are up
+        futures = [p.submit(ctx, [img], [0, 1, 2]) for img in images * 4]
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 8
+    assert all(f.done() for f in futures)

@@ -212,6 +212,11 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
         lm = annotations.label_map
         if isinstance(lm, str) and not os.path.isfile(lm):
             raise doc.error(("annotations", "label_map"), f"{lm} is not a file")
+    if cfg.beam is not None:
+        import importlib.util
+        if importlib.util.find_spec("apache_beam") is None:
+            raise doc.error(("beam",), "needs Apache Beam, which is not installed: pip install 'augd[beam]' (or "
+                                       "remove the beam: key)")
     settings = Settings(config=cfg, source=doc.source, pipelines_dir=pipelines_dir, default_pipeline=default,
                         labels=labels, annotations=annotations, **paths)
     _check_default_pipeline(settings, doc)

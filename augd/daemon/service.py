@@ -144,7 +144,10 @@ class Daemon:
         if self.signals.stops:
             return
         from augd.engine import Engine
-        self.worker.engine = engine = Engine(s.engine_options)
+        try:
+            self.worker.engine = engine = Engine(s.engine_options)
+        except ValueError as exc:  # a bad AUGD_* value, or device: gpu without one
+            raise AugdError(f"cannot set up the engine: {exc}") from None
         self.device = engine.device
         self.worker.warm_pool()   # the workers import TensorFlow while the inbox is scanned
         self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)

@@ -117,12 +117,37 @@ class JobWorker:
         s = self.settings
         workers = max(1, s.workers or os.cpu_count() or 1)
         want = choose_executor(s.executor, self.engine.device.kind, workers, 0, warm=True) == "processes"
-        if self.pool is not None and (not want or self.pool.size != workers):
+        if self.pool is not None and (not want or self.pool.size != workers or not self.pool.usable):
             self.close_pool()
         if want and self.pool is None:
-            self.pool = ProcessPool(workers, self.engine.options)
+            try:
+                self.pool = ProcessPool(workers, self.engine.options)
+            except OSError as exc:  # no processes to be had (limits, memory): the job runs on threads
+                log.error("cannot start %d worker processes (%s); running jobs on threads", workers, exc)
+                return
             event("workers_started", "started %d worker processes (pids %s)", workers,
                   " ".join(map(str, self.pool.pids())), workers=workers)
+
+    def _on_beam(self, c, spec, options):
+        """run_beam_job on a thread of its own, this one ticking meanwhile (the health check and systemd's
+        watchdog see a live daemon through a long pipeline). A Beam job is not cancelled: it runs to its end."""
+        from augd.job.beam import run_beam_job
+        s, done = self.settings, {}
+
+        def run() -> None:
+            try:
+                done["result"] = run_beam_job(c.path, spec, s.out, options, self.engine.options, list(s.beam.options))
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the runner thread below
+                done["error"] = exc
+
+        t = threading.Thread(target=run, name="augd-beam", daemon=True)
+        t.start()
+        while t.is_alive():
+            t.join(defaults.TICK_SECONDS)
+            self.tick()
+        if "error" in done:
+            raise done["error"]
+        return done["result"]
 
     def close_pool(self) -> None:
         pool, self.pool = self.pool, None
@@ -268,15 +293,15 @@ class JobWorker:
               pipeline=spec.name, pipeline_by=how)
         self.metrics.inflight.set(1)
         self._last_progress_log = time.monotonic()
-        self.warm_pool()
-        options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels, memory_limit=s.job_memory_bytes,
-                             max_rejected=s.max_rejected, executor="processes" if self.pool else "threads")
         try:
+            self.warm_pool()
+            options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
+                                 memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
+                                 executor="processes" if self.pool else "threads")
             if s.beam is not None and count_files(c.path, s.beam.min_files) >= s.beam.min_files:
-                from augd.job.beam import run_beam_job  # an ImportError fails the job as crashed, naming the extra
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(s.beam.options) or
                       "DirectRunner", job=c.name)
-                result = run_beam_job(c.path, spec, s.out, options, self.engine.options, list(s.beam.options))
+                result = self._on_beam(c, spec, options)
             else:
                 result = run_job(c.path, spec, s.out, options,
                                  JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel), self.engine,

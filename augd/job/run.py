@@ -28,7 +28,7 @@ from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, Shar
 from augd.job.detection import Detection
 from augd.job.finish import build_report, check_outcome, write_sidecars
 from augd.job.report import GraphInfo, JobProgress, JobReport, ObjectCounts, ShardSet, Tally
-from augd.workers.pool import ProcessPool, WorkerLost, choose_executor
+from augd.workers.pool import ProcessPool, WorkerError, WorkerLost, choose_executor
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
 from augd.job.units import plan_job, variants_of
 from augd.spec import PipelineSpec
@@ -292,13 +292,18 @@ class _Processes:
         self.job = pool.start_job(spec, detection)
 
     def submit(self, batches: _Batches, batch):
-        return self.pool.submit(self.job, batch, batches.variants)
+        try:
+            return self.pool.submit(self.job, batch, batches.variants)
+        except WorkerLost as exc:
+            raise JobFailed(f"worker processes died: {exc}", reason=FailureReason.WORKER_LOST) from None
 
     def result(self, batches: _Batches, future) -> list[ImageOutcome]:
         try:
             outcomes, seconds = future.result()
         except WorkerLost as exc:
             raise JobFailed(f"worker processes died: {exc}", reason=FailureReason.WORKER_LOST) from None
+        except WorkerError as exc:
+            raise JobFailed(f"a worker process failed: {exc}", reason=FailureReason.CRASHED) from None
         batches.observe(seconds, len(outcomes))
         return outcomes
 

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import pickle
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from augd.workers.serve import serve
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["EXECUTORS", "MAX_ATTEMPTS", "ProcessPool", "WorkerLost", "choose_executor"]
+__all__ = ["EXECUTORS", "MAX_ATTEMPTS", "ProcessPool", "WorkerError", "WorkerLost", "choose_executor"]
 
 #: A batch handed to this many workers that all died is not tried again: the job fails.
 MAX_ATTEMPTS = 3
@@ -54,7 +55,11 @@ def choose_executor(requested: str, device_kind: str, workers: int, records: int
 
 
 class WorkerLost(RuntimeError):
-    """A batch's workers died MAX_ATTEMPTS times."""
+    """A batch's workers died MAX_ATTEMPTS times, or none can start, or the pool failed."""
+
+
+class WorkerError(RuntimeError):
+    """A worker raised on a batch (not bad input, which process_images rejects): its text and traceback."""
 
 
 @dataclass
@@ -131,9 +136,16 @@ class ProcessPool:
     def end_job(self, job: JobContext) -> None:
         """Let the workers drop the job's graph (a long-lived pool stays flat from job to job)."""
         with self._lock:
-            self._queue = deque(t for t in self._queue if t.job is not job)
+            kept = [t for t in self._queue if t.job is not job]
+            self._queue.clear()
+            self._queue.extend(kept)
             self._forget.append(job.id)
         self._wake_w.send(None)
+
+    @property
+    def usable(self) -> bool:
+        """False once closed, or broken (its workers cannot start, or its dispatcher failed): start another."""
+        return not (self._closed or self._broken)
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers]
@@ -145,16 +157,20 @@ class ProcessPool:
             self._closed = True
         self._wake_w.send(None)
         self._thread.join(30)
-        for w in self._workers:
+        for w in self._workers:   # an idle worker exits on None; a busy one's results are not wanted any more
+            _fail(w.tasks, RuntimeError("the worker pool was closed"))
             try:
-                w.conn.send(None)
+                w.process.kill() if w.tasks else w.conn.send(None)
             except OSError:
                 pass
+        deadline = time.monotonic() + 5
         for w in self._workers:
-            w.process.join(10)
+            w.process.join(max(0.0, deadline - time.monotonic()))
             if w.process.is_alive():
                 w.process.kill()
                 w.process.join(5)
+        for c in [self._wake_r, self._wake_w, *(w.conn for w in self._workers)]:
+            c.close()
 
     def __enter__(self) -> "ProcessPool":
         return self
@@ -173,11 +189,23 @@ class ProcessPool:
         return _Worker(p, parent)
 
     def _loop(self) -> None:
+        try:
+            self._dispatch()
+        except BaseException as exc:  # noqa: BLE001 - never leave a job waiting on futures nobody will settle
+            log.exception("the worker pool's dispatcher failed")
+            with self._lock:
+                self._broken = f"the worker pool failed: {type(exc).__name__}: {exc}"
+                _fail([*self._queue, *(t for w in self._workers for t in w.tasks)], WorkerLost(self._broken))
+                self._queue.clear()
+            for w in self._workers:
+                w.process.kill()
+
+    def _dispatch(self) -> None:
         while True:
             with self._lock:
                 if self._closed:
-                    for t in self._queue:
-                        _settle(t.future, exc=RuntimeError("the worker pool was closed"))
+                    _fail(self._queue, RuntimeError("the worker pool was closed"))
+                    self._queue.clear()
                     return
                 forget, self._forget = self._forget, []
                 self._hand_out(forget)
@@ -195,11 +223,15 @@ class ProcessPool:
                     continue   # replaced earlier in this round
                 if ready is w.conn:
                     try:
-                        self._receive(w, w.conn.recv())
-                        continue
+                        msg = w.conn.recv()
                     except (EOFError, OSError):
-                        pass
-                self._replace(w)
+                        msg = None
+                    if msg is not None:
+                        with self._lock:
+                            self._receive(w, msg)
+                        continue
+                with self._lock:
+                    self._replace(w)
 
     def _hand_out(self, forget: list) -> None:
         for w in self._workers:
@@ -213,6 +245,11 @@ class ProcessPool:
                 if t.future.cancelled():
                     continue
                 payload = None if t.job.id in w.jobs else t.job.payload
+                if payload is not None and w.tasks:
+                    # a job's first batch (its spec and annotations: megabytes for a big detection job) only goes
+                    # to an idle worker: a busy one is not reading, and a full pipe would block this thread
+                    self._queue.appendleft(t)
+                    break
                 if self._send(w, ("batch", t.job.id, payload, t.batch, t.variants)):
                     w.tasks.append(t)
                     w.jobs.add(t.job.id)
@@ -247,8 +284,8 @@ class ProcessPool:
             info["seconds"] = round(info["seconds"] + seconds, 3)
             task.job.stage_devices = task.job.stage_devices or stats["stage_devices"]
             _settle(task.future, (outcomes, seconds))
-        else:
-            _settle(task.future, exc=msg[1])
+        else:   # ("error", its text with the worker's traceback)
+            _settle(task.future, exc=WorkerError(msg[1]))
 
     def _replace(self, w: _Worker) -> None:
         """w died: start another in its place and hand its batch out again (or fail it)."""
@@ -257,11 +294,12 @@ class ProcessPool:
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
         if not w.ready:
             self._start_failures += 1
+        if self._closed:
+            return
         if self._start_failures >= MAX_ATTEMPTS:  # workers die before they are up: starting more will not help
             self._broken = (f"{self._start_failures} worker processes died while starting (last: {how}); see the "
                             f"log above for their error")
-            for t in [*self._queue, *(t for x in self._workers for t in x.tasks)]:
-                _settle(t.future, exc=WorkerLost(self._broken))
+            _fail([*self._queue, *(t for x in self._workers for t in x.tasks)], WorkerLost(self._broken))
             self._queue.clear()
             self._workers.remove(w)
             return
@@ -287,6 +325,11 @@ class ProcessPool:
                     f"{running.attempts} worker processes died processing {names} ({'; '.join(running.deaths)}); "
                     f"the job stops rather than retry it again"))
         self._queue.extendleft(reversed(held))
+
+
+def _fail(tasks, exc: BaseException) -> None:
+    for t in list(tasks):
+        _settle(t.future, exc=exc)
 
 
 def _settle(fut: Future, result=None, exc: BaseException | None = None) -> None:

@@ -2,9 +2,11 @@
 runs it): TensorFlow's start-up noise, where the worker loads it itself, is filtered by quiet_native_stderr."""
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import time
+import traceback
 
 __all__ = ["serve"]
 
@@ -12,7 +14,9 @@ __all__ = ["serve"]
 def serve(conn, options: dict) -> None:
     """A worker's life: one Engine; per job, its graph built at its first batch; batches until told to stop or
     the parent goes (its end of the pipe closes)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole group: the parent decides
+    # Ctrl-C reaches the whole process group: the parent decides, and ends a worker through its pipe. (SIGTERM
+    # stays: multiprocessing ends leftover workers with it at exit; the systemd unit signals the daemon alone.)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from augd.tfenv import quiet_native_stderr
     with quiet_native_stderr():
         from augd.engine import Engine, EngineOptions, release_memory
@@ -36,15 +40,17 @@ def serve(conn, options: dict) -> None:
         _, job_id, payload, batch, variants = msg
         try:
             if job_id not in jobs:
+                jobs[job_id] = None   # a graph that fails to build fails each of the job's batches the same way
                 spec, detection = pickle.loads(payload)
                 jobs[job_id] = (spec, detection, engine.compile(spec))
+            if jobs[job_id] is None:
+                raise RuntimeError("this worker could not build the job's graph (see its first batch's error)")
             spec, detection, compiled = jobs[job_id]
             t0 = time.perf_counter()
             outcomes = process_images(compiled, spec, batch, variants, detection)
             stats = {"builds": compiled.builds, "traces": compiled.traces, "stage_devices": compiled.stage_devices}
             conn.send(("done", outcomes, time.perf_counter() - t0, stats))
         except Exception as exc:  # noqa: BLE001 - the parent decides; this worker stays up for the next batch
-            try:
-                conn.send(("error", exc))
-            except Exception:  # noqa: BLE001 - an exception that does not pickle: send its text
-                conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+            # as text: not every exception unpickles in the parent, and the worker's traceback is what helps
+            conn.send(("error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n"
+                                f"{traceback.format_exc()}"))
