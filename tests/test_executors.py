@@ -229,3 +229,26 @@ def test_closing_a_pool_with_busy_workers_does_not_wait_for_them(job):
         t0 = time.monotonic()
     assert time.monotonic() - t0 < 8
     assert all(f.done() for f in futures)
+
+
+def test_a_detection_job_on_worker_processes_writes_the_bytes_threads_write(tmp_path):
+    """A VOC job with boxes, semantic masks and a negative: its annotations reach every worker with the job's
+    first batch, and the records (boxes, masks) are byte-identical to the threads executor's."""
+    from tests.annotated import Img, voc_job
+    red, blue = (230, 30, 30), (30, 30, 230)
+    images = [Img(f"im{i}.{'jpg' if i % 2 else 'png'}", 48 + 2 * i, 64,
+                  [("cat", (4 + i, 6, 24 + i, 30), red), ("dog", (34, 10, 58, 40), blue)][:1 + i % 2],
+                  split="train" if i < 5 else "val") for i in range(7)]
+    images.append(Img("empty.png", 40, 40, split="train"))
+    voc_job(str(tmp_path / "job"), images, masks="P", annotate={i.name for i in images} - {"empty.png"})
+    det = parse_pipeline("name: det\nseed: 5\nvariants: 2\noutput: {format: png, shards: 2}\nops:\n"
+                         "  - random_crop: {size: [40, 48], area: [0.5, 1.0]}\n  - random_rotation: {degrees: 10}\n",
+                         "det.yaml")
+    outs = {}
+    for executor in ("threads", "processes"):
+        res = run_job(str(tmp_path / "job"), det, str(tmp_path / executor), JobOptions(workers=2, executor=executor))
+        outs[executor] = output(res.out_dir)
+    (files_t, m_t), (files_p, m_p) = outs["threads"], outs["processes"]
+    assert files_t == files_p and "label_map.pbtxt" in files_p
+    assert m_p["annotations"] == m_t["annotations"] and m_p["graph"]["executor"] == "processes"
+    assert m_p["inputs"]["written"] == len(images)
