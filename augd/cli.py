@@ -134,7 +134,8 @@ def _early_pool(args, spec, engine_options):
         return None
     from augd.files import count_files
     from augd.workers.pool import AUTO_MIN_RECORDS, ProcessPool, choose_executor
-    workers = max(1, args.workers or os.cpu_count() or 1)
+    from augd.host import usable_cpus
+    workers = args.workers or usable_cpus()
     # the device as far as can be told without TensorFlow: a GPU host has NVIDIA's device nodes (or /dev/dxg
     # under WSL2); where unsure, no early pool (run_job still picks processes after the scan if they pay)
     gpu = engine_options.device == "gpu" or (engine_options.device == "auto" and any(

@@ -195,8 +195,9 @@ def test_each_worker_gets_its_share_of_the_cores_for_tensorflow():
     """N worker processes each running TensorFlow's default pools (one thread per core) oversubscribe the host;
     a worker gets cores // N intra- and inter-op threads unless the options set them."""
     from augd.engine import EngineOptions
+    from augd.host import usable_cpus
     with ProcessPool(2, EngineOptions()) as p:
-        assert p._worker_options.tf_threads == max(1, (os.cpu_count() or 1) // 2)
+        assert p._worker_options.tf_threads == max(1, usable_cpus() // 2)
     with ProcessPool(2, EngineOptions(tf_threads=3)) as p:
         assert p._worker_options.tf_threads == 3
 
@@ -252,3 +253,22 @@ def test_a_detection_job_on_worker_processes_writes_the_bytes_threads_write(tmp_
     assert files_t == files_p and "label_map.pbtxt" in files_p
     assert m_p["annotations"] == m_t["annotations"] and m_p["graph"]["executor"] == "processes"
     assert m_p["inputs"]["written"] == len(images)
+
+
+def test_workers_default_to_the_cpus_the_process_may_use_not_the_machines():
+    """A container limited to 2 CPUs on a 64-core node must not start 64 TensorFlow workers: the default worker
+    count follows the CPU affinity (taskset, here) and a cgroup CPU quota (parsed here from its two formats)."""
+    import subprocess
+    import sys
+
+    from augd.host import parse_quota
+    assert parse_quota(v2="max 100000") is None and parse_quota(v2="150000 100000") == 1.5
+    assert parse_quota(v1_quota="-1", v1_period="100000") is None
+    assert parse_quota(v1_quota="50000", v1_period="100000") == 0.5 and parse_quota(v2="garbage") is None
+    import shutil
+    if shutil.which("taskset") is None:
+        pytest.skip("no taskset")
+    code = "from augd.host import usable_cpus; print(usable_cpus())"
+    res = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
+    assert res.stdout.strip() == "1"

@@ -111,11 +111,10 @@ class JobWorker:
     def warm_pool(self) -> None:
         """Start (or resize, or stop) the pool of worker processes the settings ask for; called at start and
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
-        import os
-
+        from augd.host import usable_cpus
         from augd.workers.pool import ProcessPool, choose_executor
         s = self.settings
-        workers = max(1, s.workers or os.cpu_count() or 1)
+        workers = s.workers or usable_cpus()
         want = choose_executor(s.executor, self.engine.device.kind, workers, 0, warm=True) == "processes"
         if self.pool is not None and (not want or self.pool.size != workers or not self.pool.usable):
             self.close_pool()

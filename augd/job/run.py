@@ -23,6 +23,7 @@ from augd.annotations import AnnotationError
 from augd.engine import Compiled, Engine, EngineOptions, release_memory
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
+from augd.host import usable_cpus
 from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, local_path,
                      make_example, read_bytes)
 from augd.job.detection import Detection
@@ -393,7 +394,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     t_start = time.perf_counter()
     plan = plan_job(input_dir, spec, opts.name, opts.max_pixels)
     name, detection = plan.name, plan.detection
-    workers = max(1, opts.workers or os.cpu_count() or 1)
+    workers = opts.workers or usable_cpus()
     memory_limit = opts.memory_limit
     everything = plan.images
     cost = _image_cost(spec, {g.split: list(g.variants) for g in plan.groups}.__getitem__) if memory_limit else None

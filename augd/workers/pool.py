@@ -16,7 +16,6 @@ import dataclasses
 import itertools
 import logging
 import multiprocessing
-import os
 import pickle
 import threading
 import time
@@ -27,6 +26,7 @@ from multiprocessing.connection import wait
 
 from augd.defaults import EXECUTORS
 from augd.engine.options import EngineOptions
+from augd.host import usable_cpus
 from augd.workers.serve import serve
 
 log = logging.getLogger("augd.job")
@@ -102,7 +102,7 @@ class ProcessPool:
         self.size, self.options = workers, options
         # each worker's TensorFlow gets its share of the cores (unless set): N workers each spinning a pool of
         # one thread per core kept 1.9 of 2 cores busy for less work than threads in one process did
-        share = max(1, (os.cpu_count() or 1) // workers)
+        share = max(1, usable_cpus() // workers)
         self._worker_options = options if options.tf_threads else dataclasses.replace(options, tf_threads=share)
         self.restarts = 0
         # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
