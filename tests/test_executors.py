@@ -126,15 +126,13 @@ def test_workers_that_keep_dying_fail_the_job_with_worker_lost_not_a_hang(job, t
         t = threading.Thread(target=killer, args=(p,), daemon=True)
         t.start()
         try:
-            t0 = time.monotonic()
-            with pytest.raises(JobFailed) as err:
+            with pytest.raises(JobFailed) as err:   # a hang would fail this test at pytest's timeout
                 run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="processes"), pool=p)
         finally:
             stop.set()
             t.join()
     assert err.value.reason is FailureReason.WORKER_LOST
     assert "worker processes died" in str(err.value) and "signal 9" in str(err.value)
-    assert time.monotonic() - t0 < 120
     assert os.listdir(tmp_path) == []  # nothing committed, no temp folder left
 
 
@@ -227,9 +225,11 @@ def test_closing_a_pool_with_busy_workers_does_not_wait_for_them(job):
         warm = p.submit(ctx, images[:1], [0, 1, 2])
         warm.result(timeout=120)            # the workers are up
         futures = [p.submit(ctx, [img], [0, 1, 2]) for img in images * 4]
-        t0 = time.monotonic()
-    assert time.monotonic() - t0 < 8
+        while not any(w.tasks for w in p._workers):
+            time.sleep(0.01)
+        busy = [w.process for w in p._workers if w.tasks]
     assert all(f.done() for f in futures)
+    assert busy and all(proc.exitcode == -signal.SIGKILL for proc in busy)  # killed, not waited for
 
 
 def test_a_detection_job_on_worker_processes_writes_the_bytes_threads_write(tmp_path):
