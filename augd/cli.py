@@ -9,6 +9,7 @@ import sys
 
 from augd import __version__
 from augd.errors import JobFailed, SpecError
+from augd.files import point_at_devnull
 from augd.defaults import EXECUTORS
 
 log = logging.getLogger("augd")
@@ -192,6 +193,15 @@ def _run(args, spec, engine_options, pool) -> int:
     finally:
         if bar is not None:
             bar.close()
+    try:
+        _summary(result)
+        sys.stdout.flush()
+    except BrokenPipeError:   # the job is committed: a reader that went away does not make it fail
+        point_at_devnull(sys.stdout, sys.stderr)
+    return EXIT_OK
+
+
+def _summary(result) -> None:
     r = result.report
     print(f"{result.name}: {r.inputs.written}/{r.inputs.seen} images -> {r.records.written} "
           f"records in {len(r.shards)} shard(s), {r.inputs.rejected} rejected, "
@@ -210,7 +220,6 @@ def _run(args, spec, engine_options, pool) -> int:
         print(f"  rejected {f.relpath}: {f.message}", file=sys.stderr)
     if len(rejected) > 20:
         print(f"  ... and {len(rejected) - 20} more: manifest.json lists them all", file=sys.stderr)
-    return EXIT_OK
 
 
 def _fraction(value: str) -> float:
@@ -235,6 +244,8 @@ def cmd_inspect(args) -> int:
     from augd.inspect import inspect_paths
     try:
         return inspect_paths(args.paths, dump=args.dump, out=sys.stdout)
+    except BrokenPipeError:
+        raise   # its reader left: main() ends quietly
     except (OSError, ValueError) as exc:
         print(f"augd inspect: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -353,9 +364,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    import signal
-    if hasattr(signal, "SIGPIPE"):  # `augd ops | head` should end quietly
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored, as Python starts (and systemd starts services): a write to a closed pipe or socket
+    # is an error where it happens, never the end of the process. The listing verbs (ops, show, schema, validate,
+    # inspect) end on it quietly below; `run` finishes its job and `serve` logs on (daemon/logs.py).
+    try:
+        code = _main(argv)
+        sys.stdout.flush()   # a listing's last lines may still be buffered for a reader that left
+        return code
+    except BrokenPipeError:   # a listing's reader went away (`augd ops | head -1`): as Python's documentation says
+        point_at_devnull(sys.stdout, sys.stderr)
+        return EXIT_FAILED
+
+
+def _main(argv) -> int:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     beam_args = []
     if "--" in argv:  # `augd run ... --runner beam -- <Beam pipeline options>`

@@ -40,6 +40,15 @@ ON_SUCCESS = "move"
 METRICS_BIND = "127.0.0.1"
 #: A fixed port, so Prometheus targets stay stable. Outside 9100-9999 (the exporter range, fully allocated).
 METRICS_PORT = 7464
+#: A request head must arrive whole within this many seconds of its first byte (slow or stalled clients are closed),
+#: and a reply the client does not read is abandoned after as long.
+HTTP_REQUEST_TIMEOUT_SECONDS = 10.0
+#: A kept-alive HTTP connection with no new request for this long is closed (Prometheus reconnects per scrape).
+HTTP_IDLE_TIMEOUT_SECONDS = 5.0
+#: HTTP connections open at once (also capped to a quarter of the open-files limit: the jobs keep the rest).
+HTTP_MAX_CONNECTIONS = 128
+#: Threads that answer whole HTTP requests; clients still sending theirs hold none.
+HTTP_THREADS = 4
 #: /healthz answers 503 when the work loop has not ticked for this long (it ticks every TICK_SECONDS while
 #: idle, and after every image while a job runs).
 HEALTH_STALE_SECONDS = 60.0

@@ -88,3 +88,17 @@ def count_files(path: str, enough: int) -> int:
         if n >= enough:
             break
     return n
+
+
+def point_at_devnull(*streams) -> None:
+    """Point standard streams whose reader went away at /dev/null: nothing more written to them, not even the
+    buffered rest that Python flushes at exit (and would exit 120 over), can fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in streams:
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError, AttributeError):   # no such stream, or not a file
+                pass
+    finally:
+        os.close(devnull)

@@ -1,12 +1,26 @@
-"""What this host lets the process use, in CPUs: its affinity (taskset, cpusets) capped by a cgroup CPU quota
-(docker --cpus, systemd CPUQuota=, Kubernetes limits). os.cpu_count() counts the machine's CPUs: a 2-CPU container
-on a 64-core node would start 64 TensorFlow workers. A leaf: importing it loads nothing."""
+"""What this host lets the process use: CPUs (its affinity, from taskset or cpusets, capped by a cgroup CPU quota:
+docker --cpus, systemd CPUQuota=, Kubernetes limits; os.cpu_count() counts the machine's, and a 2-CPU container on
+a 64-core node would start 64 TensorFlow workers) and open files. A leaf: importing it loads nothing."""
 from __future__ import annotations
 
 import math
 import os
+import resource
 
-__all__ = ["usable_cpus"]
+__all__ = ["raise_open_files", "usable_cpus"]
+
+
+def raise_open_files() -> tuple[int, int]:
+    """Raise the soft open-files limit to the hard one and return (soft, hard). systemd starts services with soft
+    1024 and hard 524288 and expects a service that needs more to raise its own soft limit (systemd.exec(5))."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError):   # a hard limit of "unlimited" that the kernel caps lower (nr_open)
+            pass
+    return soft, hard
 
 
 def usable_cpus() -> int:

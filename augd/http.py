@@ -1,60 +1,57 @@
 """augd's one HTTP server: /metrics, /healthz, /readyz, /status and the status page at / (augd/statuspage.py).
 
-prometheus_client's own server answers every path with metrics; this one routes. It runs on a daemon thread,
-serves each request on its own thread, and only reads state through the callables it is given.
+prometheus_client's own server answers every path with metrics; this one routes. Connections are taken by
+augd/httpconn.py (bounded in number and time, so rude clients cannot starve the daemon); each whole request is
+answered here by a BaseHTTPRequestHandler, which only reads state through the callables it is given.
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
-import socket
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from augd import statuspage
+from augd.httpconn import ConnLimits, ConnServer, SocketWriter
 
 log = logging.getLogger("augd.http")
 
-__all__ = ["StatusServer"]
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address) -> None:
-        """socketserver prints a traceback to stderr for every error; a client that resets its connection (a
-        browser tab closed while the status page polls) is routine, so that is a debug line, the rest logged."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError):
-            log.debug("HTTP client %s went away: %s", client_address[0], exc)
-        else:
-            log.exception("HTTP connection from %s failed", client_address[0])
+__all__ = ["ConnLimits", "StatusServer"]
 
 
 class StatusServer:
     """StatusServer(registry, bind, port, health=..., ready=..., status=...).start(); .stop()
 
-    health() and ready() return (ok, details dict); status() returns a JSON-able dict."""
+    health() and ready() return (ok, details dict); status() returns a JSON-able dict. on_drop(reason) is told of
+    every connection the server closes on its own (timeout, evicted, reset, accept_error, too_large)."""
 
     def __init__(self, registry: CollectorRegistry, bind: str, port: int, *, health: Callable[[], tuple],
                  ready: Callable[[], tuple], status: Callable[[], dict], version: str = "",
-                 preview: Callable[[], bytes | None] = lambda: None):
+                 preview: Callable[[], bytes | None] = lambda: None, limits: ConnLimits = ConnLimits(),
+                 on_drop: Callable[[str], None] = lambda reason: None):
         self.registry = registry
         self.bind, self.requested_port = bind, port
         self.health, self.ready, self.status = health, ready, status
         self.preview = preview  # () -> PNG bytes of the last job's contact sheet, or None
         self.version = version
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self.limits, self.on_drop = limits, on_drop
+        self._server: ConnServer | None = None
 
     @property
     def port(self) -> int:
-        return self._server.server_address[1] if self._server else self.requested_port
+        return self._server.port if self._server else self.requested_port
+
+    @property
+    def connections(self) -> dict:
+        """What /status shows of the server: open connections, the cap, and what it closed on its own."""
+        if self._server is None:
+            return {}
+        return {"open": self._server.open_connections, "max": self._server.max_connections,
+                **self._server.stats}
 
     def start(self) -> "StatusServer":
         owner = self
@@ -62,24 +59,39 @@ class StatusServer:
         class Handler(_Handler):
             server_owner = owner
 
-        family = socket.AF_INET6 if ":" in self.bind else socket.AF_INET
-        server_cls = type("_BoundServer", (_Server,), {"address_family": family})
-        self._server = server_cls((self.bind, self.requested_port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="augd-http", daemon=True)
-        self._thread.start()
+        def answer(conn) -> None:
+            Handler(conn, conn.addr, None)
+
+        self._server = ConnServer(self.bind, self.requested_port, answer, self.limits, self.on_drop).start()
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Answers the one request at the head of a connection's buffer (httpconn hands it over whole)."""
     server_owner: StatusServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        self.conn = self.request
+        self.connection = self.conn.sock
+        self.rfile = io.BytesIO(self.conn.buffer)
+        self.wfile = SocketWriter(self.conn.sock)
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()
+        if getattr(self, "command", None) not in ("GET", "HEAD"):
+            self.close_connection = True   # a body we did not read must not be taken for the next request
+        self.conn.keep = not self.close_connection
+        self.conn.buffer = self.rfile.read()
+
+    def finish(self) -> None:
+        pass
 
     def log_message(self, fmt, *args):  # the default writes every request to stderr
         log.debug("%s %s", self.address_string(), fmt % args)
@@ -126,8 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(404, b"not found: try /metrics, /healthz, /readyz, /status or /preview.png\n",
                            "text/plain")
-        except BrokenPipeError:
-            pass
+        except (ConnectionError, TimeoutError):
+            raise   # the client went away or stopped reading: httpconn closes it with a debug line
         except Exception as exc:  # noqa: BLE001 - one bad request must not kill the server
             log.exception("HTTP %s failed", path)
             self._send(500, f"internal error: {exc}\n".encode(), "text/plain")

@@ -16,6 +16,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from augd.errors import FailureReason
+from augd.httpconn import DROP_REASONS
 from augd.stages import STAGES
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ METRIC_NAMES = (
     "augd_records_written_total", "augd_rejected_inputs_total", "augd_bytes_read_total", "augd_bytes_written_total",
     "augd_stage_seconds", "augd_queue_jobs", "augd_inflight_jobs", "augd_current_job_images_per_second",
     "augd_last_success_timestamp_seconds", "augd_graph_builds_total", "augd_graph_traces_total",
-    "augd_device_memory_bytes", "augd_job_failures_total",
+    "augd_device_memory_bytes", "augd_job_failures_total", "augd_http_connections_closed_total",
 )
 
 
@@ -101,6 +102,10 @@ class Metrics:
                                     "TensorFlow graphs built (one per job and process running it).", registry=r)
         self.graph_traces = Counter("augd_graph_traces_total", "tf.function traces (one per graph when shapes are "
                                                                "dynamic, as they should be).", registry=r)
+        self.http_closed = Counter("augd_http_connections_closed_total", "HTTP connections the server closed on its "
+                                   "own, by reason: timeout (no whole request in time), evicted (over "
+                                   "http_max_connections), reset (by the client), accept_error (EMFILE...), "
+                                   "too_large.", ["reason"], registry=r)
         r.register(_DeviceMemory(device_memory))
         # Known label values start at 0, so rate() and ratios work from the first scrape.
         from augd.io import REJECT_REASONS
@@ -116,6 +121,8 @@ class Metrics:
             self.stage.labels(v)
         for v in QUEUE_STATES:
             self.queue.labels(v)
+        for v in DROP_REASONS:
+            self.http_closed.labels(v)
 
     def build_info(self, version: str, tensorflow_version: str, device: str) -> None:
         self.build.clear()
@@ -125,6 +132,9 @@ class Metrics:
         """augd_queue_jobs read at scrape time."""
         self.queue.labels("ready").set_function(ready)
         self.queue.labels("waiting").set_function(waiting)
+
+    def http_dropped(self, reason: str) -> None:
+        self.http_closed.labels(reason).inc()
 
     def job_tally(self) -> "JobTally":
         return JobTally(self)

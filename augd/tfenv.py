@@ -42,13 +42,14 @@ def quiet_native_stderr():
     os.close(write_end)
 
     def forward() -> None:
+        gone = False   # the reader of stderr went away: keep draining, or native writers would block on the pipe
         with os.fdopen(read_end, "rb") as pipe:
             for line in pipe:
-                if not _NOISE.search(line.decode("utf-8", "replace")):
+                if not gone and not _NOISE.search(line.decode("utf-8", "replace")):
                     try:
                         os.write(saved, line)
                     except OSError:
-                        return
+                        gone = True
 
     thread = threading.Thread(target=forward, name="augd-stderr", daemon=True)
     thread.start()

@@ -22,7 +22,7 @@ __all__ = ["BeamConfig", "DaemonConfig", "EngineConfig", "Settings", "load_setti
 
 #: Keys a SIGHUP cannot change in a running daemon (they are read once at start-up).
 RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling", "metrics_bind", "metrics_port",
-                "engine")
+                "http_request_timeout_seconds", "http_idle_timeout_seconds", "http_max_connections", "engine")
 
 
 class EngineConfig(BaseModel):
@@ -105,6 +105,15 @@ class DaemonConfig(BaseModel):
     metrics_bind: str = Field(defaults.METRICS_BIND, description="HTTP bind address")
     metrics_port: int | None = Field(defaults.METRICS_PORT, ge=0, le=65535, description="HTTP port; null: "
                                                                                        "no HTTP server")
+    http_request_timeout_seconds: float = Field(
+        defaults.HTTP_REQUEST_TIMEOUT_SECONDS, gt=0, le=3600, description="an HTTP request must arrive whole "
+        "within this time of its first byte, and a reply be read within it; slower clients are closed")
+    http_idle_timeout_seconds: float = Field(defaults.HTTP_IDLE_TIMEOUT_SECONDS, gt=0, le=3600,
+                                             description="idle keep-alive HTTP connections are closed after this")
+    http_max_connections: int = Field(
+        defaults.HTTP_MAX_CONNECTIONS, ge=defaults.HTTP_THREADS * 2, le=65536, description="HTTP connections open "
+        "at once (at most a quarter of the open-files limit); over it, the one waiting longest without a whole "
+        "request is closed")
     health_stale_seconds: float = Field(defaults.HEALTH_STALE_SECONDS, gt=0,
                                         description="/healthz fails when the loop is quiet this long")
     log_format: Literal["text", "json"] = Field(defaults.LOG_FORMAT, description="log line format")
@@ -142,6 +151,13 @@ class Settings:
             return self.config.status_preview
         return self.config.metrics_bind in ("127.0.0.1", "::1", "localhost") or \
             self.config.metrics_bind.startswith("127.")
+
+    @property
+    def http_limits(self):
+        from augd.httpconn import ConnLimits
+        c = self.config
+        return ConnLimits(request_timeout=c.http_request_timeout_seconds, idle_timeout=c.http_idle_timeout_seconds,
+                          max_connections=c.http_max_connections, threads=defaults.HTTP_THREADS)
 
     @property
     def engine_options(self):

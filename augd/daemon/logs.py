@@ -2,6 +2,10 @@
 
 Call sites log a human message and pass the machine fields in `extra={"event": ..., **fields}` (see `event()`);
 the text format appends the fields as key=value, the JSON format puts them beside the message.
+
+A log reader can go away (a pager, `| head`, a logger or journald restarting): the stream's writes then fail
+(EPIPE, EBADF). The daemon's handler never lets that reach the code that logged: it moves to the other standard
+stream, says so there once, and, where neither is left, drops lines and counts them for /status (`lost_streams`).
 """
 from __future__ import annotations
 
@@ -9,8 +13,12 @@ import datetime as _dt
 import json
 import logging
 import sys
+import threading
+import time
 
-__all__ = ["event", "setup_logging"]
+from augd.files import point_at_devnull
+
+__all__ = ["event", "lost_streams", "setup_logging"]
 
 log = logging.getLogger("augd.daemon")
 
@@ -52,15 +60,81 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(obj, ensure_ascii=False, default=str)
 
 
+_lost: dict[str, dict] = {}     # stream name -> {"error", "since"}
+_dropped = [0]                  # lines with no stream left to take them
+_lost_lock = threading.Lock()
+
+
+def lost_streams() -> dict:
+    """What /status shows: the standard streams the log could not be written to (each with its first error
+    and since when) and the lines dropped since none was left; {} while the log is written."""
+    with _lost_lock:
+        return {"streams": {k: dict(v) for k, v in _lost.items()}, "dropped_lines": _dropped[0]} if _lost else {}
+
+
+def _mark_lost(name: str, exc: OSError, stream) -> None:
+    point_at_devnull(stream)   # its buffered rest, and native code's writes to it, fail no more
+    with _lost_lock:
+        _lost.setdefault(name, {"error": f"{type(exc).__name__}: {exc}", "since": round(time.time(), 3)})
+
+
+class SurvivingHandler(logging.StreamHandler):
+    """A StreamHandler on stderr that outlives its reader: on a failed write it goes on with stdout (saying
+    why, once, there), and with neither left it drops lines and counts them. Other errors are logging's usual
+    handleError."""
+
+    def __init__(self):
+        with _lost_lock:   # a SIGHUP's new handler starts where the last one ended
+            name = next((n for n in ("stderr", "stdout") if n not in _lost), None)
+        super().__init__({"stderr": sys.stderr, "stdout": sys.stdout, None: None}[name])
+        self.name_ = name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.stream is None:
+            with _lost_lock:
+                _dropped[0] += 1
+            return
+        try:
+            msg = self.format(record)
+        except Exception:  # noqa: BLE001 - logging's own contract for a bad record
+            self.handleError(record)
+            return
+        try:
+            self.stream.write(msg + self.terminator)
+            self.flush()
+        except OSError as exc:
+            self._lose(exc, msg)
+
+    def _lose(self, exc: OSError, msg: str) -> None:
+        _mark_lost(self.name_, exc, self.stream)
+        self.stream = None
+        if self.name_ == "stderr" and sys.stdout is not None:
+            try:  # the other stream, if it is still there, says so once and carries the log on
+                sys.stdout.write(f"augd: the log can no longer be written to stderr ({type(exc).__name__}: {exc}); "
+                                 f"it goes on here\n{msg}{self.terminator}")
+                sys.stdout.flush()
+                self.stream, self.name_ = sys.stdout, "stdout"
+                return
+            except OSError as exc2:
+                _mark_lost("stdout", exc2, sys.stdout)
+        with _lost_lock:
+            _dropped[0] += 1
+
+    def flush(self) -> None:
+        if self.stream is not None and hasattr(self.stream, "flush"):
+            self.stream.flush()
+
+
 def setup_logging(fmt: str = "text", level: str = "info") -> None:
     """Replace the root handlers (the CLI's basicConfig included) with one stderr handler in `fmt`."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = SurvivingHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper()))
+    logging.captureWarnings(True)   # warnings (the resource tracker relaunched, say) are log lines too
 
 
 def event(name: str, message: str, *args, level: int = logging.INFO, **fields) -> None:

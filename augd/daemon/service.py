@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 import augd
 from augd import defaults
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
-from augd.daemon.logs import event, setup_logging
+from augd.daemon.logs import event, lost_streams, setup_logging
 from augd.spec import known_pipelines
 from augd.daemon.sdnotify import Notifier
 from augd.daemon.signals import SignalState
@@ -58,7 +58,8 @@ class Daemon:
                                 pause=pause)
         self.metrics.queue_sources(ready=self.jobs.qsize, waiting=lambda: self.watcher.waiting)
         self.http = None
-        self.signals = SignalState()
+        # a stop signal to the whole process group ends the workers too: none may be replaced meanwhile
+        self.signals = SignalState(on_stop=self.worker.drain_pool)
         self.ready = False
         self.started = time.time()
         self.stopping = False
@@ -112,7 +113,10 @@ class Daemon:
                 "last_preview": {"job": self.worker.last_preview[0], "finished": round(self.worker.last_preview[1], 3),
                                  "url": f"/preview.png?t={self.worker.last_preview[1]:.3f}"}
                 if self.worker.last_preview else None,
-                "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")}}
+                "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")},
+                "http": self.http.connections if self.http is not None else None,
+                # standard streams the log could not be written to (a log reader that went away), else {}
+                "log_streams_lost": lost_streams()}
 
     # -- start-up --------------------------------------------------------------------------------------------
     def _prepare_folders(self) -> None:
@@ -128,18 +132,22 @@ class Daemon:
     def start(self) -> None:
         s = self.settings
         self._prepare_folders()
+        from augd.host import raise_open_files
+        soft, _ = raise_open_files()   # the HTTP server takes at most a quarter: the jobs keep the rest
         if s.metrics_port is not None:
             from augd.http import StatusServer
             try:
                 self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
                                          ready=self.readiness, status=self.status, version=augd.__version__,
-                                         preview=lambda: self.worker.last_preview and self.worker.last_preview[2]
-                                         ).start()
+                                         preview=lambda: self.worker.last_preview and self.worker.last_preview[2],
+                                         limits=s.http_limits, on_drop=self.metrics.http_dropped).start()
             except OSError as exc:
                 raise AugdError(f"cannot serve metrics on {s.metrics_bind}:{s.metrics_port}: "
                                 f"{exc.strerror or exc} (set metrics_port, or null to turn the server off)") from None
-            event("http_listening", "serving /metrics /healthz /readyz /status on http://%s:%d/", s.metrics_bind,
-                  self.http.port, bind=s.metrics_bind, port=self.http.port)
+            event("http_listening", "serving /metrics /healthz /readyz /status on http://%s:%d/ (at most %d "
+                  "connections; open files: %d)", s.metrics_bind, self.http.port, self.http.connections["max"], soft,
+                  bind=s.metrics_bind, port=self.http.port, max_connections=self.http.connections["max"],
+                  open_files_limit=soft)
         self.pause("startup", lambda: self.signals.stops > 0)
         if self.signals.stops:
             return

@@ -11,7 +11,11 @@ __all__ = ["SignalState"]
 
 
 class SignalState:
-    def __init__(self):
+    """`on_stop` runs inside the handler of the first stop signal: only for what must happen before any other
+    thread sees the signal's effects (the pool must know not to replace workers the same signal ends)."""
+
+    def __init__(self, on_stop=lambda: None):
+        self.on_stop = on_stop
         self.stops = 0
         self.reloads = 0
         self.wake = threading.Event()
@@ -19,6 +23,8 @@ class SignalState:
 
     def _on_stop(self, signum, _frame) -> None:
         self.stops += 1
+        if self.stops == 1:
+            self.on_stop()
         self.last = signal.Signals(signum).name
         self.wake.set()
 

@@ -148,6 +148,11 @@ class JobWorker:
             raise done["error"]
         return done["result"]
 
+    def drain_pool(self) -> None:
+        """Shutting down: the pool replaces no worker that dies from here on (its current job is requeued)."""
+        if self.pool is not None:
+            self.pool.drain()
+
     def close_pool(self) -> None:
         pool, self.pool = self.pool, None
         if pool is not None:
@@ -312,6 +317,8 @@ class JobWorker:
                               f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
                               f"cancelled after {self._done_images()} images; split it, or raise the limit.")
         except JobFailed as exc:
+            if exc.reason is FailureReason.WORKER_LOST and self._stop.is_set():
+                return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
             return self._fail(c, t0, exc.reason, spec.name, str(exc))
         except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
             return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"

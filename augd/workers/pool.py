@@ -12,6 +12,7 @@ lost nor written twice. The pool outlives jobs (the daemon keeps one): TensorFlo
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import itertools
 import logging
@@ -105,6 +106,7 @@ class ProcessPool:
         share = max(1, usable_cpus() // workers)
         self._worker_options = options if options.tf_threads else dataclasses.replace(options, tf_threads=share)
         self.restarts = 0
+        self.lost_sends = 0    # batches whose worker died while the parent was writing them (sent again)
         # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
         # once and forks workers from it was measured slower on 2 cores: its one import does not overlap the parent's
         # as the workers' own imports do.)
@@ -113,12 +115,16 @@ class ProcessPool:
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         self._closed = False
+        self._draining = False              # stopping: a worker that dies is not replaced
         self._broken: str | None = None     # why no worker can start, once that is clear
         self._start_failures = 0
         self._forget: list[int] = []
         self._workers = [self._spawn() for _ in range(workers)]
         self._thread = threading.Thread(target=self._loop, name="augd-pool", daemon=True)
         self._thread.start()
+        # at exit multiprocessing terminates leftover workers (SIGTERM): they must not be replaced meanwhile.
+        # (atexit runs last-registered first, so this runs before multiprocessing's own handler.)
+        atexit.register(self.drain)
 
     # -- the parent's API --------------------------------------------------------------------------------------
     def start_job(self, spec, detection) -> JobContext:
@@ -127,7 +133,7 @@ class ProcessPool:
     def submit(self, job: JobContext, batch: list, variants: list) -> Future:
         task = _Task(job, batch, variants, Future())
         with self._lock:
-            if self._closed or self._broken:
+            if self._closed or self._broken or (self._draining and not self._workers):
                 raise WorkerLost(self._broken or "the worker pool is closed")
             self._queue.append(task)
         self._wake_w.send(None)
@@ -147,6 +153,12 @@ class ProcessPool:
         """False once closed, or broken (its workers cannot start, or its dispatcher failed): start another."""
         return not (self._closed or self._broken)
 
+    def drain(self) -> None:
+        """Replace no worker that dies from now on: the process is stopping (a signal to the whole process
+        group, or interpreter exit, ends the workers too). A dead worker's batches fail with WorkerLost. No lock:
+        it is called from a signal handler, on a thread that may hold it."""
+        self._draining = True
+
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers]
 
@@ -155,6 +167,7 @@ class ProcessPool:
             if self._closed:
                 return
             self._closed = True
+        atexit.unregister(self.drain)
         self._wake_w.send(None)
         self._thread.join(30)
         for w in self._workers:   # an idle worker exits on None; a busy one's results are not wanted any more
@@ -261,7 +274,9 @@ class ProcessPool:
         try:
             w.conn.send(msg)
             return True
-        except OSError:   # it died; its sentinel says so next round
+        except OSError as exc:   # it died, maybe mid-write (EPIPE, never SIGPIPE); its sentinel says so next round
+            log.debug("worker process %s gone while a message was written to it: %s", w.process.pid, exc)
+            self.lost_sends += 1
             w.ready = False
             return False
 
@@ -295,6 +310,19 @@ class ProcessPool:
         if not w.ready:
             self._start_failures += 1
         if self._closed:
+            return
+        if self._draining:
+            self._workers.remove(w)
+            log.info("worker process %s ended (%s) while stopping; not replaced", w.process.pid, how)
+            lost = WorkerLost(f"worker process {w.process.pid} ended ({how}) while the process was stopping")
+            _fail(w.tasks, lost)
+            if not self._workers:
+                _fail(self._queue, lost)
+                self._queue.clear()
+            try:
+                w.conn.close()
+            except OSError:
+                pass
             return
         if self._start_failures >= MAX_ATTEMPTS:  # workers die before they are up: starting more will not help
             self._broken = (f"{self._start_failures} worker processes died while starting (last: {how}); see the "
