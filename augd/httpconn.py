@@ -58,10 +58,11 @@ class ConnLimits:
     threads: int = 4
 
 
-def descriptor_share(wanted: int) -> int:
-    """`wanted` connections, capped to FD_SHARE of the open-files soft limit: the rest stays for jobs, worker
-    pipes and TensorFlow (the daemon raises the soft limit to the hard one first: augd.host.raise_open_files)."""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+def descriptor_share(wanted: int, soft: int | None = None) -> int:
+    """`wanted` connections, capped to FD_SHARE of the open-files soft limit (this process', unless given): the
+    rest stays for jobs, worker pipes and TensorFlow (the daemon first raises its soft limit to the hard one:
+    augd.host.raise_open_files)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if soft is None else soft
     if soft == resource.RLIM_INFINITY:
         return wanted
     return max(8, min(wanted, int(soft * FD_SHARE)))

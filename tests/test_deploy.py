@@ -120,7 +120,7 @@ def test_systemd_unit_settings():
     unit = _read("deploy", "systemd", "augd.service")
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "User=augd", "NoNewPrivileges=yes",
                  "ProtectSystem=strict", "ReadWritePaths=/var/lib/augd", "ProtectHome=yes", "PrivateTmp=yes",
-                 "ExecReload=/bin/kill -HUP $MAINPID", "DeviceAllow=/dev/nvidiactl rw"):
+                 "ExecReload=/bin/kill -HUP $MAINPID", "DeviceAllow=/dev/nvidiactl rw", "LimitNOFILE=65536"):
         assert line in unit, line
     directives = [ln.strip() for ln in unit.splitlines() if not ln.lstrip().startswith("#")]
     assert "PrivateDevices=yes" not in directives  # would hide the GPU
@@ -142,6 +142,7 @@ def test_compose_parses_and_names_three_services():
     assert set(compose["services"]) == {"augd", "prometheus", "grafana"}
     augd = compose["services"]["augd"]
     assert augd["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert augd["ulimits"]["nofile"] == {"soft": 65536, "hard": 65536}
     scrape = yaml.safe_load(_read("deploy", "compose", "prometheus", "prometheus.yml"))
     assert scrape["scrape_configs"][0]["static_configs"][0]["targets"] == ["augd:7464"]
     for svc in ("prometheus", "grafana"):
@@ -163,3 +164,14 @@ def test_dockerfile_pins_base_runs_as_non_root_with_init_and_healthcheck():
     from augd import defaults
     assert defaults.METRICS_PORT == 7464
     assert os.path.isfile(os.path.join(ROOT, ".dockerignore"))
+
+
+@pytest.mark.parametrize("limit", [1024, 65536])
+def test_the_http_server_takes_at_most_a_quarter_of_the_open_files_limit(limit):
+    """Under systemd's default soft limit (1024) and the shipped LimitNOFILE (65536): the default
+    http_max_connections fits, and a larger one is capped at a quarter; the jobs keep the rest. (A real daemon
+    under `prlimit --nofile=1024`: tests/test_peers.py.)"""
+    from augd import defaults
+    from augd.httpconn import descriptor_share
+    assert descriptor_share(defaults.HTTP_MAX_CONNECTIONS, limit) == 128
+    assert descriptor_share(100000, limit) == limit // 4
