@@ -9,7 +9,7 @@ import sys
 
 from augd import __version__
 from augd.errors import JobFailed, SpecError
-from augd.files import point_at_devnull
+from augd.files import point_at_devnull, reader_gone
 from augd.defaults import EXECUTORS
 
 log = logging.getLogger("augd")
@@ -154,7 +154,6 @@ def _run(args, spec, engine_options, pool) -> int:
         load_tensorflow_quietly()
     from augd.engine import Engine
     from augd.job import JobOptions, JobWatch, run_job
-    from augd.job.report import reasons_summary
     from augd.job.resources import job_memory_bytes
     bar = None
     if sys.stderr.isatty() and not args.quiet and args.runner == "local":
@@ -197,11 +196,12 @@ def _run(args, spec, engine_options, pool) -> int:
         _summary(result)
         sys.stdout.flush()
     except BrokenPipeError:   # the job is committed: a reader that went away does not make it fail
-        point_at_devnull(sys.stdout, sys.stderr)
+        point_at_devnull(*(x for x in (sys.stdout, sys.stderr) if reader_gone(x)))
     return EXIT_OK
 
 
 def _summary(result) -> None:
+    from augd.job.report import reasons_summary
     r = result.report
     print(f"{result.name}: {r.inputs.written}/{r.inputs.seen} images -> {r.records.written} "
           f"records in {len(r.shards)} shard(s), {r.inputs.rejected} rejected, "
@@ -372,7 +372,10 @@ def main(argv=None) -> int:
         sys.stdout.flush()   # a listing's last lines may still be buffered for a reader that left
         return code
     except BrokenPipeError:   # a listing's reader went away (`augd ops | head -1`): as Python's documentation says
-        point_at_devnull(sys.stdout, sys.stderr)
+        gone = [x for x in (sys.stdout, sys.stderr) if reader_gone(x)]
+        if not gone:
+            raise   # some other pipe or socket: a real error, with its traceback
+        point_at_devnull(*gone)
         return EXIT_FAILED
 
 

@@ -90,6 +90,18 @@ def count_files(path: str, enough: int) -> int:
     return n
 
 
+def reader_gone(stream) -> bool:
+    """Whether the pipe or socket behind a standard stream has lost its reader (poll says POLLERR or POLLHUP),
+    so that a BrokenPipeError can be told apart from one of some other pipe."""
+    import select
+    try:
+        p = select.poll()
+        p.register(stream.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):   # closed, or no file behind it: nothing to write to either
+        return True
+
+
 def point_at_devnull(*streams) -> None:
     """Point standard streams whose reader went away at /dev/null: nothing more written to them, not even the
     buffered rest that Python flushes at exit (and would exit 120 over), can fail."""

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from augd import statuspage
-from augd.httpconn import ConnLimits, ConnServer, SocketWriter
+from augd.httpconn import ConnLimits, ConnServer
 
 log = logging.getLogger("augd.http")
 
@@ -59,8 +59,8 @@ class StatusServer:
         class Handler(_Handler):
             server_owner = owner
 
-        def answer(conn) -> None:
-            Handler(conn, conn.addr, None)
+        def answer(conn) -> bytes:
+            return Handler(conn, conn.addr, None).reply
 
         self._server = ConnServer(self.bind, self.requested_port, answer, self.limits, self.on_drop).start()
         return self
@@ -72,26 +72,28 @@ class StatusServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Answers the one request at the head of a connection's buffer (httpconn hands it over whole)."""
+    """Answers the one request at the head of a connection's buffer (httpconn hands it over whole, and sends
+    the reply, which is made here in memory: no handler ever waits on a client)."""
     server_owner: StatusServer
     protocol_version = "HTTP/1.1"
 
     def setup(self) -> None:
         self.conn = self.request
-        self.connection = self.conn.sock
         self.rfile = io.BytesIO(self.conn.buffer)
-        self.wfile = SocketWriter(self.conn.sock)
+        self.wfile = io.BytesIO()
 
     def handle(self) -> None:
         self.close_connection = True
         self.handle_one_request()
-        if getattr(self, "command", None) not in ("GET", "HEAD"):
+        headers = getattr(self, "headers", None)
+        if getattr(self, "command", None) not in ("GET", "HEAD") or (headers is not None and (
+                headers.get("Content-Length", "0").strip() != "0" or "Transfer-Encoding" in headers)):
             self.close_connection = True   # a body we did not read must not be taken for the next request
         self.conn.keep = not self.close_connection
         self.conn.buffer = self.rfile.read()
 
     def finish(self) -> None:
-        pass
+        self.reply = self.wfile.getvalue()
 
     def log_message(self, fmt, *args):  # the default writes every request to stderr
         log.debug("%s %s", self.address_string(), fmt % args)
@@ -138,8 +140,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(404, b"not found: try /metrics, /healthz, /readyz, /status or /preview.png\n",
                            "text/plain")
-        except (ConnectionError, TimeoutError):
-            raise   # the client went away or stopped reading: httpconn closes it with a debug line
         except Exception as exc:  # noqa: BLE001 - one bad request must not kill the server
             log.exception("HTTP %s failed", path)
+            self._headers_buffer = []   # whatever was begun is not sent
+            self.wfile.seek(0)
+            self.wfile.truncate()
             self._send(500, f"internal error: {exc}\n".encode(), "text/plain")

@@ -1,14 +1,15 @@
 """Connections for augd's HTTP server, bounded so that no client can starve the daemon.
 
-One thread (augd-http) owns the listening socket and every open connection: it accepts, reads request heads
-without blocking, and closes what is too slow. A connection costs a file descriptor and a few bytes until its
-request head is whole; only then does it go to one of a fixed set of handler threads (augd-http-N), which answer
-it. So a client that sends half a request, or none, holds no thread, and the threads never grow with clients.
+One thread (augd-http) owns the listening socket and every open connection: it accepts, reads request heads and
+writes replies, all without blocking, and closes what is too slow. A whole request head goes to one of a fixed
+set of handler threads (augd-http-N), which compute the reply into memory and hand it back. So a client that
+sends half a request, or none, or never reads its reply, holds no thread and blocks nothing; the threads never
+grow with clients, and /healthz is answered whatever the others do.
 
 Bounds (ConnLimits, from the daemon config's http_* keys):
 * a request head must arrive whole within `request_timeout` of its first byte (of the connection, for the first
-  request); an idle keep-alive connection is closed after `idle_timeout`; a reply that the client does not read
-  is abandoned after `request_timeout`;
+  request); an idle keep-alive connection is closed after `idle_timeout`; a reply must be read within
+  `request_timeout`;
 * at most `max_connections` are open at once (also capped to a share of the process' open-files limit, so the
   job loop keeps its descriptors). A new connection over the cap closes the one that has waited longest without
   a whole request (an idle keep-alive first); when every open one is being answered, new ones wait in the
@@ -19,9 +20,7 @@ Bounds (ConnLimits, from the daemon config's http_* keys):
 from __future__ import annotations
 
 import errno
-import io
 import logging
-import os
 import queue
 import resource
 import selectors
@@ -69,37 +68,24 @@ def descriptor_share(wanted: int, soft: int | None = None) -> int:
 
 
 class _Conn:
-    __slots__ = ("sock", "addr", "buffer", "deadline", "state", "since", "keep")
+    __slots__ = ("sock", "addr", "buffer", "out", "deadline", "state", "since", "keep")
 
     def __init__(self, sock: socket.socket, addr, deadline: float):
         self.sock, self.addr = sock, addr
-        self.buffer = b""
+        self.buffer = b""          # bytes received and not yet answered
+        self.out = b""             # the reply, as the handler made it, still to send
         self.deadline = deadline
-        self.state = "head"        # head: reading a request; idle: kept alive, waiting; busy: being answered
+        self.state = "head"        # head: reading a request; idle: kept alive; busy: with a handler; reply: sending
         self.since = time.monotonic()
         self.keep = False          # set by the handler: the connection may carry another request
 
 
-class SocketWriter(io.RawIOBase):
-    """The handler's wfile: every write is a whole sendall, under the socket's timeout."""
-
-    def __init__(self, sock: socket.socket):
-        self._sock = sock
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b) -> int:
-        self._sock.sendall(b, _NOSIGNAL)
-        return len(b)
-
-
 class ConnServer:
     """ConnServer(bind, port, answer, limits).start(); .stop(). answer(conn) runs on a handler thread with
-    conn.buffer holding at least one whole request head; it answers one request and sets conn.keep (and leaves
-    any bytes after that request in conn.buffer)."""
+    conn.buffer holding at least one whole request head; it answers one request by returning the reply's bytes,
+    sets conn.keep, and leaves any bytes after that request in conn.buffer."""
 
-    def __init__(self, bind: str, port: int, answer: Callable[[_Conn], None], limits: ConnLimits,
+    def __init__(self, bind: str, port: int, answer: Callable[[_Conn], bytes], limits: ConnLimits,
                  on_drop: Callable[[str], None] = lambda reason: None):
         self.limits = limits
         self._answer, self._on_drop = answer, on_drop
@@ -122,9 +108,11 @@ class ConnServer:
         self._conns: dict[int, _Conn] = {}            # fileno -> connection; the loop thread's alone
         self._ready: queue.Queue = queue.Queue()      # whole requests for the handler threads
         self._back: deque[_Conn] = deque()            # answered connections, back to the loop
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        # socket objects, not raw fds: once closed their fileno is -1, so a late wake-up can never write into a
+        # descriptor number that the process has since reused for a file
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._stop = threading.Event()
         self._listening = False
         self._paused_until = 0.0
@@ -150,16 +138,17 @@ class ConnServer:
         self._wake()
         for _ in range(self.limits.threads):
             self._ready.put(None)
+        deadline = time.monotonic() + 10   # handlers only compute replies: they end as soon as their one does
         for t in self._threads:
-            t.join(self.limits.request_timeout + 5)
+            t.join(max(0.0, deadline - time.monotonic()))
         for conn in [*self._conns.values(), *self._back]:
             conn.sock.close()
         self._conns.clear()
         self._back.clear()
         self._sel.close()
         self._listener.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self._wake_r.close()
+        self._wake_w.close()
 
     @property
     def open_connections(self) -> int:
@@ -173,11 +162,6 @@ class ConnServer:
             except Exception:  # noqa: BLE001 - the server outlives any one failure; never spin on one
                 log.exception("HTTP connection loop failed; going on")
                 self._stop.wait(ACCEPT_BACKOFF_SECONDS)
-        for conn in self._conns.values():   # unblock handlers still writing to slow clients
-            try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def _round(self) -> None:
         now = time.monotonic()
@@ -187,20 +171,20 @@ class ConnServer:
         if not self._listening and self._paused_until > now:
             waits.append(self._paused_until)
         timeout = max(0.0, min([now + 0.5, *waits]) - now)
-        for key, _ in self._sel.select(timeout):
+        for key, mask in self._sel.select(timeout):
             if key.data is None:
                 self._drain_wake()
             elif key.data == "listen":
                 self._accept()
-            else:
-                self._read(key.data)
+            elif key.data.sock.fileno() != -1:   # not closed earlier in this round (evicted by an accept)
+                self._send(key.data) if mask & selectors.EVENT_WRITE else self._read(key.data)
         self._take_back()
         now = time.monotonic()
         for conn in [c for c in self._conns.values() if c.state != "busy" and c.deadline <= now]:
-            if conn.state == "head" and conn.buffer:
-                log.debug("HTTP client %s: no whole request within %gs; closed", conn.addr[0],
-                          self.limits.request_timeout)
-            self._drop(conn, "timeout" if conn.state == "head" else None)
+            if conn.state in ("head", "reply") and (conn.buffer or conn.out):
+                log.debug("HTTP client %s: %s within %gs; closed", conn.addr[0], "no whole request" if
+                          conn.state == "head" else "reply not read", self.limits.request_timeout)
+            self._drop(conn, None if conn.state == "idle" else "timeout")
 
     def _listen(self, on: bool) -> None:
         if on and not self._listening:
@@ -221,18 +205,7 @@ class ConnServer:
             except ConnectionAbortedError:
                 continue
             except OSError as exc:   # EMFILE, ENFILE, ENOBUFS, ENOMEM: no descriptor or buffer for it now
-                self.stats["accept_error"] += 1
-                self._on_drop("accept_error")
-                self._accept_errors += 1
-                now = time.monotonic()
-                if now - self._warned_at >= ACCEPT_WARN_SECONDS:
-                    log.warning("HTTP: cannot accept a connection (%s); pausing accepts for %gs and retrying, "
-                                "%d connections open, %d failed accepts (this message: at most once a minute)",
-                                errno.errorcode.get(exc.errno, exc), ACCEPT_BACKOFF_SECONDS, len(self._conns),
-                                self._accept_errors)
-                    self._warned_at, self._accept_errors = now, 0
-                self._paused_until = now + ACCEPT_BACKOFF_SECONDS
-                self._listen(False)
+                self._accept_failed(exc)
                 return
             sock.setblocking(False)
             conn = _Conn(sock, addr, time.monotonic() + self.limits.request_timeout)
@@ -240,13 +213,27 @@ class ConnServer:
             self._sel.register(sock, selectors.EVENT_READ, conn)
             self.stats["accepted"] += 1
 
+    def _accept_failed(self, exc: OSError) -> None:
+        self._count("accept_error")
+        self._accept_errors += 1
+        now = time.monotonic()
+        if now - self._warned_at >= ACCEPT_WARN_SECONDS:
+            log.warning("HTTP: cannot accept a connection (%s); pausing accepts for %gs and retrying, %d "
+                        "connections open, %d failed accepts (this message: at most once a minute)",
+                        errno.errorcode.get(exc.errno, exc), ACCEPT_BACKOFF_SECONDS, len(self._conns),
+                        self._accept_errors)
+            self._warned_at, self._accept_errors = now, 0
+        self._paused_until = now + ACCEPT_BACKOFF_SECONDS
+        self._listen(False)
+
     def _evict(self) -> bool:
-        """Close the connection that has waited longest without a whole request (idle keep-alive ones first)."""
+        """Close the connection that has waited longest without a whole request (idle keep-alive ones first,
+        replies nobody reads last)."""
         waiting = [c for c in self._conns.values() if c.state != "busy"]
         if not waiting:
             return False
-        victim = min(waiting, key=lambda c: (c.state != "idle", c.since))
-        self._drop(victim, "evicted")
+        order = {"idle": 0, "head": 1, "reply": 2}
+        self._drop(min(waiting, key=lambda c: (order[c.state], c.since)), "evicted")
         return True
 
     def _read(self, conn: _Conn) -> None:
@@ -281,25 +268,38 @@ class ConnServer:
             self._drop(conn, "too_large")
 
     def _take_back(self) -> None:
+        """Answered connections: their replies are sent from here, without blocking, within request_timeout."""
         while self._back:
             conn = self._back.popleft()
-            if not conn.keep or self._stop.is_set():
+            if self._stop.is_set() or not conn.out:
                 self._drop(conn, None)
                 continue
-            try:
-                conn.sock.setblocking(False)
-            except OSError:
-                self._drop(conn, None)
-                continue
-            conn.state, conn.since = ("head", time.monotonic()) if conn.buffer else ("idle", time.monotonic())
-            conn.deadline = conn.since + (self.limits.request_timeout if conn.buffer else self.limits.idle_timeout)
-            self._sel.register(conn.sock, selectors.EVENT_READ, conn)
-            self._dispatch_if_whole(conn)   # a pipelined request may already be whole
+            conn.state, conn.since = "reply", time.monotonic()
+            conn.deadline = conn.since + self.limits.request_timeout
+            self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+            self._send(conn)
+
+    def _send(self, conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.out, _NOSIGNAL)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:   # reset, or a broken pipe: EPIPE here, never SIGPIPE
+            log.debug("HTTP client %s went away: %s", conn.addr[0], exc)
+            self._drop(conn, "reset")
+            return
+        conn.out = conn.out[sent:]
+        if conn.out:
+            return
+        if not conn.keep:
+            self._drop(conn, None)
+            return
+        conn.state, conn.since = ("head", time.monotonic()) if conn.buffer else ("idle", time.monotonic())
+        conn.deadline = conn.since + (self.limits.request_timeout if conn.buffer else self.limits.idle_timeout)
+        self._sel.modify(conn.sock, selectors.EVENT_READ, conn)
+        self._dispatch_if_whole(conn)   # a pipelined request may already be whole
 
     def _drop(self, conn: _Conn, reason: str | None) -> None:
-        if reason is not None:
-            self.stats[reason] += 1
-            self._on_drop(reason)
         self._conns.pop(conn.sock.fileno(), None)
         if conn.state != "busy":
             try:
@@ -307,18 +307,27 @@ class ConnServer:
             except (KeyError, ValueError):
                 pass
         conn.sock.close()
+        if reason is not None:
+            self._count(reason)
+
+    def _count(self, reason: str) -> None:
+        self.stats[reason] += 1
+        try:
+            self._on_drop(reason)
+        except Exception:  # noqa: BLE001 - a metric must not keep a connection open
+            log.debug("HTTP: on_drop(%r) failed", reason, exc_info=True)
 
     def _wake(self) -> None:
         try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):   # full: a wake-up is pending anyway; closed: stopping
+            self._wake_w.send(b"x")
+        except OSError:   # full: a wake-up is pending anyway; closed: stopping
             pass
 
     def _drain_wake(self) -> None:
         try:
-            while os.read(self._wake_r, 4096):
+            while self._wake_r.recv(4096):
                 pass
-        except (BlockingIOError, OSError):
+        except OSError:
             pass
 
     # -- handler threads ---------------------------------------------------------------------------------------
@@ -327,15 +336,11 @@ class ConnServer:
             conn = self._ready.get()
             if conn is None:
                 return
-            conn.keep = False
+            conn.keep, conn.out = False, b""
             try:
-                conn.sock.settimeout(self.limits.request_timeout)   # a reply nobody reads is abandoned
-                self._answer(conn)
-            except (ConnectionError, TimeoutError) as exc:
-                log.debug("HTTP client %s went away: %s", conn.addr[0], exc)
-                conn.keep = False
-            except Exception:  # noqa: BLE001 - one connection's failure is its own
-                log.exception("HTTP connection from %s failed", conn.addr[0])
-                conn.keep = False
+                conn.out = self._answer(conn)
+            except Exception:  # noqa: BLE001 - one request's failure is its own
+                log.exception("HTTP request from %s failed", conn.addr[0])
+                conn.keep, conn.out = False, b""
             self._back.append(conn)
             self._wake()

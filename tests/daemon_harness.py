@@ -104,12 +104,16 @@ class Daemon:
         for room in ("inbox", "work", "done", "failed", "out"):
             setattr(self, room, self.root / room)
 
-    def start(self) -> "Daemon":
+    def start(self, prefix: tuple[str, ...] = (), stdout=None, stderr=None, **popen) -> "Daemon":
+        """Start it. `prefix` runs it under another command (prlimit ...); `stdout`/`stderr` replace its log file
+        (a pipe the test closes under it); `popen`: more subprocess.Popen arguments (start_new_session=True)."""
         self._log = open(self.log_path, "wb")
         cmd = ["augd", "serve", "--config", str(self.config)] if self.holds is None else \
             ["tests.held_daemon", "--config", str(self.config), "--hold-dir", str(self.holds)]
-        self.proc = subprocess.Popen([sys.executable, "-m", *cmd], stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=self.env, cwd=self.root)
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", *cmd],
+                                     stdout=self._log if stdout is None else stdout,
+                                     stderr=subprocess.STDOUT if stderr is None else stderr,
+                                     env=self.env, cwd=self.root, **popen)
         return self
 
     def log(self) -> str:

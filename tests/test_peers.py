@@ -116,24 +116,10 @@ def test_augd_run_with_both_readers_gone_writes_its_job_and_exits_0(tmp_path):
 
 # -- the daemon's log readers ----------------------------------------------------------------------------------
 
-class PipedDaemon(Daemon):
-    """`augd serve` whose stdout and stderr go where the test says (pipes it can close under the daemon)."""
-
-    def start_piped(self, stdout, stderr) -> "PipedDaemon":
-        self._log = open(self.log_path, "wb")   # unused: the streams are the test's
-        self.proc = subprocess.Popen(augd("serve", "--config", str(self.config)), stdout=stdout, stderr=stderr,
-                                     env=self.env, cwd=self.root)
-        return self
-
-    def log(self) -> str:
-        return ""
-
-
 def test_a_daemon_whose_log_reader_exits_goes_on_running_jobs(tmp_path):
     """`augd serve 2>&1 | head -c 200`: the reader takes 200 bytes and leaves. Jobs go on, /status says the log
     streams are lost, SIGPIPE stays ignored, and SIGTERM still ends the daemon with 0."""
-    d = PipedDaemon(write_config(tmp_path))
-    d.start_piped(subprocess.PIPE, subprocess.STDOUT)
+    d = Daemon(write_config(tmp_path)).start(stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     got = b""
     while len(got) < 200:
         chunk = d.proc.stdout.read1(200 - len(got))
@@ -157,9 +143,11 @@ def test_a_daemon_whose_log_reader_exits_goes_on_running_jobs(tmp_path):
 
 def test_a_daemon_whose_stderr_reader_exits_says_so_once_on_stdout_and_logs_on_there(tmp_path):
     out = tmp_path / "stdout.log"
-    d = PipedDaemon(write_config(tmp_path))
+    d = Daemon(write_config(tmp_path))
+    w = gone_reader()
     with open(out, "wb") as fh:
-        d.start_piped(fh, gone_reader())
+        d.start(stdout=fh, stderr=w)
+    os.close(w)
     try:
         d.wait_ready(120)
         drop_job(d.inbox, "stderr-gone", n=3)
@@ -264,6 +252,52 @@ def test_rude_http_clients_on_every_endpoint_never_hurt_the_daemon_or_its_job(tm
     assert "went away" in log   # the resets were seen, as debug lines
 
 
+def test_clients_that_never_read_their_replies_hold_no_thread(tmp_path):
+    """Twelve clients ask for a 4 MB reply and never read it: replies are made in memory and sent by the
+    connection loop without blocking, so /healthz is answered at once, not after their request timeout."""
+    from prometheus_client import CollectorRegistry
+
+    from augd.http import ConnLimits, StatusServer
+    big = b"\x89PNG" + bytes(4 << 20)
+    server = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
+                          status=dict, preview=lambda: big, limits=ConnLimits(request_timeout=60)).start()
+    readers = []
+    try:
+        for _ in range(12):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", server.port))
+            s.sendall(b"GET /preview.png HTTP/1.1\r\nHost: x\r\n\r\n")
+            readers.append(s)
+        wait_for(lambda: server.connections["open"] == 12, 10, "the twelve connections open")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as c:   # << the 60 s they may hold
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert c.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        for s in readers:
+            _rst(s)
+        server.stop()
+
+
+def test_a_request_body_is_never_taken_for_the_next_request():
+    """GET with a body (Content-Length), the body shaped like a second request: one answer, then the close."""
+    from prometheus_client import CollectorRegistry
+
+    from augd.http import StatusServer
+    server = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
+                          status=dict).start()
+    try:
+        smuggled = b"GET /no-such-page HTTP/1.1\r\nHost: x\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(smuggled) + smuggled)
+            data = b""
+            while chunk := c.recv(65536):
+                data += chunk
+        assert data.count(b"HTTP/1.1 ") == 1 and data.startswith(b"HTTP/1.1 200"), data
+    finally:
+        server.stop()
+
+
 def _nonblocking_half_requests(port: int, n: int) -> list[socket.socket]:
     socks = []
     for _ in range(n):
@@ -292,16 +326,10 @@ def test_a_flood_of_half_sent_requests_under_1024_open_files_starves_neither_htt
         pytest.skip(f"the test needs 1,400 open files of its own; the hard limit is {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1400) if hard == resource.RLIM_INFINITY else hard, hard))
     d = Daemon(write_config(tmp_path, settle_seconds=0.5, http_request_timeout_seconds=30))
-    d.start()
-    d.proc.kill()   # started plainly to get the harness' paths; the real one runs under prlimit
-    d.proc.wait()
-    d._log.close()
-    d._log = open(d.log_path, "wb")
-    prefix = ["prlimit", "--nofile=1024", "--"] if os.path.exists("/usr/bin/prlimit") else []
-    d.proc = subprocess.Popen(prefix + augd("serve", "--config", str(d.config)), stdout=d._log,
-                              stderr=subprocess.STDOUT, env=d.env, cwd=d.root,
-                              preexec_fn=None if prefix else lambda: resource.setrlimit(
-                                  resource.RLIMIT_NOFILE, (1024, 1024)))
+    if os.path.exists("/usr/bin/prlimit"):
+        d.start(prefix=("prlimit", "--nofile=1024", "--"))
+    else:   # the same limit, set by the test
+        d.start(preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024)))
     socks = []
     try:
         d.wait_ready(120)
@@ -314,7 +342,7 @@ def test_a_flood_of_half_sent_requests_under_1024_open_files_starves_neither_htt
         socks = _nonblocking_half_requests(d.port, 1100)
         peak = fds(pid)
         assert d.get("/healthz")[0] == 200
-        drop_job(d.inbox, "during-flood", n=40, seed=3)
+        drop_job(d.inbox, "during-flood", n=400, seed=3)
         healthz = 0
         deadline = time.monotonic() + 180
         while not (d.done / "during-flood").is_dir():
@@ -324,7 +352,7 @@ def test_a_flood_of_half_sent_requests_under_1024_open_files_starves_neither_htt
             peak = max(peak, fds(pid))
             time.sleep(0.2)
         m = manifest(d.out, "during-flood")
-        assert m["inputs"]["written"] == 40 and m["records"]["written"] == 40
+        assert m["inputs"]["written"] == 400 and m["records"]["written"] == 400
         counts = status(d)["http"]
         assert counts["max"] == 128 and counts["open"] <= 128
         assert peak < 1024 - 256, f"the HTTP server took {peak} of 1024 descriptors"
@@ -335,7 +363,7 @@ def test_a_flood_of_half_sent_requests_under_1024_open_files_starves_neither_htt
         end = settled(pid)[0]
         assert end == base
         print(f"half-sent flood: 1100 connections; daemon fds {base} -> peak {peak} -> {end} (limit 1024); "
-              f"{healthz} /healthz answered during the job; job: {m['inputs']['written']}/40 images written; "
+              f"{healthz} /healthz answered during the job; job: {m['inputs']['written']}/400 images written; "
               f"server {counts}")
     finally:
         for s in socks:
@@ -480,9 +508,7 @@ def test_a_stop_signal_to_the_whole_group_replaces_no_worker(tmp_path):
     runs on worker processes: the workers it ends are not replaced, the job goes back to the inbox, exit 0."""
     add_slow_pipeline(tmp_path)
     d = Daemon(write_config(tmp_path, workers=2, executor="processes", settle_seconds=0.5))
-    d._log = open(d.log_path, "wb")
-    d.proc = subprocess.Popen(augd("serve", "--config", str(d.config)), stdout=d._log, stderr=subprocess.STDOUT,
-                              env=d.env, cwd=d.root, start_new_session=True)
+    d.start(start_new_session=True)   # its own process group, as a service has
     try:
         d.wait_ready(120)
         wait_for(lambda: d.events("worker processes (pids"), 60, "the workers")

@@ -72,7 +72,7 @@ def lost_streams() -> dict:
         return {"streams": {k: dict(v) for k, v in _lost.items()}, "dropped_lines": _dropped[0]} if _lost else {}
 
 
-def _mark_lost(name: str, exc: OSError, stream) -> None:
+def _mark_lost(name: str, exc: Exception, stream) -> None:
     point_at_devnull(stream)   # its buffered rest, and native code's writes to it, fail no more
     with _lost_lock:
         _lost.setdefault(name, {"error": f"{type(exc).__name__}: {exc}", "since": round(time.time(), 3)})
@@ -84,9 +84,13 @@ class SurvivingHandler(logging.StreamHandler):
     handleError."""
 
     def __init__(self):
+        for n in ("stderr", "stdout"):   # `augd serve 2>&-`: Python has no such stream at all
+            if getattr(sys, n) is None:
+                with _lost_lock:
+                    _lost.setdefault(n, {"error": "closed before the daemon started", "since": round(time.time(), 3)})
         with _lost_lock:   # a SIGHUP's new handler starts where the last one ended
             name = next((n for n in ("stderr", "stdout") if n not in _lost), None)
-        super().__init__({"stderr": sys.stderr, "stdout": sys.stdout, None: None}[name])
+        super().__init__(getattr(sys, name) if name else None)
         self.name_ = name
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -102,10 +106,18 @@ class SurvivingHandler(logging.StreamHandler):
         try:
             self.stream.write(msg + self.terminator)
             self.flush()
-        except OSError as exc:
-            self._lose(exc, msg)
+        except BlockingIOError:   # a reader that is slow, not gone: this line is lost, the stream is kept
+            with _lost_lock:
+                _dropped[0] += 1
+        except (OSError, ValueError) as exc:   # EPIPE, EBADF, EIO; ValueError: the file object was closed
+            try:
+                self._lose(exc, msg)
+            except Exception:  # noqa: BLE001 - no descriptor left even for /dev/null: drop the line
+                self.stream = None
+        except Exception:  # noqa: BLE001 - an encoding the stream refuses: logging's own contract
+            self.handleError(record)
 
-    def _lose(self, exc: OSError, msg: str) -> None:
+    def _lose(self, exc: Exception, msg: str) -> None:
         _mark_lost(self.name_, exc, self.stream)
         self.stream = None
         if self.name_ == "stderr" and sys.stdout is not None:
@@ -115,7 +127,7 @@ class SurvivingHandler(logging.StreamHandler):
                 sys.stdout.flush()
                 self.stream, self.name_ = sys.stdout, "stdout"
                 return
-            except OSError as exc2:
+            except (OSError, ValueError) as exc2:
                 _mark_lost("stdout", exc2, sys.stdout)
         with _lost_lock:
             _dropped[0] += 1

@@ -23,10 +23,12 @@ class SignalState:
 
     def _on_stop(self, signum, _frame) -> None:
         self.stops += 1
-        if self.stops == 1:
-            self.on_stop()
         self.last = signal.Signals(signum).name
-        self.wake.set()
+        try:
+            if self.stops == 1:
+                self.on_stop()
+        finally:
+            self.wake.set()
 
     def _on_hup(self, _signum, _frame) -> None:
         self.reloads += 1

@@ -85,6 +85,7 @@ class JobWorker:
         self.pool = None                    # its worker processes (augd.workers.pool.ProcessPool), kept across jobs
         self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
+        self._draining = False              # the daemon is stopping: its workers are not replaced
         self._cancel: Cancel | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -126,6 +127,8 @@ class JobWorker:
                 return
             event("workers_started", "started %d worker processes (pids %s)", workers,
                   " ".join(map(str, self.pool.pids())), workers=workers)
+            if self._draining:   # the stop signal came while it started
+                self.pool.drain()
 
     def _on_beam(self, c, spec, options):
         """run_beam_job on a thread of its own, this one ticking meanwhile (the health check and systemd's
@@ -149,7 +152,9 @@ class JobWorker:
         return done["result"]
 
     def drain_pool(self) -> None:
-        """Shutting down: the pool replaces no worker that dies from here on (its current job is requeued)."""
+        """Shutting down (called from the stop signal's handler: no locks): the pool replaces no worker that dies
+        from here on, and a job that loses its workers so goes back to the inbox."""
+        self._draining = True
         if self.pool is not None:
             self.pool.drain()
 
@@ -317,7 +322,7 @@ class JobWorker:
                               f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
                               f"cancelled after {self._done_images()} images; split it, or raise the limit.")
         except JobFailed as exc:
-            if exc.reason is FailureReason.WORKER_LOST and self._stop.is_set():
+            if exc.reason is FailureReason.WORKER_LOST and self._draining:
                 return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
             return self._fail(c, t0, exc.reason, spec.name, str(exc))
         except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon

@@ -18,6 +18,7 @@ import itertools
 import logging
 import multiprocessing
 import pickle
+import signal
 import threading
 import time
 from collections import deque
@@ -38,6 +39,8 @@ __all__ = ["EXECUTORS", "MAX_ATTEMPTS", "ProcessPool", "WorkerError", "WorkerLos
 MAX_ATTEMPTS = 3
 #: Batches a worker holds: the one it runs and the next, so it never waits for the parent's round trip.
 PER_WORKER = 2
+#: A worker ended by SIGTERM is replaced only after this long without the parent stopping (see _replace).
+SIGTERM_GRACE_SECONDS = 1.0
 #: `auto` starts a pool for a job only when it has this many records: a worker's start-up (importing
 #: TensorFlow, building its graph) costs seconds, a small job's whole run less than that (bench/README.md).
 AUTO_MIN_RECORDS = 4000
@@ -311,6 +314,12 @@ class ProcessPool:
             self._start_failures += 1
         if self._closed:
             return
+        if code == -signal.SIGTERM and not self._draining:
+            # most likely a stop signal to the whole process group: the parent's own handler for it runs on the
+            # main thread, which may not have had the GIL yet; give it a moment to say so before replacing
+            deadline = time.monotonic() + SIGTERM_GRACE_SECONDS
+            while not self._draining and time.monotonic() < deadline:
+                time.sleep(0.01)
         if self._draining:
             self._workers.remove(w)
             log.info("worker process %s ended (%s) while stopping; not replaced", w.process.pid, how)
