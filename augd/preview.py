@@ -229,7 +229,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full) -> PreviewRow:
     from augd.formats import passthrough_ok
     if not spec.keep_original:
         original = "v0: not written (keep_original)"
-    elif spec.output.format != "raw" and passthrough_ok(header):  # as the job decides (runner._graph_variants)
+    elif spec.output.format != "raw" and passthrough_ok(header):  # as the job decides (augd.job.images.graph_variants)
         original = "v0: the file's own bytes"
     else:
         original = f"v0: re-encoded as {spec.output.format}"

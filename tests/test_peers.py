@@ -6,7 +6,6 @@ sockets, and its descriptors and threads counted in /proc before and after.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -15,7 +14,6 @@ import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

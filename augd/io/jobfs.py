@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from augd.files import inside
 
 if TYPE_CHECKING:
-    from augd.io.scan import InputImage
+    from augd.io.inputs import InputImage
 
 __all__ = ["GFileTree", "LocalTree", "OutsideJob", "is_url", "local_path", "open_inside", "read_bytes"]
 

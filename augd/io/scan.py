@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from augd.defaults import MAX_PIXELS
 from augd.errors import FailureReason, JobFailed, Rejected
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
+from augd.io.inputs import InputImage, RejectedInput, ScanResult
 from augd.io.jobfs import GFileTree, LocalTree, OutsideJob, is_url, local_path
 
 if TYPE_CHECKING:
@@ -53,37 +54,6 @@ HEADER_PREFIX = 256 * 1024
 MAX_METADATA_BYTES = 16 * 1024 * 1024
 #: When the prefix is not enough, the whole file is read, but only up to this size.
 HEADER_RETRY_MAX = 64 * 1024 * 1024
-
-@dataclass(frozen=True)
-class InputImage:
-    relpath: str  # posix, relative to the job root; may hold surrogate escapes for non-UTF-8 names
-    path: str
-    size: int
-    label: int
-    label_text: str
-    header: ImageHeader
-    root: str = ""  # the job folder: a local read must resolve inside it
-    split: str = ""  # "train", "validation" or "test" in a job with split folders (or a `split:` setting)
-
-
-@dataclass(frozen=True)
-class RejectedInput:
-    relpath: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    root: str
-    classes: tuple[str, ...]
-    images: tuple[InputImage, ...]
-    rejected: tuple[RejectedInput, ...]
-    splits: tuple[str, ...] = ()   # the split folders found, in SPLITS order; () for a job without
-    #: The rejected relpaths that are no input image (a detection layout's annotation files: an orphan, a broken
-    #: COCO JSON): listed with the rejected images, but not counted against max_rejected.
-    not_inputs: frozenset[str] = frozenset()
-
 
 @dataclass(frozen=True)
 class _Candidate:

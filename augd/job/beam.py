@@ -49,7 +49,8 @@ from augd.errors import FailureReason, JobFailed, tf_error_message
 from augd.io import RejectedInput
 from augd.job.report import GraphInfo, JobProgress, ObjectCounts, ShardSet, Tally
 from augd.job.finish import build_report, check_outcome, write_sidecars
-from augd.job.run import ImageOutcome, JobOptions, JobResult, process_images
+from augd.job.images import ImageOutcome, process_images
+from augd.job.run import JobOptions, JobResult
 from augd.job.units import JobPlan, plan_job, record_slots
 from augd.spec import PipelineSpec
 

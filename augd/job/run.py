@@ -1,13 +1,12 @@
 """One job end to end: scan -> engine -> records -> shards -> atomic commit -> manifest.
 
 `run_job` serves `augd run` and the daemon, on threads in this process or on worker processes (augd.workers.pool);
-`process_images` is the per-image work every executor calls (worker processes and Beam's DoFn too). Images go
+the per-image work every executor calls (worker processes and Beam's DoFn too) is augd/job/images.py. Images go
 to the graph in small batches (one call per ~50 ms of work); memory is bounded: at most workers *
 INFLIGHT_PER_WORKER batches are in flight, and results are written in a fixed order as soon as they are ready.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -15,41 +14,27 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from augd import defaults
-from augd.annotations import AnnotationError
-from augd.engine import Compiled, Engine, EngineOptions, release_memory
-from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, Rejected, tf_error_message
-from augd.formats import passthrough_ok, read_header
+from augd.engine import Engine, EngineOptions, release_memory
+from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, tf_error_message
 from augd.host import usable_cpus
-from augd.io import (AtomicOutput, InputImage, OutputExists, RejectedInput, ShardWriter, is_url, local_path,
-                     make_example, read_bytes)
+from augd.io import (AtomicOutput, InputImage, OutputExists, ShardWriter, is_url, local_path)
 from augd.job.detection import Detection
 from augd.job.finish import build_report, check_outcome, write_sidecars
-from augd.job.report import GraphInfo, JobProgress, JobReport, ObjectCounts, ShardSet, Tally
+from augd.job.images import ImageOutcome, graph_variants, process_images
+from augd.job.report import GraphInfo, JobProgress, JobReport, ShardSet, Tally
 from augd.workers.pool import ProcessPool, WorkerError, WorkerLost, choose_executor
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
 from augd.job.units import plan_job, variants_of
 from augd.spec import PipelineSpec
-from augd.stages import STAGES
 
 log = logging.getLogger("augd.job")
 
 __all__ = ["Cancel", "ImageOutcome", "JobOptions", "JobResult", "JobWatch", "build_report", "check_outcome",
            "process_images", "run_job", "variants_of", "write_sidecars"]
-
-
-@dataclass(frozen=True)
-class ImageOutcome:
-    """What became of one input image: its records, or why it was rejected."""
-    image: InputImage
-    records: tuple[bytes, ...] = ()
-    rejected: RejectedInput | None = None
-    bytes_read: int = 0
-    stage_seconds: dict = field(default_factory=dict)
-    objects: ObjectCounts | None = None     # a detection job's image: its objects in and out
 
 
 @dataclass(frozen=True)
@@ -106,111 +91,6 @@ class JobWatch:
     on_image: Callable[[ImageOutcome], None] | None = None
     on_progress: Callable[[JobProgress], None] | None = None
     cancel: Cancel | None = None
-
-
-def _changed_since_scan(img: InputImage, data: bytes) -> str | None:
-    """Why the bytes read are not the file the scan checked (size, format, dimensions, orientation), or None.
-    A file swapped after the scan (say, for a decompression bomb) is never decoded on the old header's word."""
-    try:
-        header = read_header(data)
-    except Rejected as exc:
-        header, why = None, str(exc)
-    if len(data) == img.size and header == img.header:
-        return None
-    now = f"{len(data)} bytes, " + (f"{header.width}x{header.height} {header.format}" if header else why)
-    return (f"the file changed after the job was scanned (was {img.size} bytes, {img.header.width}x"
-            f"{img.header.height} {img.header.format}; now {now}); drop the job again")
-
-
-def _read_checked(img: InputImage):
-    """(bytes, None) or (None, ImageOutcome rejecting the image) when it cannot be read or has changed."""
-    try:
-        data = read_bytes(img)
-    except OSError as exc:
-        return None, ImageOutcome(img, rejected=RejectedInput(img.relpath, "unreadable", f"cannot read: {exc}"))
-    changed = _changed_since_scan(img, data)
-    if changed:
-        return None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath, "unreadable",
-                                                                                    changed))
-    return data, None
-
-
-def _graph_variants(spec: PipelineSpec, img: InputImage, variants: list[int] | None = None) -> tuple[list[int], bool]:
-    """(variants that go through the graph, whether variant 0 stores the source bytes). The original is
-    stored as its own bytes when they already decode to the stored RGB image (no generation loss, no
-    encode). With augmented variants, decoding them proves the image sound; with none, variant 0 goes
-    through the graph once to prove the same, and its re-encoded payload is dropped for the source bytes."""
-    variants = variants_of(spec) if variants is None else variants
-    passthrough = 0 in variants and spec.output.format != "raw" and passthrough_ok(img.header)
-    if passthrough and len(variants) > 1:
-        return [v for v in variants if v != 0], True
-    return variants, passthrough
-
-
-def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[int] | None = None,
-                   detection: Detection | None = None) -> list[ImageOutcome]:
-    """All records of a few images, with one graph call for all of their variants. Never raises for bad
-    input: a bad image becomes a rejection and the others are unaffected. `detection`: each record also carries
-    its image's objects, moved with its pixels (augd.job.detection)."""
-    fmt = spec.output.format
-    work, outcomes = [], {}
-    for k, img in enumerate(imgs):
-        t0 = time.perf_counter()
-        data, rejected = _read_checked(img)
-        if rejected:
-            outcomes[k] = rejected
-            continue
-        stages = dict.fromkeys(STAGES, 0.0)
-        stages["read"] = time.perf_counter() - t0
-        graph_variants, passthrough = _graph_variants(spec, img, variants)
-        work.append((k, img, data, stages, graph_variants, passthrough))
-    # Box-aware ops (random_crop's min_object_covered) draw from the image's boxes: the graph's plan gets the
-    # same ones as the annotations' geometry (ImageObjects.variant), so both draw the same windows.
-    boxed = detection is not None and compiled.program.uses_boxes
-    items = [(data, img.relpath, v, img.header, detection.boxes(img) if boxed else None)
-             for _, img, data, _, vs, _ in work for v in vs]
-    # A detection job's results carry the Geo steps their plan used: the annotations move by them, unplanned.
-    results = iter(compiled.process_many(items, geometry=True) if detection is not None else
-                   compiled.process_many(items))
-    for k, img, data, stages, graph_variants, passthrough in work:
-        got = {v: next(results) for v in graph_variants}
-        bad = next((r for r in got.values() if isinstance(r, Exception)), None)
-        if bad is not None:
-            outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
-                img.relpath, "undecodable", tf_error_message(bad)))
-            continue
-        source_sha = hashlib.sha256(data).hexdigest()
-        records = []
-        try:
-            objects = detection.for_image(img) if detection is not None else None
-            for v in variants_of(spec) if variants is None else variants:
-                r = got.get(v)
-                if r is not None:
-                    for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
-                        stages[name] += sec
-                if v == 0 and passthrough:
-                    payload, out_fmt = data, img.header.format
-                    h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
-                else:
-                    payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-                extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
-                                                    steps=r.geometry if r is not None else None)
-                         } if objects else {}
-                records.append(make_example(
-                    encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
-                    filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
-                    pipeline_sha256=spec.sha256, **extra))
-        except ValueError as exc:  # AnnotationError, or a ValueError moving or checking its annotation
-            if detection is None and not isinstance(exc, AnnotationError):
-                raise
-            # its objects cannot be written right (a singular warp, a mask that will not warp, a record whose
-            # objects fail RecordObjects.check): the image goes, not the job
-            outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
-                img.relpath, "bad_annotation", str(exc)))
-            continue
-        outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages,
-                                   objects=objects.counts() if objects else None)
-    return [outcomes[k] for k in range(len(imgs))]
 
 
 class _Batches:
@@ -329,7 +209,7 @@ def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
 
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
-        return image_memory(pixels, largest(pixels), len(_graph_variants(spec, img, variants_for(img.split))[0]))
+        return image_memory(pixels, largest(pixels), len(graph_variants(spec, img, variants_for(img.split))[0]))
     return cost
 
 

@@ -21,7 +21,7 @@ def serve(conn, options: dict) -> None:
     with quiet_native_stderr():
         from augd.engine import Engine, EngineOptions, release_memory
         engine = Engine(EngineOptions(**options))
-    from augd.job.run import process_images
+    from augd.job.images import process_images
     jobs: dict = {}   # job id -> (spec, detection, compiled)
     conn.send(("ready",))
     while True:

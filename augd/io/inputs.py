@@ -1,0 +1,41 @@
+"""What a job's scan finds: its images, the files it rejected, and the whole result. A leaf of augd.io, so that
+the job-folder reader (jobfs.py), the scan (scan.py) and everything downstream share the types without importing
+each other."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from augd.formats import ImageHeader
+
+__all__ = ["InputImage", "RejectedInput", "ScanResult"]
+
+
+@dataclass(frozen=True)
+class InputImage:
+    relpath: str  # posix, relative to the job root; may hold surrogate escapes for non-UTF-8 names
+    path: str
+    size: int
+    label: int
+    label_text: str
+    header: ImageHeader
+    root: str = ""  # the job folder: a local read must resolve inside it
+    split: str = ""  # "train", "validation" or "test" in a job with split folders (or a `split:` setting)
+
+
+@dataclass(frozen=True)
+class RejectedInput:
+    relpath: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    root: str
+    classes: tuple[str, ...]
+    images: tuple[InputImage, ...]
+    rejected: tuple[RejectedInput, ...]
+    splits: tuple[str, ...] = ()   # the split folders found, in SPLITS order; () for a job without
+    #: The rejected relpaths that are no input image (a detection layout's annotation files: an orphan, a broken
+    #: COCO JSON): listed with the rejected images, but not counted against max_rejected.
+    not_inputs: frozenset[str] = frozenset()
