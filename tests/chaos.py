@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from augd.io.lite import decode_example, iter_records
-from tests.daemon_harness import REPO, Daemon, children_of, make_job, status, wait_for, write_config
+from tests.daemon_harness import (REPO, Daemon, children_of, make_job, resource_tracker_of, status, wait_for,
+                                  write_config)
 
 #: The job's name (not a pipeline's: a folder named like a pipeline is a routing folder).
 JOB = "chaos-job"
@@ -34,25 +35,13 @@ ops:
 """
 
 
-def _tracker(pid: int) -> int | None:
-    """multiprocessing's resource tracker among pid's children."""
-    for child in children_of(pid):
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as fh:
-                if b"resource_tracker" in fh.read():
-                    return child
-        except OSError:
-            pass
-    return None
-
-
-def _oldest_worker(pid: int) -> int | None:
+def _oldest_worker(pid: int, killed: set[int]) -> int | None:
     """The worker that has run longest: a working one, not a replacement still starting (a pool whose workers
     keep dying before they are up gives up, by design)."""
     def started(child: int) -> int:
         with open(f"/proc/{child}/stat") as fh:
             return int(fh.read().rsplit(")", 1)[1].split()[19])
-    workers = children_of(pid) - {_tracker(pid)}
+    workers = children_of(pid) - {resource_tracker_of(pid)} - killed
     try:
         return min(workers, key=started) if workers else None
     except OSError:   # one just ended
@@ -106,7 +95,7 @@ def soak(root: Path, images: int = 10_000, worker_kills: int = 3, seed: int = 0,
         d = Daemon(cfg).start()
         daemons.append(d)
         d.wait_ready(180)
-        wait_for(lambda: _tracker(d.proc.pid), 60, "the resource tracker")
+        wait_for(lambda: resource_tracker_of(d.proc.pid), 60, "the resource tracker")
         os.rename(staging, d.inbox / JOB)
         events = [(f, "worker") for f in first] + [(tracker_at, "tracker"), (daemon_at, "daemon")]
         _run_with_kills(d, images, sorted(events), kills)
@@ -145,9 +134,9 @@ def soak(root: Path, images: int = 10_000, worker_kills: int = 3, seed: int = 0,
 def _run_with_kills(d: Daemon, images: int, events: list[tuple[float, str]], kills: collections.Counter) -> None:
     """Poll the running job's progress; at each event's fraction, kill its target. A daemon kill ends the run."""
     pending = list(events)
-    deadline = time.monotonic() + 300
-    while pending:
-        assert time.monotonic() < deadline, d.log_tail()
+    killed: set[int] = set()   # a worker killed a moment ago may not have ended yet: never count it twice
+
+    def next_kills() -> bool:
         assert d.proc.poll() is None, f"the daemon died on its own: {d.proc.returncode}\n{d.log_tail()}"
         cur = status(d)["current"]
         done = cur.get("done", 0) if cur and cur["job"] == JOB else 0
@@ -156,13 +145,16 @@ def _run_with_kills(d: Daemon, images: int, events: list[tuple[float, str]], kil
         while pending and done >= pending[0][0] * images:
             _, target = pending.pop(0)
             if target == "worker":
-                if _kill(_oldest_worker(d.proc.pid)):
+                victim = _oldest_worker(d.proc.pid, killed)
+                if _kill(victim):
+                    killed.add(victim)
                     kills["worker"] += 1
             elif target == "tracker":
-                if _kill(_tracker(d.proc.pid)):
+                if _kill(resource_tracker_of(d.proc.pid)):
                     kills["resource_tracker"] += 1
             else:
                 assert _kill(d.proc.pid)
                 kills["daemon"] += 1
-                return
-        time.sleep(0.02)
+                return True
+        return not pending
+    wait_for(next_kills, 300, f"the kills at {events}", interval=0.02, on_fail=d.log_tail)

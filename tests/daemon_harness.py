@@ -209,6 +209,18 @@ def children_of(pid: int) -> set[int]:
     return out
 
 
+def resource_tracker_of(pid: int) -> int | None:
+    """multiprocessing's resource tracker among pid's children (a process that spawns workers starts one)."""
+    for child in children_of(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as fh:
+                if b"resource_tracker" in fh.read():
+                    return child
+        except OSError:
+            pass
+    return None
+
+
 def reap_new_children(before: set[int]) -> list[int]:
     """Kill children of this process that were not there before; return their pids."""
     leaked = sorted(children_of(os.getpid()) - before)

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from tests.daemon_harness import (REPO, Daemon, add_slow_pipeline, children_of, drop_job, make_job,  # noqa: F401
-                                  manifest, no_leaked_children, no_leaked_children_module, status, wait_for,
-                                  write_config)
+                                  manifest, no_leaked_children, no_leaked_children_module, resource_tracker_of,
+                                  status, wait_for, write_config)
 
 # This process' own worker pools (below) start multiprocessing's resource tracker, which lives as long as pytest:
 # started here, it is there before any leak check takes its list of children.
@@ -341,14 +341,15 @@ def test_a_flood_of_half_sent_requests_under_1024_open_files_starves_neither_htt
         peak = fds(pid)
         assert d.get("/healthz")[0] == 200
         drop_job(d.inbox, "during-flood", n=400, seed=3)
-        healthz = 0
-        deadline = time.monotonic() + 180
-        while not (d.done / "during-flood").is_dir():
-            assert time.monotonic() < deadline, d.log_tail()
+        answered = []
+
+        def healthy_until_done() -> bool:
             assert d.get("/healthz")[0] == 200   # 10 s client timeout: it answers, not merely eventually
-            healthz += 1
-            peak = max(peak, fds(pid))
-            time.sleep(0.2)
+            answered.append(fds(pid))
+            return (d.done / "during-flood").is_dir()
+        wait_for(healthy_until_done, 180, "the job done, /healthz answering throughout", interval=0.2,
+                 on_fail=d.log_tail)
+        healthz, peak = len(answered), max(peak, *answered)
         m = manifest(d.out, "during-flood")
         assert m["inputs"]["written"] == 400 and m["records"]["written"] == 400
         counts = status(d)["http"]
@@ -431,24 +432,13 @@ def test_the_http_server_accepts_again_after_it_ran_out_of_descriptors(tmp_path)
 
 # -- child processes -------------------------------------------------------------------------------------------
 
-def _resource_tracker(pid: int) -> int | None:
-    for child in children_of(pid):
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as fh:
-                if b"resource_tracker" in fh.read():
-                    return child
-        except OSError:
-            pass
-    return None
-
-
 def test_the_resource_tracker_and_workers_killed_never_take_the_daemon_with_them(tmp_path):
     """kill -9 of multiprocessing's resource tracker, then of a worker (its replacement talks to the tracker):
     the daemon lives, starts another worker and runs the next jobs on its processes."""
     d = Daemon(write_config(tmp_path, workers=2, executor="processes", settle_seconds=0.5)).start()
     try:
         d.wait_ready(120)
-        tracker = wait_for(lambda: _resource_tracker(d.proc.pid), 60, "the resource tracker")
+        tracker = wait_for(lambda: resource_tracker_of(d.proc.pid), 60, "the resource tracker")
         drop_job(d.inbox, "first", n=6)
         d.wait_done("first", timeout=120)
         os.kill(tracker, signal.SIGKILL)
