@@ -31,6 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+from augd import defaults
+
 log = logging.getLogger("augd.http")
 
 __all__ = ["DROP_REASONS", "ConnLimits", "ConnServer", "descriptor_share"]
@@ -51,10 +53,11 @@ _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)   # a reset peer raises EPIPE her
 
 @dataclass(frozen=True)
 class ConnLimits:
-    request_timeout: float = 10.0
-    idle_timeout: float = 5.0
-    max_connections: int = 128
-    threads: int = 4
+    """The server's bounds; the defaults (and what they mean) are augd.defaults' HTTP_*."""
+    request_timeout: float = defaults.HTTP_REQUEST_TIMEOUT_SECONDS
+    idle_timeout: float = defaults.HTTP_IDLE_TIMEOUT_SECONDS
+    max_connections: int = defaults.HTTP_MAX_CONNECTIONS
+    threads: int = defaults.HTTP_THREADS
 
 
 def descriptor_share(wanted: int, soft: int | None = None) -> int:

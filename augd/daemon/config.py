@@ -157,7 +157,7 @@ class Settings:
         from augd.httpconn import ConnLimits
         c = self.config
         return ConnLimits(request_timeout=c.http_request_timeout_seconds, idle_timeout=c.http_idle_timeout_seconds,
-                          max_connections=c.http_max_connections, threads=defaults.HTTP_THREADS)
+                          max_connections=c.http_max_connections)
 
     @property
     def engine_options(self):
