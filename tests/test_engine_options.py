@@ -21,9 +21,10 @@ def test_from_env_reads_every_knob_and_overrides_win():
     assert o == EngineOptions(kernels="tf", crop_decode=False, grappler="on", opencv_threads=3, tune_malloc=False,
                               device="cpu", gpu_memory_mb=512, tf_threads=2)
     assert EngineOptions.from_env({}) == EngineOptions()
-    assert EngineOptions.from_env(env, kernels="opencv", crop_decode=None).kernels == "opencv"
+    assert EngineOptions.from_env(env, kernels="opencv").kernels == "opencv"
+    assert EngineOptions.from_env(env, gpu_memory_mb=None).gpu_memory_mb is None   # None is a value, not "unset"
     assert EngineOptions.from_env({"MALLOC_ARENA_MAX": "2"}).tune_malloc is False  # the user's malloc wins
-    assert set(ENV) == {f.name for f in EngineOptions.__dataclass_fields__.values()}
+    assert set(ENV) == set(EngineOptions.model_fields)
 
 
 @pytest.mark.parametrize("env, message", [
@@ -83,4 +84,22 @@ def test_the_daemon_config_engine_block_sets_the_options(tmp_path, monkeypatch):
     cfg.write_text("engine:\n  kernels: cuda\n")
     from augd.errors import SpecError
     with pytest.raises(SpecError, match=r"augd.yaml:2: engine.kernels: .*'auto', 'tf' or 'opencv'"):
+        load_settings(str(cfg))
+
+
+def test_a_config_null_overrides_the_environment_and_a_key_left_out_does_not(tmp_path, monkeypatch):
+    """`gpu_memory_mb: null` ("grow as needed") beats AUGD_GPU_MEMORY_MB: the config's engine block is
+    EngineOptions itself, and the keys it sets (model_fields_set) are told apart from those it leaves out."""
+    from augd.daemon.config import load_settings
+    monkeypatch.setenv("AUGD_GPU_MEMORY_MB", "512")
+    monkeypatch.setenv("AUGD_TF_THREADS", "3")
+    cfg = tmp_path / "augd.yaml"
+    cfg.write_text("engine:\n  gpu_memory_mb: null\n")
+    o = load_settings(str(cfg)).engine_options
+    assert (o.gpu_memory_mb, o.tf_threads) == (None, 3)
+    cfg.write_text("engine:\n  kernels: tf\n")
+    assert load_settings(str(cfg)).engine_options.gpu_memory_mb == 512
+    cfg.write_text("engine:\n  gpu_memory_mb: 0\n")
+    from augd.errors import SpecError
+    with pytest.raises(SpecError, match=r"augd.yaml:2: engine.gpu_memory_mb: .*greater than or equal to 1"):
         load_settings(str(cfg))

@@ -12,36 +12,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from augd import defaults
+from augd.engine.options import EngineOptions
 from augd.errors import SpecError
 from augd.io import is_url
 from augd.labels import LabelMapError, label_map
 from augd.spec import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
                        read_yaml_file, validate)
 
-__all__ = ["BeamConfig", "DaemonConfig", "EngineConfig", "Settings", "load_settings", "RESTART_KEYS"]
+__all__ = ["BeamConfig", "DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
 
 #: Keys a SIGHUP cannot change in a running daemon (they are read once at start-up).
 RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling", "metrics_bind", "metrics_port",
                 "http_request_timeout_seconds", "http_idle_timeout_seconds", "http_max_connections", "engine")
-
-
-class EngineConfig(BaseModel):
-    """The `engine:` block: augd.engine.EngineOptions. A key left out takes its AUGD_* environment variable,
-    else the default."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kernels: Literal["auto", "tf", "opencv"] | None = Field(None, description="auto: TensorFlow's on a GPU, "
-                                                                           "OpenCV's on the CPU")
-    crop_decode: bool | None = Field(None, description="decode only the window a leading crop keeps (default true)")
-    grappler: Literal["auto", "on", "off"] | None = Field(None, description="TensorFlow's graph optimizer; auto: on "
-                                                                            "for GPUs only")
-    opencv_threads: int | None = Field(None, ge=0, description="OpenCV's threads per process (default 1; 0: "
-                                                               "OpenCV's own default)")
-    tune_malloc: bool | None = Field(None, description="keep freed image buffers in glibc's heap (default true)")
-    device: Literal["auto", "cpu", "gpu"] | None = Field(None, description="auto: the first GPU, else the CPU")
-    gpu_memory_mb: int | None = Field(None, ge=1, description="GPU memory cap (null: grow as needed)")
-    tf_threads: int | None = Field(None, ge=0, description="TensorFlow's intra- and inter-op threads (default 0: one "
-                                                           "per core; worker processes get their share of the cores)")
 
 
 class BeamConfig(BaseModel):
@@ -100,8 +82,9 @@ class DaemonConfig(BaseModel):
                             "more workers, threads on GPU hosts")
     beam: BeamConfig | None = Field(None, description="send jobs to Apache Beam (pip install 'augd[beam]'); "
                                                       "null: every job runs on this host")
-    engine: EngineConfig = Field(default_factory=EngineConfig, description="engine options (augd.engine."
-                                 "EngineOptions); keys left out: their AUGD_* environment variable, else the default")
+    engine: EngineOptions = Field(default_factory=EngineOptions, description="engine options (augd.engine."
+                                  "EngineOptions); keys left out: their AUGD_* environment variable, else the "
+                                  "default; a key set to null is null (gpu_memory_mb: null grows as needed)")
     metrics_bind: str = Field(defaults.METRICS_BIND, description="HTTP bind address")
     metrics_port: int | None = Field(defaults.METRICS_PORT, ge=0, le=65535, description="HTTP port; null: "
                                                                                        "no HTTP server")
@@ -161,9 +144,8 @@ class Settings:
 
     @property
     def engine_options(self):
-        """The engine's options: the environment's, then the config's `engine:` keys over them."""
-        from augd.engine.options import EngineOptions
-        return EngineOptions.from_env(**self.config.engine.model_dump())
+        """The engine's options: the environment's, then the keys the config's `engine:` block sets over them."""
+        return EngineOptions.from_env(**self.config.engine.set_fields())
 
     @property
     def job_memory_bytes(self) -> int | None:

@@ -13,7 +13,6 @@ lost nor written twice. The pool outlives jobs (the daemon keeps one): TensorFlo
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import itertools
 import logging
 import multiprocessing
@@ -107,7 +106,7 @@ class ProcessPool:
         # each worker's TensorFlow gets its share of the cores (unless set): N workers each spinning a pool of
         # one thread per core kept 1.9 of 2 cores busy for less work than threads in one process did
         share = max(1, usable_cpus() // workers)
-        self._worker_options = options if options.tf_threads else dataclasses.replace(options, tf_threads=share)
+        self._worker_options = options if options.tf_threads else options.replace(tf_threads=share)
         self.restarts = 0
         self.lost_sends = 0    # batches whose worker died while the parent was writing them (sent again)
         # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
@@ -198,7 +197,7 @@ class ProcessPool:
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
         # the target lives in a module that loads nothing on import, so TensorFlow's start-up noise is filtered
-        p = self._ctx.Process(target=serve, args=(child, dataclasses.asdict(self._worker_options)), name="augd-worker",
+        p = self._ctx.Process(target=serve, args=(child, self._worker_options.model_dump()), name="augd-worker",
                               daemon=True)
         p.start()
         child.close()
