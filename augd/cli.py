@@ -10,7 +10,7 @@ import sys
 from augd import __version__
 from augd.errors import JobFailed, SpecError
 from augd.files import point_at_devnull, reader_gone
-from augd.defaults import EXECUTORS
+from augd.defaults import EXECUTORS, ExecutorKind
 
 log = logging.getLogger("augd")
 
@@ -131,11 +131,13 @@ def _early_pool(args, spec, engine_options):
     own overlap (a cold pool's start-up is most of a mid-sized job's overhead); None where the job will not run
     on processes, as far as can be told before the scan: --executor threads, Beam, one worker, a GPU host, or
     (auto) a job too small to pay for them."""
-    if args.runner != "local" or args.executor == "threads" or "://" in args.input:
+    if args.executor in ("beam", "threads") or "://" in args.input:
         return None
+    from augd.defaults import AUTO_MIN_RECORDS
     from augd.files import count_files
-    from augd.workers.pool import AUTO_MIN_RECORDS, ProcessPool, choose_executor
     from augd.host import usable_cpus
+    from augd.job.executors import choose_executor
+    from augd.workers.pool import ProcessPool
     workers = args.workers or usable_cpus()
     # the device as far as can be told without TensorFlow: a GPU host has NVIDIA's device nodes (or /dev/dxg
     # under WSL2); where unsure, no early pool (run_job still picks processes after the scan if they pay)
@@ -143,7 +145,7 @@ def _early_pool(args, spec, engine_options):
         os.path.exists(p) for p in ("/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg")))
     per_image = spec.variants + int(spec.keep_original)
     records = count_files(args.input, AUTO_MIN_RECORDS) * per_image
-    if choose_executor(args.executor, "GPU" if gpu else "CPU", workers, records) != "processes":
+    if choose_executor(args.executor, "GPU" if gpu else "CPU", workers, records) is not ExecutorKind.PROCESSES:
         return None
     return ProcessPool(workers, engine_options)
 
@@ -156,7 +158,7 @@ def _run(args, spec, engine_options, pool) -> int:
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.resources import job_memory_bytes
     bar = None
-    if sys.stderr.isatty() and not args.quiet and args.runner == "local":
+    if sys.stderr.isatty() and not args.quiet and args.executor != "beam":
         from tqdm import tqdm
         bar = tqdm(unit="img", desc=args.name or os.path.basename(args.input.rstrip("/")), file=sys.stderr)
 
@@ -167,25 +169,26 @@ def _run(args, spec, engine_options, pool) -> int:
             bar.set_postfix(written=p.written, rejected=p.rejected, refresh=False)
 
     options = JobOptions(name=args.name, workers=args.workers, executor=args.executor, overwrite=args.overwrite,
-                         max_pixels=args.max_pixels,
-                         memory_limit=job_memory_bytes(args.max_memory_mb), max_rejected=args.max_rejected)
+                         max_pixels=args.max_pixels, memory_limit=job_memory_bytes(args.max_memory_mb),
+                         max_rejected=args.max_rejected, executor_args=args.beam_args)
+    engine = None
+    if args.executor == "beam":
+        try:
+            import augd.job.executors.beam  # noqa: F401 - an extra: say how to get it
+        except ImportError as exc:
+            print(f"augd run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if not args.verbose:  # Beam logs every worker's start and stop at INFO
+            logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    else:
+        try:
+            engine = Engine(engine_options)
+        except ValueError as exc:  # device: gpu on a host without one
+            print(f"augd run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     try:
-        if args.runner == "beam":
-            try:
-                from augd.job.beam import run_beam_job
-            except ImportError as exc:
-                print(f"augd run: {exc}", file=sys.stderr)
-                return EXIT_USAGE
-            if not args.verbose:  # Beam logs every worker's start and stop at INFO
-                logging.getLogger("apache_beam").setLevel(logging.WARNING)
-            result = run_beam_job(args.input, spec, args.out, options, engine_options, args.beam_args)
-        else:
-            try:
-                engine = Engine(engine_options)
-            except ValueError as exc:  # device: gpu on a host without one
-                print(f"augd run: {exc}", file=sys.stderr)
-                return EXIT_USAGE
-            result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), engine, pool)
+        result = run_job(args.input, spec, args.out, options, JobWatch(on_progress=progress), engine, pool,
+                         engine_options)
     except JobFailed as exc:
         print(f"augd run: job failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -302,12 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--name", help="job name (default: the input folder's name)")
     r.add_argument("--workers", type=int, default=None, help="parallel images: worker processes or threads "
                    "(default: all cores)")
-    r.add_argument("--runner", choices=("local", "beam"), default="local",
-                   help="beam: run the job on Apache Beam (pip install 'augd[beam]'); Beam's pipeline options "
-                        "follow a --, e.g. -- --runner=DataflowRunner --project=P (default: the DirectRunner)")
     r.add_argument("--executor", choices=EXECUTORS, default="auto",
                    help="processes: worker processes, each with its own graph; threads: one process; auto: "
-                        "processes on CPU hosts for jobs large enough to pay their start-up, else threads")
+                        "processes on CPU hosts for jobs large enough to pay their start-up, else threads; beam: "
+                        "Apache Beam (pip install 'augd[beam]'), its pipeline options after a --, e.g. -- "
+                        "--runner=DataflowRunner --project=P (default: the DirectRunner)")
+    r.add_argument("--runner", choices=("local", "beam"), default=None,
+                   help="deprecated: --runner beam is --executor beam")
     r.add_argument("--overwrite", action="store_true", help="replace an existing complete output")
     r.add_argument("--seed", type=int, default=None, help="override the pipeline's seed")
     r.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
@@ -382,12 +386,20 @@ def main(argv=None) -> int:
 def _main(argv) -> int:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     beam_args = []
-    if "--" in argv:  # `augd run ... --runner beam -- <Beam pipeline options>`
+    if "--" in argv:  # `augd run ... --executor beam -- <Beam pipeline options>`
         cut = argv.index("--")
         argv, beam_args = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
-    if beam_args and getattr(args, "runner", None) != "beam":
-        print("augd: the arguments after -- are Beam pipeline options; they go with `augd run --runner beam`",
+    if getattr(args, "runner", None) is not None:
+        instead = "beam" if args.runner == "beam" else "auto"
+        print(f"augd: --runner is deprecated and will go: use --executor {instead}", file=sys.stderr)
+        if args.runner == "beam":
+            if args.executor not in ("auto", "beam"):
+                print(f"augd: --runner beam and --executor {args.executor} contradict each other", file=sys.stderr)
+                return EXIT_USAGE
+            args.executor = "beam"
+    if beam_args and getattr(args, "executor", None) != "beam":
+        print("augd: the arguments after -- are Beam pipeline options; they go with `augd run --executor beam`",
               file=sys.stderr)
         return EXIT_USAGE
     args.beam_args = beam_args

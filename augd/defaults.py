@@ -1,4 +1,6 @@
 """Every default in one place, so docs, config and CLI cannot drift apart."""
+import enum
+
 
 #: Pillow's decompression-bomb limit: (1024 * 1024 * 1024 // 4 // 3) pixels.
 MAX_PIXELS = 89_478_485
@@ -102,6 +104,22 @@ JSON_MAX_DEPTH = 64
 #: Largest XML file read: a Pascal VOC annotation is a few KB; single-file exports (CVAT) run to tens of MB.
 XML_MAX_BYTES = 64 * 1024 * 1024
 
-#: How a job's images are spread: worker processes (each with its own graph), threads in one process, or auto
-#: (augd.workers.pool.choose_executor).
-EXECUTORS = ("auto", "threads", "processes")
+class ExecutorKind(str, enum.Enum):
+    """Where a job's images run (augd/job/executors/): the one list of executor names, for `augd run --executor`,
+    the daemon's `executor:` key and the bench. A new executor adds its value here and a module of that name
+    under augd/job/executors/."""
+    AUTO = "auto"              # threads or processes, by the host and the job's size (executors.choose_executor)
+    THREADS = "threads"        # one process, one graph, a thread pool
+    PROCESSES = "processes"    # worker processes, each with its own graph (augd.workers.pool)
+    BEAM = "beam"              # Apache Beam: the DirectRunner here, or any runner its pipeline options name
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+EXECUTORS = tuple(k.value for k in ExecutorKind)
+#: `auto` starts a pool for a job only when it has this many records: a worker's start-up (importing
+#: TensorFlow, building its graph) costs seconds, a small job's whole run less than that (bench/README.md).
+AUTO_MIN_RECORDS = 4000

@@ -27,6 +27,27 @@ class FailureReason(str, enum.Enum):
     __format__ = str.__format__
 
 
+class RejectReason(str, enum.Enum):
+    """Why one input was left out of a job: `reason` of manifest.json's rejected list, the label of
+    augd_images_rejected_total. A contract (docs/records.md lists them): add values, never rename one."""
+    NOT_REGULAR_FILE = "not_regular_file"  # a device, a FIFO, a socket
+    OUTSIDE_JOB = "outside_job"            # a link that leaves the job folder
+    UNREADABLE = "unreadable"              # cannot be read (permissions, I/O), or changed after the scan
+    EMPTY = "empty"                        # 0 bytes
+    UNKNOWN_FORMAT = "unknown_format"      # not an image format augd reads
+    BAD_HEADER = "bad_header"              # its header cannot be parsed
+    TOO_MANY_PIXELS = "too_many_pixels"    # over max_pixels
+    UNDECODABLE = "undecodable"            # the decoder refused it
+    OUTSIDE_SPLITS = "outside_splits"      # outside the split folders of a job that has them
+    BAD_ANNOTATION = "bad_annotation"      # its annotation cannot be read or used (AnnotationError only)
+    NEGATIVE = "negative"                  # an image without objects, where negatives are rejected
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
 class AugdError(Exception):
     """Base class of every error augd raises on purpose."""
 
@@ -68,8 +89,17 @@ class JobCancelled(JobFailed):
         self.cause = cause
 
 
+class WorkerLost(AugdError):
+    """A batch's worker processes died MAX_ATTEMPTS times, or none can start, or the pool failed
+    (augd.workers.pool)."""
+
+
+class WorkerError(AugdError):
+    """A worker process raised on a batch (not bad input, which process_images rejects): its text and traceback."""
+
+
 class Rejected(AugdError):
-    """One input file cannot be used. `reason` is one of augd.io.REJECT_REASONS; the message says why."""
+    """One input file cannot be used. `reason` is a RejectReason (or its value); the message says why."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)

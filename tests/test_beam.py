@@ -1,6 +1,6 @@
-"""The Beam executor (augd.job.beam) against the local one: the same job through run_job and run_beam_job gives
-the same shards, labels.txt and label_map.pbtxt byte for byte, and the same manifest but for its timing, created
-and graph blocks. Runs on Beam's local runners only (Dataflow, Flink and Spark are never run here):
+"""The Beam executor (augd/job/executors/beam.py) against the local one: the same job through run_job on threads
+and on Beam gives the same shards, labels.txt and label_map.pbtxt byte for byte, and the same manifest but for its
+timing, created and graph blocks. Runs on Beam's local runners only (Dataflow, Flink and Spark are never run here):
 
 * the DirectRunner in multi-processing mode with 2 worker processes, for a split classification job and a VOC
   detection job, each with inputs rejected on the launcher (the scan) and on the workers (the decoder);
@@ -12,6 +12,7 @@ and graph blocks. Runs on Beam's local runners only (Dataflow, Flink and Spark a
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -26,8 +27,7 @@ pytest.importorskip("apache_beam")
 from augd.errors import FailureReason, JobFailed  # noqa: E402
 from augd.io import read_records  # noqa: E402
 from augd.job import JobOptions, run_job  # noqa: E402
-from augd.job import beam as augd_beam  # noqa: E402
-from augd.job.beam import run_beam_job  # noqa: E402
+from augd.job.executors import beam as augd_beam  # noqa: E402
 from augd.spec import parse_pipeline  # noqa: E402
 from tests.annotated import Img, voc_job, voc_xml  # noqa: E402
 from tests.jobfiles import make_job, pipeline_yaml  # noqa: E402
@@ -37,6 +37,12 @@ MULTI = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--d
 #: manifest.json's blocks that may differ between executors; every other key must be equal
 MAY_DIFFER = {"timing", "created", "graph"}
 FLAKY = "AUGD_TEST_BEAM_FLAKY"
+
+
+def run_beam_job(input_dir, spec, out_root, options=None, pipeline_args=()):
+    """run_job on the Beam executor, with Beam's pipeline options."""
+    return run_job(input_dir, spec, out_root, dataclasses.replace(options or JobOptions(), executor="beam",
+                                                                  executor_args=tuple(pipeline_args)))
 
 
 def _compare(local: Path, beam: Path) -> dict:
@@ -260,8 +266,25 @@ def test_augd_imports_and_runs_without_apache_beam(tmp_path):
     code = ("import sys; sys.modules['apache_beam'] = None\n"
             "import augd.cli, augd.job, augd.job.run, augd.daemon\n"
             "assert 'apache_beam' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n"
-            "try:\n    import augd.job.beam\nexcept ImportError as e:\n    print(e)\n")
+            "try:\n    import augd.job.executors.beam\nexcept ImportError as e:\n    print(e)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert p.returncode == 0, p.stderr[-2000:]
     assert "pip install 'augd[beam]'" in p.stdout
+
+
+def test_the_cli_runs_beam_as_an_executor_and_still_takes_the_old_runner_flag(tmp_path):
+    """`--executor beam` is the flag; `--runner beam` still works, saying it is deprecated; the two together with
+    another executor contradict each other (usage error, nothing written)."""
+    def augd(*args):
+        return subprocess.run([sys.executable, "-m", "augd", "run", str(REPO / "augd/samples/demo"), "-p",
+                               "normalize", "-o", str(tmp_path), "-q", *args], capture_output=True, text=True,
+                              cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=600)
+    old = augd("--name", "old", "--runner", "beam")
+    assert old.returncode == 0, old.stderr[-2000:]
+    assert "--runner is deprecated and will go: use --executor beam" in old.stderr
+    assert json.loads((tmp_path / "old" / "manifest.json").read_text())["graph"]["executor"] == "beam"
+    bad = augd("--name", "bad", "--runner", "beam", "--executor", "threads")
+    assert bad.returncode == 2 and "contradict" in bad.stderr and not (tmp_path / "bad").exists()
+    stray = augd("--name", "stray", "--", "--direct_num_workers=2")
+    assert stray.returncode == 2 and "they go with `augd run --executor beam`" in stray.stderr

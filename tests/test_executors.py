@@ -12,7 +12,8 @@ import pytest
 from augd.engine import Engine
 from augd.errors import FailureReason, JobFailed
 from augd.job import JobOptions, JobWatch, run_job
-from augd.workers.pool import ProcessPool, choose_executor
+from augd.job.executors import choose_executor
+from augd.workers.pool import ProcessPool
 from augd.spec import parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml, records
 
@@ -61,7 +62,9 @@ def test_auto_picks_threads_for_gpus_one_worker_and_small_cold_jobs():
     assert choose_executor("auto", "CPU", 4, 100, warm=True) == "processes"
     assert choose_executor("auto", "CPU", 4, 10**6) == "processes"
     assert choose_executor("threads", "CPU", 4, 10**6) == "threads"
-    with pytest.raises(ValueError, match=r"executor must be one of \['auto', 'threads', 'processes'\]; got 'gpu'"):
+    assert choose_executor("beam", "GPU", 1, 1) == "beam"
+    with pytest.raises(ValueError, match=r"executor must be one of \['auto', 'threads', 'processes', 'beam'\]; "
+                                         r"got 'gpu'"):
         choose_executor("gpu", "CPU", 4, 1)
 
 
@@ -167,12 +170,15 @@ def test_the_daemon_keeps_its_workers_across_jobs_and_replaces_one_killed(tmp_pa
     assert code == 0, d.log_tail()
 
 
-def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path):
-    """beam: {min_files: 5}: a job of 6 images runs on Apache Beam (here its DirectRunner, in the daemon's
-    process), a job of 2 on the daemon's own executor; both commit, and the metrics count both."""
+@pytest.mark.parametrize("executor", [None, "beam"])
+def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path, executor):
+    """beam: {min_files: 5}, alone or under `executor: beam`: a job of 6 images runs on Apache Beam (here its
+    DirectRunner, in the daemon's process), a job of 2 on this host (under beam: as auto, here threads with one
+    worker); both commit, and the metrics count both."""
     pytest.importorskip("apache_beam")
     from tests.daemon_harness import Daemon, drop_job, manifest, write_config
-    d = Daemon(write_config(tmp_path, beam={"min_files": 5, "options": []})).start()
+    extra = {"executor": executor} if executor else {}
+    d = Daemon(write_config(tmp_path, beam={"min_files": 5, "options": []}, **extra)).start()
     try:
         d.wait_ready()
         drop_job(d.inbox, "big", n=6, seed=1)
@@ -187,6 +193,22 @@ def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path):
     finally:
         code = d.stop()
     assert code == 0, d.log_tail()
+
+
+def test_every_executor_kind_is_a_module_that_opens_an_executor():
+    """ExecutorKind is the one list of names; each (but auto) is augd/job/executors/<name>.py with open_executor,
+    so a name cannot be added without its executor, nor an executor without its name."""
+    import importlib
+    import pkgutil
+
+    import augd.job.executors as executors
+    from augd.defaults import ExecutorKind
+    modules = {m.name for m in pkgutil.iter_modules(executors.__path__)} - {"local"}
+    assert modules == {k.value for k in ExecutorKind} - {"auto"}
+    for name in modules:
+        if name == "beam" and importlib.util.find_spec("apache_beam") is None:
+            continue
+        assert callable(importlib.import_module(f"augd.job.executors.{name}").open_executor)
 
 
 def test_each_worker_gets_its_share_of_the_cores_for_tensorflow():

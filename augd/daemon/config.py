@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from augd import defaults
+from augd.defaults import ExecutorKind
 from augd.engine.options import EngineOptions
 from augd.errors import SpecError
 from augd.io import is_url
@@ -27,7 +28,7 @@ RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling",
 
 
 class BeamConfig(BaseModel):
-    """The `beam:` block: jobs with at least `min_files` files run on Apache Beam (augd.job.beam)."""
+    """The `beam:` block: jobs with at least `min_files` files run on Apache Beam (augd/job/executors/beam.py)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_files: int = Field(0, ge=0, description="jobs with at least this many files go to Beam (0: every job)")
@@ -76,12 +77,13 @@ class DaemonConfig(BaseModel):
                                                                        "times goes to failed/ (reason crashed)")
     workers: int | None = Field(None, ge=1, description="parallel images within a job: worker processes or threads "
                                                       "(null: all cores)")
-    executor: Literal["auto", "threads", "processes"] = Field(
-        "auto", description="processes: a pool of worker processes kept across jobs, each with its own graph; "
-                            "threads: every job in the daemon's process; auto: processes on CPU hosts with 2 or "
-                            "more workers, threads on GPU hosts")
-    beam: BeamConfig | None = Field(None, description="send jobs to Apache Beam (pip install 'augd[beam]'); "
-                                                      "null: every job runs on this host")
+    executor: ExecutorKind = Field(
+        ExecutorKind.AUTO, description="processes: a pool of worker processes kept across jobs, each with its own "
+        "graph; threads: every job in the daemon's process; auto: processes on CPU hosts with 2 or more workers, "
+        "threads on GPU hosts; beam: jobs go to Apache Beam (pip install 'augd[beam]'), as the beam: block says")
+    beam: BeamConfig | None = Field(None, description="Apache Beam's settings; a beam: block also sends jobs of at "
+                                                      "least min_files files to Beam under any executor; null with "
+                                                      "an executor other than beam: every job runs on this host")
     engine: EngineOptions = Field(default_factory=EngineOptions, description="engine options (augd.engine."
                                   "EngineOptions); keys left out: their AUGD_* environment variable, else the "
                                   "default; a key set to null is null (gpu_memory_mb: null grows as needed)")
@@ -141,6 +143,18 @@ class Settings:
         c = self.config
         return ConnLimits(request_timeout=c.http_request_timeout_seconds, idle_timeout=c.http_idle_timeout_seconds,
                           max_connections=c.http_max_connections)
+
+    @property
+    def beam_settings(self) -> BeamConfig | None:
+        """Where jobs go to Beam: with `executor: beam` (its `beam:` block, or every job) or a `beam:` block."""
+        if self.config.beam is not None:
+            return self.config.beam
+        return BeamConfig() if self.config.executor is ExecutorKind.BEAM else None
+
+    @property
+    def local_executor(self) -> ExecutorKind:
+        """The executor of the jobs that stay on this host (under `executor: beam`: those below min_files)."""
+        return ExecutorKind.AUTO if self.config.executor is ExecutorKind.BEAM else self.config.executor
 
     @property
     def engine_options(self):
@@ -210,11 +224,12 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
         lm = annotations.label_map
         if isinstance(lm, str) and not os.path.isfile(lm):
             raise doc.error(("annotations", "label_map"), f"{lm} is not a file")
-    if cfg.beam is not None:
+    if cfg.beam is not None or cfg.executor is ExecutorKind.BEAM:
         import importlib.util
         if importlib.util.find_spec("apache_beam") is None:
-            raise doc.error(("beam",), "needs Apache Beam, which is not installed: pip install 'augd[beam]' (or "
-                                       "remove the beam: key)")
+            key = ("beam",) if cfg.beam is not None else ("executor",)
+            raise doc.error(key, "needs Apache Beam, which is not installed: pip install 'augd[beam]' (or remove "
+                                 "the beam: key and executor: beam)")
     settings = Settings(config=cfg, source=doc.source, pipelines_dir=pipelines_dir, default_pipeline=default,
                         labels=labels, annotations=annotations, **paths)
     _check_default_pipeline(settings, doc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import enum
 import logging
 import queue
@@ -113,10 +114,12 @@ class JobWorker:
         """Start (or resize, or stop) the pool of worker processes the settings ask for; called at start and
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
         from augd.host import usable_cpus
-        from augd.workers.pool import ProcessPool, choose_executor
+        from augd.job.executors import ExecutorKind, choose_executor
+        from augd.workers.pool import ProcessPool
         s = self.settings
         workers = s.workers or usable_cpus()
-        want = choose_executor(s.executor, self.engine.device.kind, workers, 0, warm=True) == "processes"
+        want = choose_executor(s.local_executor, self.engine.device.kind, workers, 0, warm=True) is \
+            ExecutorKind.PROCESSES
         if self.pool is not None and (not want or self.pool.size != workers or not self.pool.usable):
             self.close_pool()
         if want and self.pool is None:
@@ -131,14 +134,15 @@ class JobWorker:
                 self.pool.drain()
 
     def _on_beam(self, c, spec, options):
-        """run_beam_job on a thread of its own, this one ticking meanwhile (the health check and systemd's
-        watchdog see a live daemon through a long pipeline). A Beam job is not cancelled: it runs to its end."""
-        from augd.job.beam import run_beam_job
+        """run_job on the Beam executor, on a thread of its own, this one ticking meanwhile (the health check and
+        systemd's watchdog see a live daemon through a long pipeline). A Beam job is not cancelled: it runs to its
+        end."""
+        from augd.job import run_job
         s, done = self.settings, {}
 
         def run() -> None:
             try:
-                done["result"] = run_beam_job(c.path, spec, s.out, options, self.engine.options, list(s.beam.options))
+                done["result"] = run_job(c.path, spec, s.out, options, engine_options=self.engine.options)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the runner thread below
                 done["error"] = exc
 
@@ -307,10 +311,12 @@ class JobWorker:
             options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                                  memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
                                  executor="processes" if self.pool else "threads")
-            if s.beam is not None and count_files(c.path, s.beam.min_files) >= s.beam.min_files:
-                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(s.beam.options) or
+            beam = s.beam_settings
+            if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
+                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam.options) or
                       "DirectRunner", job=c.name)
-                result = self._on_beam(c, spec, options)
+                result = self._on_beam(c, spec, dataclasses.replace(options, executor="beam",
+                                                                    executor_args=tuple(beam.options)))
             else:
                 result = run_job(c.path, spec, s.out, options,
                                  JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel), self.engine,

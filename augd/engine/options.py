@@ -24,7 +24,8 @@ ENV = {"kernels": "AUGD_KERNELS", "crop_decode": "AUGD_CROP_DECODE", "grappler":
        "gpu_memory_mb": "AUGD_GPU_MEMORY_MB", "tf_threads": "AUGD_TF_THREADS"}
 
 #: what each field allows, in the words of an error raised outside a YAML file (code, the environment)
-_ALLOWED = {"kernels": f"one of {list(KERNELS)}", "grappler": f"one of {list(TRI)}", "device": f"one of {list(DEVICES)}",
+_ALLOWED = {"kernels": f"one of {list(KERNELS)}", "grappler": f"one of {list(TRI)}",
+            "device": f"one of {list(DEVICES)}",
             "crop_decode": "true or false", "tune_malloc": "true or false",
             "opencv_threads": "a whole number >= 0 (0: the library's default)",
             "tf_threads": "a whole number >= 0 (0: the library's default)",

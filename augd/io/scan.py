@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from augd.defaults import MAX_PIXELS
-from augd.errors import FailureReason, JobFailed, Rejected
+from augd.errors import FailureReason, JobFailed, Rejected, RejectReason
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 from augd.io.inputs import InputImage, RejectedInput, ScanResult
 from augd.io.jobfs import GFileTree, LocalTree, OutsideJob, is_url, local_path
@@ -37,10 +37,7 @@ __all__ = [
     "check_header", "scan_job", "split_of",
 ]
 
-REJECT_REASONS = (
-    "not_regular_file", "outside_job", "unreadable", "empty", "unknown_format", "bad_header", "too_many_pixels",
-    "undecodable", "outside_splits", "bad_annotation", "negative",
-)
+REJECT_REASONS = tuple(r.value for r in RejectReason)
 #: Top folders that make a job hold several splits (TFDS ImageFolder's layout), and the split each names.
 SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
 #: Splits in the order their shards are written and listed.

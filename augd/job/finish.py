@@ -2,16 +2,19 @@
 same for every executor (threads, worker processes, Beam)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import augd
 from augd import jobfolder
-from augd.errors import FailureReason, JobFailed
-from augd.io import write_text
+from augd.errors import (FailureReason, JobFailed, RejectReason, WorkerError, WorkerLost,
+                         tf_error_message)
+from augd.io import AtomicOutput, OutputExists, write_text
 from augd.job.detection import Detection
 from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobReport, RecordCounts,
                              ShardSet, Tally, Timing, iso_utc, labels_txt, reasons_summary)
 from augd.job.units import JobPlan, variants_of
 
-__all__ = ["build_report", "check_outcome", "write_sidecars"]
+__all__ = ["build_report", "check_outcome", "claimed_output", "write_sidecars"]
 
 
 def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None,
@@ -37,7 +40,7 @@ def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_r
         classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
                                    tally.objects_out[n]) for n in names),
         dropped=tally.dropped, negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
-        bad_annotations=sum(r.reason == "bad_annotation" for r in rejected))
+        bad_annotations=sum(r.reason == RejectReason.BAD_ANNOTATION for r in rejected))
 
 
 def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo, device, started: float,
@@ -78,3 +81,24 @@ def write_sidecars(out_dir: str, plan: JobPlan, report: JobReport) -> None:
     if plan.detection is not None:
         write_text(f"{out_dir}/{jobfolder.LABEL_MAP_FILE}", plan.detection.label_map.to_pbtxt())
     write_text(f"{out_dir}/manifest.json", report.to_json())
+
+
+@contextmanager
+def claimed_output(out_root: str, name: str, overwrite: bool):
+    """The job's output claimed (AtomicOutput: a hidden temp folder, committed by the caller, removed on any
+    failure), and the one place where what goes wrong while it is held becomes a JobFailed with its reason, for
+    every executor. A JobFailed raised inside passes as it is; anything not named here is a bug in augd and
+    propagates (the daemon fails the job as `crashed` with its traceback in error.txt)."""
+    import tensorflow as tf  # already loaded: the engine or the Beam launcher is running
+    try:
+        with AtomicOutput(out_root, name, overwrite=overwrite) as out:
+            yield out
+    except OutputExists as exc:
+        raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
+    except WorkerLost as exc:
+        raise JobFailed(f"worker processes died: {exc}", reason=FailureReason.WORKER_LOST) from None
+    except WorkerError as exc:
+        raise JobFailed(f"a worker process failed: {exc}", reason=FailureReason.CRASHED) from None
+    except (OSError, tf.errors.OpError) as exc:
+        msg = tf_error_message(exc) if not isinstance(exc, OSError) else str(exc)
+        raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None

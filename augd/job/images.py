@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from augd.annotations import AnnotationError
 from augd.engine import Compiled
-from augd.errors import Rejected, tf_error_message
+from augd.errors import Rejected, RejectReason, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, RejectedInput, make_example, read_bytes
 from augd.job.detection import Detection
@@ -53,11 +53,12 @@ def _read_checked(img: InputImage):
     try:
         data = read_bytes(img)
     except OSError as exc:
-        return None, ImageOutcome(img, rejected=RejectedInput(img.relpath, "unreadable", f"cannot read: {exc}"))
+        return None, ImageOutcome(img, rejected=RejectedInput(img.relpath, RejectReason.UNREADABLE,
+                                                              f"cannot read: {exc}"))
     changed = _changed_since_scan(img, data)
     if changed:
-        return None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath, "unreadable",
-                                                                                    changed))
+        return None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath,
+                                                                                    RejectReason.UNREADABLE, changed))
     return data, None
 
 
@@ -103,7 +104,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
         bad = next((r for r in got.values() if isinstance(r, Exception)), None)
         if bad is not None:
             outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
-                img.relpath, "undecodable", tf_error_message(bad)))
+                img.relpath, RejectReason.UNDECODABLE, tf_error_message(bad)))
             continue
         source_sha = hashlib.sha256(data).hexdigest()
         records = []
@@ -126,13 +127,12 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                     encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
                     filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
                     pipeline_sha256=spec.sha256, **extra))
-        except ValueError as exc:  # AnnotationError, or a ValueError moving or checking its annotation
-            if detection is None and not isinstance(exc, AnnotationError):
-                raise
+        except AnnotationError as exc:
             # its objects cannot be written right (a singular warp, a mask that will not warp, a record whose
-            # objects fail RecordObjects.check): the image goes, not the job
+            # objects fail RecordObjects.check): the image goes, not the job. Any other exception is a bug in
+            # augd, not bad data: it fails the job as crashed, with its traceback.
             outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
-                img.relpath, "bad_annotation", str(exc)))
+                img.relpath, RejectReason.BAD_ANNOTATION, str(exc)))
             continue
         outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages,
                                    objects=objects.counts() if objects else None)

@@ -25,14 +25,14 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from augd.defaults import EXECUTORS
 from augd.engine.options import EngineOptions
+from augd.errors import WorkerError, WorkerLost
 from augd.host import usable_cpus
 from augd.workers.serve import serve
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["EXECUTORS", "MAX_ATTEMPTS", "ProcessPool", "WorkerError", "WorkerLost", "choose_executor"]
+__all__ = ["MAX_ATTEMPTS", "ProcessPool", "WorkerError", "WorkerLost"]
 
 #: A batch handed to this many workers that all died is not tried again: the job fails.
 MAX_ATTEMPTS = 3
@@ -40,29 +40,6 @@ MAX_ATTEMPTS = 3
 PER_WORKER = 2
 #: A worker ended by SIGTERM is replaced only after this long without the parent stopping (see _replace).
 SIGTERM_GRACE_SECONDS = 1.0
-#: `auto` starts a pool for a job only when it has this many records: a worker's start-up (importing
-#: TensorFlow, building its graph) costs seconds, a small job's whole run less than that (bench/README.md).
-AUTO_MIN_RECORDS = 4000
-
-
-def choose_executor(requested: str, device_kind: str, workers: int, records: int, warm: bool = False) -> str:
-    """`threads` or `processes` for a job. auto: threads on a GPU host (one process owns the device), with one
-    worker, and for jobs too small to pay a pool's start-up unless a warm pool is waiting; else processes."""
-    if requested not in EXECUTORS:
-        raise ValueError(f"executor must be one of {list(EXECUTORS)}; got {requested!r}")
-    if requested != "auto":
-        return requested
-    if device_kind == "GPU" or workers < 2:
-        return "threads"
-    return "processes" if warm or records >= AUTO_MIN_RECORDS else "threads"
-
-
-class WorkerLost(RuntimeError):
-    """A batch's workers died MAX_ATTEMPTS times, or none can start, or the pool failed."""
-
-
-class WorkerError(RuntimeError):
-    """A worker raised on a batch (not bad input, which process_images rejects): its text and traceback."""
 
 
 @dataclass

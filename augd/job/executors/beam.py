@@ -1,7 +1,8 @@
-"""An augd job on Apache Beam: `run_beam_job` writes what `run_job` writes, shard for shard, byte for byte.
+"""The Beam executor (`--executor beam`): a job on Apache Beam writes what threads and processes write, shard for
+shard, byte for byte.
 
-The launcher scans the job (`plan_job`) and claims the output (a hidden temp folder, AtomicOutput); the pipeline
-then runs these steps, every one safe to retry:
+run_job scans the job (`plan_job`) and claims the output (a hidden temp folder, AtomicOutput) as for every
+executor; `write` then builds and runs a pipeline of these steps, every one safe to retry:
 
 1. Create the job's work units, (group, position in the group's seeded order), and Reshuffle them over workers.
 2. `_ProcessImage`: each DoFn instance builds its Engine and compiles the job's graph once, in setup();
@@ -15,8 +16,8 @@ then runs these steps, every one safe to retry:
    temp folder and renames that into place. A retried attempt rewrites the same bytes.
 5. `_gather`: every summary and every shard written go into one JSON file in the temp folder.
 
-Then, on the launcher, after wait_until_finish(): read that file, tally the images in the local order, and
-finish as run_job does (check_outcome, build_report, write_sidecars, AtomicOutput.commit: _SUCCESS last).
+Then, on the launcher, after wait_until_finish(): read that file and tally the images in the local order; run_job
+finishes as for every executor (check_outcome, build_report, write_sidecars, AtomicOutput.commit: _SUCCESS last).
 
 Why the last step runs on the launcher and not as a Beam step: JobFailed (no valid input, too many rejected)
 reaches the caller with its reason, as from run_job, instead of as a worker's exception that a runner retries
@@ -45,18 +46,16 @@ except ImportError as _exc:  # an optional extra: augd runs without it
                       name="apache_beam") from _exc
 
 from augd.engine.options import EngineOptions
-from augd.errors import FailureReason, JobFailed, tf_error_message
-from augd.io import RejectedInput
-from augd.job.report import GraphInfo, JobProgress, ObjectCounts, ShardSet, Tally
-from augd.job.finish import build_report, check_outcome, write_sidecars
+from augd.errors import FailureReason, JobFailed
+from augd.io import RejectedInput, is_url
 from augd.job.images import ImageOutcome, process_images
-from augd.job.run import JobOptions, JobResult
-from augd.job.units import JobPlan, plan_job, record_slots
-from augd.spec import PipelineSpec
+from augd.job.options import JobWatch
+from augd.job.report import GraphInfo, ObjectCounts, ShardSet, Tally
+from augd.job.units import JobPlan, record_slots
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["run_beam_job"]
+__all__ = ["Beam", "open_executor"]
 
 #: In the job's temp folder: the workers' outcomes for the launcher. Every hidden name in that folder is the
 #: executor's own (this file, shard attempts) and is removed before the commit.
@@ -295,10 +294,12 @@ def _graph(images: list[dict], metrics: dict) -> tuple[GraphInfo, _Device]:
     return graph, _Device(", ".join(n for n, _ in devices), ", ".join(sorted({v for _, v in devices})))
 
 
-def _finish(plan: JobPlan, out, opts: JobOptions, metrics: dict, started: float, t_start: float):
-    """The launcher's last step, from the outcomes file: the same tally, checks and report as run_job's."""
+def _read_outcomes(plan: JobPlan, out_dir: str, tally: Tally, metrics: dict):
+    """From the outcomes file: every image tallied in the local executor's order, the shards written, and the
+    report's graph block and device. Removes the executor's hidden files (the outcomes, a crashed attempt's
+    folder) before run_job commits."""
     import tensorflow as tf
-    path = f"{out.tmp_dir}/{OUTCOMES}"
+    path = f"{out_dir}/{OUTCOMES}"
     if not tf.io.gfile.exists(path):
         raise JobFailed(f"the Beam pipeline finished but {path} is missing: the workers must write to the same "
                         f"filesystem as the launcher (a gs:// URL on Dataflow)", reason=FailureReason.CRASHED)
@@ -309,8 +310,6 @@ def _finish(plan: JobPlan, out, opts: JobOptions, metrics: dict, started: float,
     if [(s["g"], s["pos"]) for s in images] != want:
         raise JobFailed(f"the Beam pipeline returned {len(images)} image outcomes for {len(want)} images",
                         reason=FailureReason.CRASHED)
-    tally = Tally(JobProgress(name=plan.name, total=len(want)))
-    tally.add_scan(plan.scan)
     for s in images:   # in the local executor's order: group after group, each in its seeded order
         tally.add(_outcome(plan, s))
     shards = ShardSet()
@@ -319,71 +318,64 @@ def _finish(plan: JobPlan, out, opts: JobOptions, metrics: dict, started: float,
         if [r["shard"] for r in rows] != list(range(group.shards)):
             raise JobFailed(f"the Beam pipeline wrote {len(rows)} of group {g}'s {group.shards} shards",
                             reason=FailureReason.CRASHED)
-        shards.add(group.split, _Written([f"{out.tmp_dir}/{n}" for n in _names(plan, g)],
+        shards.add(group.split, _Written([f"{out_dir}/{n}" for n in _names(plan, g)],
                                          [r["records"] for r in rows], sum(r["bytes"] for r in rows)))
     tally.stages["write"] += sum(r["seconds"] for r in shard_rows)
-    rejected = check_outcome(plan, tally, opts.max_rejected)
-    graph, device = _graph(images, metrics)
-    report = build_report(plan, tally, shards, graph, device, started, time.perf_counter() - t_start, rejected)
-    for name in tf.io.gfile.listdir(out.tmp_dir):  # a crashed attempt's folder, the outcomes file
+    for name in tf.io.gfile.listdir(out_dir):  # a crashed attempt's folder, the outcomes file
         name = name.rstrip("/")
         if name.startswith("."):
-            p = f"{out.tmp_dir}/{name}"
+            p = f"{out_dir}/{name}"
             tf.io.gfile.rmtree(p) if tf.io.gfile.isdir(p) else tf.io.gfile.remove(p)
-    return report
+    return shards, _graph(images, metrics)
 
 
-def run_beam_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptions | None = None,
-                 engine_options: EngineOptions | None = None, pipeline_args: list[str] | None = None) -> JobResult:
-    """Run one job into `out_root`/name/ on Apache Beam: the output run_job writes, byte for byte (shards,
-    labels.txt, label_map.pbtxt; manifest.json differs in timing, created, device and graph). Raises JobFailed
-    with run_job's reasons, and `crashed` when the pipeline fails.
+class Beam:
+    """The Executor on Apache Beam. `launch.args`: Beam's pipeline options (`--runner=DataflowRunner
+    --project=...`); without --runner, the DirectRunner. The input and the output must be on a filesystem the
+    workers and this process share (a tf.io.gfile URL such as gs:// on a remote runner). `launch.engine_options`
+    go to the workers, whose own AUGD_* environment is not read. The runner sizes its own workers and memory; the
+    job is followed by its end only (`watch` sees no image) and is not cancelled: it runs to its end."""
 
-    `pipeline_args`: Beam's pipeline options (`--runner=DataflowRunner --project=...`); without --runner, the
-    DirectRunner. The input and the output must be on a filesystem the workers and this process share (a
-    tf.io.gfile URL such as gs:// on a remote runner). `engine_options` go to the workers, whose own AUGD_*
-    environment is not read (default: EngineOptions()). Of `options`, the name, overwrite, max_pixels and
-    max_rejected apply; workers, executor and memory_limit are the local executors': the runner sizes its own."""
-    import tensorflow as tf
+    def __init__(self, launch):
+        self.engine_options = launch.engine_options
+        self.pipeline, self.runner = _pipeline(list(launch.args))
+        self._report = None
 
-    from augd.io import AtomicOutput, OutputExists, is_url
-    opts, engine_options = options or JobOptions(), engine_options or EngineOptions()
-    started, t_start = time.time(), time.perf_counter()
-    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels)
-    p, runner = _pipeline(list(pipeline_args or []))
-    if runner not in StandardOptions.LOCAL_RUNNERS and not (is_url(input_dir) and is_url(out_root)):
-        log.warning("beam: the %s's workers must read %s and write %s at the same paths as this process: a "
-                    "tf.io.gfile URL (gs://...) for both, or a filesystem mounted on every worker", runner,
-                    input_dir, out_root)
-    try:
-        with AtomicOutput(out_root, plan.name, overwrite=opts.overwrite) as out:
-            _build(p, plan, engine_options, out.tmp_dir)
-            log.info("beam: %s: %d images in %d groups on the %s", plan.name, len(plan.images), len(plan.groups),
-                     runner)
-            result = None
-            try:
-                result = p.run()
-                state = result.wait_until_finish()
-            except KeyboardInterrupt:
-                if result is not None:  # a remote pipeline would go on writing into a folder nobody commits
-                    result.cancel()
-                raise
-            except Exception as exc:  # noqa: BLE001 - a failed pipeline, whatever the runner raises
-                lines = [ln for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
-                log.debug("beam: the pipeline failed", exc_info=True)
-                raise JobFailed(f"the Beam pipeline failed on the {runner}: {lines[-1].strip()[:500]}",
-                                reason=FailureReason.CRASHED) from exc
-            if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
-                raise JobFailed(f"the Beam pipeline ended {state} on the {runner}", reason=FailureReason.CRASHED)
-            metrics = _metrics(result)
-            log.info("beam: %s: %s", plan.name, ", ".join(f"{k} {v}" for k, v in sorted(metrics.items())) or
-                     "the runner reported no metrics")
-            report = _finish(plan, out, opts, metrics, started, t_start)
-            write_sidecars(out.tmp_dir, plan, report)
-            out.commit()
-    except OutputExists as exc:
-        raise JobFailed(str(exc), reason=FailureReason.OUTPUT_EXISTS) from None
-    except (OSError, tf.errors.OpError) as exc:
-        msg = tf_error_message(exc) if not isinstance(exc, OSError) else str(exc)
-        raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None
-    return JobResult(name=plan.name, out_dir=out.dest, report=report)
+    def write(self, plan: JobPlan, out_dir: str, tally: Tally, watch: JobWatch) -> ShardSet:
+        if self.runner not in StandardOptions.LOCAL_RUNNERS and not (is_url(plan.input_dir) and is_url(out_dir)):
+            log.warning("beam: the %s's workers must read %s and write %s at the same paths as this process: a "
+                        "tf.io.gfile URL (gs://...) for both, or a filesystem mounted on every worker", self.runner,
+                        plan.input_dir, out_dir)
+        p, runner = self.pipeline, self.runner
+        _build(p, plan, self.engine_options, out_dir)
+        log.info("beam: %s: %d images in %d groups on the %s", plan.name, len(plan.images), len(plan.groups), runner)
+        result = None
+        try:
+            result = p.run()
+            state = result.wait_until_finish()
+        except KeyboardInterrupt:
+            if result is not None:  # a remote pipeline would go on writing into a folder nobody commits
+                result.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed pipeline, whatever the runner raises
+            lines = [ln for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
+            log.debug("beam: the pipeline failed", exc_info=True)
+            raise JobFailed(f"the Beam pipeline failed on the {runner}: {lines[-1].strip()[:500]}",
+                            reason=FailureReason.CRASHED) from exc
+        if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
+            raise JobFailed(f"the Beam pipeline ended {state} on the {runner}", reason=FailureReason.CRASHED)
+        metrics = _metrics(result)
+        log.info("beam: %s: %s", plan.name, ", ".join(f"{k} {v}" for k, v in sorted(metrics.items())) or
+                 "the runner reported no metrics")
+        shards, self._report = _read_outcomes(plan, out_dir, tally, metrics)
+        return shards
+
+    def report(self):
+        return self._report
+
+    def close(self) -> None:
+        pass
+
+
+def open_executor(launch) -> Beam:
+    return Beam(launch)

@@ -1,0 +1,80 @@
+"""How a job is run and followed (JobOptions, JobWatch, Cancel) and what it gives back (JobResult): the values
+that `augd run`, the daemon, the bench and every executor pass around. A leaf of augd/job."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from augd import defaults
+from augd.defaults import ExecutorKind
+from augd.errors import CancelCause
+
+__all__ = ["Cancel", "ExecutorKind", "JobOptions", "JobResult", "JobWatch"]
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How to run a job. `name`: the output folder's (default: the input folder's name); `workers`: images in
+    parallel (default: all usable cores); `overwrite`: replace a complete output; `max_pixels`: larger images are
+    rejected; `memory_limit`: bytes the process' resident memory may grow by while the job runs
+    (augd.job.resources), None: no limit; `max_rejected`: the largest fraction of the inputs that may be rejected,
+    above it the job fails and commits nothing; `executor`: an ExecutorKind (or its value); `executor_args`: the
+    executor's own options (Beam's pipeline options, e.g. --runner=DataflowRunner). Beam sizes its own workers and
+    memory: `workers` and `memory_limit` apply to threads and processes."""
+    name: str | None = None
+    workers: int | None = None
+    overwrite: bool = False
+    max_pixels: int = defaults.MAX_PIXELS
+    memory_limit: int | None = None
+    max_rejected: float | None = None
+    executor: ExecutorKind = ExecutorKind.AUTO
+    executor_args: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "executor", ExecutorKind(self.executor))
+        except ValueError:
+            raise ValueError(f"executor must be one of {[k.value for k in ExecutorKind]}; got {self.executor!r}") \
+                from None
+        object.__setattr__(self, "executor_args", tuple(self.executor_args))
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A committed job: its name, its output folder, and what it did (manifest.json holds the same report)."""
+    name: str
+    out_dir: str
+    report: "JobReport"  # noqa: F821 - augd.job.report, imported where the result is built
+
+
+class Cancel:
+    """A job's cancel signal: `set(cause)` stops it between two images with JobCancelled(cause). The first
+    cause set is the one that counts."""
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.cause: CancelCause | None = None
+
+    def set(self, cause: CancelCause) -> bool:
+        """Ask the job to stop; False when it was asked already."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.cause = cause
+            self._event.set()
+            return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True)
+class JobWatch:
+    """What a caller follows of a running job, every part optional: each image's outcome (in output order), the
+    live progress after it, and the cancel signal. (Beam's runner reports no image until its pipeline ends: a
+    Beam job is followed by its end only, and runs to it.)"""
+    on_image: Callable | None = None       # (ImageOutcome) -> None
+    on_progress: Callable | None = None    # (JobProgress) -> None
+    cancel: Cancel | None = None
