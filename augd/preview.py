@@ -16,7 +16,6 @@ The module imports neither TensorFlow nor OpenCV until a sheet is made (the CLI 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ import numpy as np
 
 from augd import defaults
 from augd.errors import Rejected, SpecError, tf_error_message
+from augd.ops import REGISTRY
+from augd.ops.words import size as _size
 
 __all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "add_preview_arguments", "cmd_preview", "contact_sheet",
            "describe_variant", "format_decisions", "letterbox", "main", "preview_rows", "render_sheet"]
@@ -60,87 +61,20 @@ class PreviewRow:
 
 # ---- what the plan decided, in words ----
 
-_SHORT = {"random_rotation": "rot", "random_affine": "affine", "random_crop": "crop", "center_crop": "center crop",
-          "resize": "resize", "random_flip_left_right": "flip LR", "random_flip_up_down": "flip UD",
-          "random_brightness": "brightness", "random_contrast": "contrast", "random_saturation": "saturation",
-          "random_hue": "hue", "random_gamma": "gamma", "random_grayscale": "grayscale"}
-
-
-def _size(hw) -> str:
-    return f"{round(hw[1])}×{round(hw[0])}"  # width × height, as image sizes are usually written
-
-
-def _signed(v: float, digits: int) -> str:
-    """+1.5, -0.25, and +0.0 rather than -0.0 for what rounds to zero."""
-    return f"{round(v, digits) + 0.0:+.{digits}f}"
-
-
-def _geometry(d) -> list[str]:
-    m, (ih, iw), (oh, ow) = d.matrix, d.in_size, d.out_size
-    if d.name in ("random_flip_left_right", "random_flip_up_down"):
-        flipped = (m[0, 0] if d.name == "random_flip_left_right" else m[1, 1]) < 0
-        return [_SHORT[d.name] if flipped else f"{_SHORT[d.name]}: no (coin)"]
-    if d.name == "random_rotation":
-        return [f"rot {_signed(math.degrees(math.atan2(m[1, 0], m[0, 0])), 1)}°"]
-    if d.name == "random_affine":
-        fwd = np.linalg.inv(m)
-        a = fwd[:2, :2]
-        scale = math.hypot(a[0, 0], a[1, 0])
-        rot = math.atan2(a[1, 0], a[0, 0])
-        c, s = math.cos(rot), math.sin(rot)
-        shear = math.degrees(math.atan((c * a[0, 1] + s * a[1, 1]) / scale))  # (R^T A / scale)[0, 1] = tan
-        centre = np.array([(iw - 1.0) / 2.0, (ih - 1.0) / 2.0])
-        tx, ty = fwd[:2, 2] - centre + a @ centre
-        out = [f"affine ×{scale:.2f} rot {_signed(math.degrees(rot), 1)}°"]
-        pr = d.params
-        if tuple(pr.shear) != (0.0, 0.0) or tuple(pr.translate) != (0.0, 0.0):
-            out.append(f"  shear {_signed(shear, 1)}° shift {_signed(tx, 0)},{_signed(ty, 0)}")
-        return out
-    if d.name == "random_crop":
-        cw, ch = m[0, 0] * ow, m[1, 1] * oh
-        x0, y0 = m[0, 2] - 0.5 * m[0, 0] + 0.5, m[1, 2] - 0.5 * m[1, 1] + 0.5
-        return [f"crop {cw * ch / (ih * iw):.2f} area @ ({x0:.0f},{y0:.0f})",
-                f"  {_size((ch, cw))} → {_size((oh, ow))}"]
-    if d.name == "center_crop":
-        return [f"center crop {_size((oh, ow))}"]
-    if d.name == "resize":
-        return [f"resize {_size((ih, iw))} → {_size((oh, ow))}"]
-    return [d.name]
-
-
-def _colour(d) -> list[str]:
-    v = d.values
-    if d.name == "random_brightness":
-        return [f"brightness {_signed(v[0], 3)}"]
-    if d.name in ("random_contrast", "random_saturation"):
-        return [f"{_SHORT[d.name]} ×{v[0]:.2f}"]
-    if d.name == "random_hue":
-        return [f"hue {_signed(v[0], 3)}"]
-    if d.name == "random_gamma":
-        gain = d.params.gain
-        return [f"gamma {v[0]:.2f}" + (f" gain {gain:g}" if gain != 1.0 else "")]
-    return [_SHORT.get(d.name, d.name)]
-
-
 def format_decisions(decisions) -> list[str]:
-    """Short lines for augd.engine.plan.Decision objects (Compiled.explain): one or two per op that the
-    image reached, indented under its composite; an op whose p coin said no is `NAME: skipped (p=P)`;
-    children a composite did not choose are left out."""
+    """Short lines for augd.engine.plan.Decision objects (Compiled.explain): what each op that the image
+    reached drew, in its own words (Op.describe), indented under its composite; an op whose p coin said no
+    is `LABEL: skipped (p=P)`; children a composite did not choose are left out."""
     lines = []
     for d in decisions:
         if not d.reached:
             continue
         pad = "  " * d.depth
+        op = REGISTRY[d.name](d.params)  # the plan's own params: the op the graph ran
         if not d.applied:
-            lines.append(f"{pad}{_SHORT.get(d.name, d.name)}: skipped (p={d.params.p:g})")
-        elif d.name in ("one_of", "some_of"):
-            lines.append(f"{pad}{d.name} → {', '.join(d.chosen) if d.chosen else 'nothing'}")
-        elif d.name == "sequence":
-            lines.append(f"{pad}sequence")
-        elif d.matrix is not None:
-            lines.extend(pad + s for s in _geometry(d))
+            lines.append(f"{pad}{op.label}: skipped (p={d.params.p:g})")
         else:
-            lines.extend(pad + s for s in _colour(d))
+            lines.extend(pad + s for s in op.describe(d))
     return lines
 
 
