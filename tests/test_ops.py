@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from augd.ops import REGISTRY, Kind
-from tests.helpers import make_image, run
+from augd.ops import REGISTRY, Kind, Op, SeededOp
+from tests.helpers import make_image, run, spec_for
 
 H, W = 48, 64
 
@@ -49,6 +49,27 @@ def _op(name, **extra):
 def test_every_registered_op_has_a_case():
     assert set(OP_CASES) == set(REGISTRY), "add the new op to OP_CASES (and to its tests)"
     assert len([n for n, c in REGISTRY.items() if c.kind is not Kind.COMPOSITE]) >= 20
+
+
+def test_every_registered_op_describes_its_own_draws():
+    """`augd preview` writes Op.describe under each tile: no op falls back to a shared default, except a
+    SeededOp's (its values are drawn in the graph from a seed, so its name is all the plan knows)."""
+    for name, cls in REGISTRY.items():
+        owner = next(k for k in cls.__mro__ if "describe" in vars(k))
+        assert owner is cls or owner is SeededOp, f"{name}: define describe() in its class ({owner.__name__}'s)"
+        assert owner is not Op
+
+
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_describe_names_the_op_and_reads_the_plan(name):
+    from augd.engine.plan import Program
+    program = Program(spec_for([_op(name, p=1.0)]).ops)
+    for seed in range(6):
+        d = program.explain((seed, 3), H, W)[0]
+        assert (d.name, d.applied) == (name, True)
+        lines = REGISTRY[name](d.params).describe(d)
+        assert lines and all(isinstance(s, str) and s.strip() for s in lines), lines
+        assert lines[0].startswith(REGISTRY[name].label), lines
 
 
 @pytest.mark.parametrize("name", sorted(OP_CASES))

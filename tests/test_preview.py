@@ -2,7 +2,7 @@
 the graph received, bad images become tiles saying why, and the command writes the sheet.
 
 Jobs are real (augd.job.run_job) and so are the sheets; the CLI runs in a fresh process through
-`python -m augd.preview` (and `python -m augd preview` once cli.py has the verb)."""
+`python -m augd.preview` (augd/preview/__main__.py) and `python -m augd preview`."""
 import json
 import os
 import subprocess

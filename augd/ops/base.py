@@ -88,6 +88,8 @@ class Op:
     kind: ClassVar[Kind]
     Params: ClassVar[type[OpParams]] = OpParams
     example: ClassVar[str | None] = None   # YAML shown by `augd ops` where the syntax is not obvious
+    #: short name in the lines `augd preview` writes (`rot`, `flip LR`); register_op defaults it to `name`
+    label: ClassVar[str]
 
     def __init__(self, params: OpParams):
         self.params = params
@@ -107,6 +109,14 @@ class Op:
         """The largest factor this op multiplies each side of its input by (random_expand's canvas); 1.0 when its
         output is never larger than its input or than size_limit (the job's memory check reads this)."""
         return 1.0
+
+    def describe(self, drawn) -> list[str]:
+        """What this op drew for one image, as one or two short lines (`rot +7.3°`; `augd preview` writes them
+        under the tile). `drawn` is the plan's record of this op (augd.engine.plan.Decision, read by duck
+        typing so that ops never import the engine): a GeometryOp reads .matrix, .in_size and .out_size, a
+        ColourOp .values, a CompositeOp .chosen. Called only when the op applied; an op whose p coin said no
+        is written by the preview as `LABEL: skipped`. No default: a new op says its own (tests/test_ops.py)."""
+        raise NotImplementedError(f"op {self.name!r} does not describe what it drew")
 
 
 class GeometryOp(Op):
@@ -180,6 +190,10 @@ class SeededOp(Op):
         for TF's stateless kernels."""
         raise NotImplementedError
 
+    def describe(self, drawn) -> list[str]:
+        # Its random values are drawn in the graph from a stateless seed: the plan knows only that it applied.
+        return [self.label]
+
 
 class CompositeOp(Op):
     """Holds child ops (the spec's OpNode carries them); choose() says which apply to an image."""
@@ -201,6 +215,7 @@ def register_op(name: str, kind: Kind):
         if name in REGISTRY:
             raise RuntimeError(f"op {name!r} registered twice")
         cls.name, cls.kind = name, kind
+        cls.label = vars(cls).get("label", name)
         REGISTRY[name] = cls
         return cls
     return deco

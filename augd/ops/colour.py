@@ -21,6 +21,7 @@ from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Domain, Kind, OpParams, SeededOp, range_of, register_op
 from augd.ops.sampling import log_uniform, uniform
 from augd.ops.tfrand import split as tf_split, uniform as tf_uniform
+from augd.ops.words import signed
 
 #: ITU-R 601 luma weights (tf.image.rgb_to_grayscale's).
 LUMA = np.array([0.2989, 0.5870, 0.1140])
@@ -82,7 +83,11 @@ class RandomBrightness(ColourOp):
     class Params(OpParams):
         max_delta: float = Field(0.125, ge=0.0, le=1.0, description="largest brightness shift, in [0, 1] units")
 
+    label = "brightness"
     n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} {signed(drawn.values[0], 3)}"]
 
     def draw(self, rng):
         return (uniform(rng, -self.params.max_delta, self.params.max_delta),)
@@ -115,8 +120,12 @@ class RandomContrast(ColourOp):
     class Params(FactorRange):
         pass
 
+    label = "contrast"
     n_params = 1
     needs_mean = True
+
+    def describe(self, drawn):
+        return [f"{self.label} ×{drawn.values[0]:.2f}"]
 
     def draw(self, rng):
         return (uniform(rng, self.params.lower, self.params.upper),)
@@ -144,7 +153,11 @@ class RandomSaturation(ColourOp):
     class Params(FactorRange):
         pass
 
+    label = "saturation"
     n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} ×{drawn.values[0]:.2f}"]
 
     def draw(self, rng):
         return (uniform(rng, self.params.lower, self.params.upper),)
@@ -166,7 +179,11 @@ class RandomHue(ColourOp):
     class Params(OpParams):
         max_delta: float = Field(0.2, ge=0.0, le=0.5, description="largest hue shift, in turns")
 
+    label = "hue"
     n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} {signed(drawn.values[0], 3)}"]
 
     def draw(self, rng):
         d = self.params.max_delta
@@ -191,7 +208,12 @@ class RandomGamma(ColourOp):
         gamma: range_of(0.05, 20.0) = Field((0.8, 1.25), description="[low, high] gamma")
         gain: float = Field(1.0, gt=0.0, le=10.0)
 
+    label = "gamma"
     n_params = 1
+
+    def describe(self, drawn):
+        gain = self.params.gain  # fixed, not drawn, but it changes what the gamma means: said unless 1
+        return [f"{self.label} {drawn.values[0]:.2f}" + (f" gain {gain:g}" if gain != 1.0 else "")]
 
     def draw(self, rng):
         return (log_uniform(rng, *self.params.gamma),)
@@ -210,8 +232,13 @@ class RandomGamma(ColourOp):
 @register_op("random_grayscale", Kind.COLOUR)
 class RandomGrayscale(ColourOp):
     """Replace the image by its luma (ITU-R 601) in all three channels; use p for how often."""
+    label = "grayscale"
+
     class Params(OpParams):
         pass
+
+    def describe(self, drawn):
+        return [self.label]  # nothing drawn: that it applied is all there is
 
     def apply_tf(self, image, params):
         return tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image))

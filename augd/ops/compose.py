@@ -10,6 +10,11 @@ from pydantic import Field, ValidationInfo, field_validator
 from augd.ops.base import CompositeOp, Kind, OpParams, register_op
 
 
+def _chosen(op: CompositeOp, drawn) -> list[str]:
+    """`one_of → a, b`: the children this image's draw picked, by name (the preview writes theirs under it)."""
+    return [f"{op.label} → {', '.join(drawn.chosen) if drawn.chosen else 'nothing'}"]
+
+
 def _n_children(info: ValidationInfo) -> int | None:
     return (info.context or {}).get("n_children")
 
@@ -48,6 +53,9 @@ class OneOf(CompositeOp):
         idx = min(int(np.searchsorted(cum, rng.random(), side="right")), n - 1)
         return [k == idx for k in range(n)]
 
+    def describe(self, drawn):
+        return _chosen(self, drawn)
+
 
 @register_op("some_of", Kind.COMPOSITE)
 class SomeOf(CompositeOp):
@@ -70,6 +78,9 @@ class SomeOf(CompositeOp):
         picked = set(sorted(range(n), key=rng.random(n).__getitem__)[:self.params.n])
         return [k in picked for k in range(n)]
 
+    def describe(self, drawn):
+        return _chosen(self, drawn)
+
 
 @register_op("sequence", Kind.COMPOSITE)
 class Sequence(CompositeOp):
@@ -78,3 +89,6 @@ class Sequence(CompositeOp):
 
     class Params(OpParams):
         pass
+
+    def describe(self, drawn):
+        return [self.label]  # it chooses every child: naming them again would only repeat the lines below

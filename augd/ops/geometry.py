@@ -13,6 +13,7 @@ import numpy as np
 
 from augd.ops.base import Fill, GeometryOp, Interpolation, Kind, OpParams, Size, range_of, register_op
 from augd.ops.sampling import coin, log_uniform, uniform
+from augd.ops.words import signed, size
 
 
 def _both(v):
@@ -57,26 +58,38 @@ def window(y0, x0, ch, cw, oh, ow):
 @register_op("random_flip_left_right", Kind.GEOMETRY)
 class FlipLeftRight(GeometryOp):
     """Mirror horizontally with probability 0.5 (tf.image.random_flip_left_right); p gates that: p × 0.5 overall."""
+    label = "flip LR"
+
     class Params(OpParams):
         pass
 
     def sample(self, rng, h, w):
         return (mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]) if coin(rng, 0.5) else np.eye(3)), h, w
 
+    def describe(self, drawn):
+        return [self.label if drawn.matrix[0, 0] < 0 else f"{self.label}: no (coin)"]  # its own coin, not p's
+
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
 class FlipUpDown(GeometryOp):
     """Mirror vertically with probability 0.5 (tf.image.random_flip_up_down); p gates that: p × 0.5 overall."""
+    label = "flip UD"
+
     class Params(OpParams):
         pass
 
     def sample(self, rng, h, w):
         return (mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]) if coin(rng, 0.5) else np.eye(3)), h, w
 
+    def describe(self, drawn):
+        return [self.label if drawn.matrix[1, 1] < 0 else f"{self.label}: no (coin)"]
+
 
 @register_op("random_rotation", Kind.GEOMETRY)
 class RandomRotation(GeometryOp):
     """Rotate about the centre by an angle from [-degrees, degrees] or [low, high] (positive = counter-clockwise)."""
+    label = "rot"
+
     class Params(OpParams):
         degrees: range_of(-360.0, 360.0, symmetric=True) = Field((-10.0, 10.0), description="angle range")
         fill: Fill = fill_field()
@@ -89,10 +102,16 @@ class RandomRotation(GeometryOp):
         a = uniform(rng, *self.params.degrees) * (math.pi / 180.0)
         return about_centre(rotation(a), h, w), h, w
 
+    def describe(self, drawn):
+        m = drawn.matrix
+        return [f"{self.label} {signed(math.degrees(math.atan2(m[1, 0], m[0, 0])), 1)}°"]
+
 
 @register_op("random_affine", Kind.GEOMETRY)
 class RandomAffine(GeometryOp):
     """Scale, shear, rotate and translate about the centre in one matrix; size kept."""
+    label = "affine"
+
     class Params(OpParams):
         scale: range_of(0.05, 20.0) = Field((0.9, 1.1), description="zoom range (log-uniform)")
         translate: Shift = Field((0.0, 0.0), description="max shift as a fraction of [width, height] (not a range: "
@@ -116,11 +135,29 @@ class RandomAffine(GeometryOp):
                                                @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)
         return np.linalg.inv(fwd), h, w
 
+    def describe(self, drawn):
+        # The parts are read back from the matrix the graph warps with, not re-drawn.
+        ih, iw = drawn.in_size
+        fwd = np.linalg.inv(drawn.matrix)
+        a = fwd[:2, :2]
+        scale = math.hypot(a[0, 0], a[1, 0])
+        rot = math.atan2(a[1, 0], a[0, 0])
+        c, s = math.cos(rot), math.sin(rot)
+        shear = math.degrees(math.atan((c * a[0, 1] + s * a[1, 1]) / scale))  # (R^T A / scale)[0, 1] = tan
+        centre = np.array([(iw - 1.0) / 2.0, (ih - 1.0) / 2.0])
+        tx, ty = fwd[:2, 2] - centre + a @ centre
+        out = [f"{self.label} ×{scale:.2f} rot {signed(math.degrees(rot), 1)}°"]
+        pr = self.params
+        if tuple(pr.shear) != (0.0, 0.0) or tuple(pr.translate) != (0.0, 0.0):  # a second line only when drawable
+            out.append(f"  shear {signed(shear, 1)}° shift {signed(tx, 0)},{signed(ty, 0)}")
+        return out
+
 
 @register_op("random_crop", Kind.GEOMETRY)
 class RandomCrop(GeometryOp):
     """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size` (box-aware: SSD's)."""
     example = "- random_crop: {size: [300, 300], area: [0.1, 1.0], aspect: [0.5, 2.0], min_object_covered: 0.5}"
+    label = "crop"
 
     class Params(OpParams):
         size: Size = Field(description="output [height, width]")
@@ -174,6 +211,13 @@ class RandomCrop(GeometryOp):
         x0, y0, cw, ch = win
         oh, ow = (float(v) for v in self.params.size)
         return window(y0, x0, ch, cw, oh, ow), oh, ow
+
+    def describe(self, drawn):
+        m, (ih, iw), (oh, ow) = drawn.matrix, drawn.in_size, drawn.out_size
+        cw, ch = m[0, 0] * ow, m[1, 1] * oh  # the window, back from window()'s matrix
+        x0, y0 = m[0, 2] - 0.5 * m[0, 0] + 0.5, m[1, 2] - 0.5 * m[1, 1] + 0.5
+        return [f"{self.label} {cw * ch / (ih * iw):.2f} area @ ({x0:.0f},{y0:.0f})",
+                f"  {size((ch, cw))} → {size((oh, ow))}"]
 
 
 def _covering(first, rng, h, w, boxes, cover, attempts, draw):
@@ -233,10 +277,15 @@ class RandomExpand(GeometryOp):
         top = min(math.floor(uniform(rng, 0.0, 1.0) * (oh - h + 1.0)), oh - h)
         return translate(-left, -top), oh, ow
 
+    def describe(self, drawn):
+        return [self.label]  # the name alone, as the preview has always written it (ratio and place not shown)
+
 
 @register_op("center_crop", Kind.GEOMETRY)
 class CenterCrop(GeometryOp):
     """Cut the central `size` window (integer offsets: no resampling); smaller images are padded with fill."""
+    label = "center crop"
+
     class Params(OpParams):
         size: Size = Field(description="output [height, width]")
         fill: Fill = fill_field()
@@ -253,6 +302,9 @@ class CenterCrop(GeometryOp):
         oh, ow = (float(v) for v in self.params.size)
         x0, y0 = math.floor((w - ow) / 2.0), math.floor((h - oh) / 2.0)
         return translate(x0, y0), oh, ow
+
+    def describe(self, drawn):
+        return [f"{self.label} {size(drawn.out_size)}"]
 
 
 @register_op("resize", Kind.GEOMETRY)
@@ -280,6 +332,9 @@ class Resize(GeometryOp):
             oh, ow = bh, bw
         return window(0.0, 0.0, h, w, oh, ow), oh, ow
 
+    def describe(self, drawn):
+        return [f"{self.label} {size(drawn.in_size)} → {size(drawn.out_size)}"]
+
 
 @register_op("random_zoom", Kind.GEOMETRY)
 class RandomZoom(GeometryOp):
@@ -300,3 +355,6 @@ class RandomZoom(GeometryOp):
         zx = zy if self.params.width_factor is None else 1.0 + uniform(rng, *self.params.width_factor)
         # Output pixel (x, y) reads the input at the centre plus (zx, zy) times its offset from the centre.
         return about_centre(mat([[zx, 0, 0], [0, zy, 0], [0, 0, 1]]), h, w), h, w
+
+    def describe(self, drawn):
+        return [self.label]  # the name alone, as the preview has always written it (factors not shown)

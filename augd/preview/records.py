@@ -1,0 +1,54 @@
+"""The daemon's hook: a sheet of the last job's first images, made from the records the job wrote (no second
+graph, no re-read of the input). The worker calls row_from_outcome per finished image and sheet_png once the
+job is done; the status page shows the PNG at /preview.png."""
+from __future__ import annotations
+
+import numpy as np
+
+from augd.ops.words import size
+from augd.preview.render import letterbox, render_sheet
+from augd.preview.sheet import PreviewRow, Tile, format_decisions
+
+__all__ = ["row_from_outcome", "sheet_png"]
+
+
+def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> PreviewRow:
+    """One sheet row from an image's ImageOutcome (its records as written), the drawn parameters explained from
+    the same plan. Tiles are letterboxed to `tile` at once, so a daemon keeps a few small thumbnails, not a
+    job's records."""
+    import cv2
+    from augd.engine.plan import Program
+    from augd.engine.seeds import image_seed
+    from augd.io.lite import decode_example
+    img, n = outcome.image, min(variants, spec.variants)
+    h, w = img.header.height, img.header.width
+    if img.header.orientation in (5, 6, 7, 8):
+        h, w = w, h
+    program = Program(spec.ops)
+    tiles = [Tile(img.relpath, None, [f"input {size((h, w))}", "v0: not written (keep_original)"])]
+    for rec in outcome.records:
+        ex = decode_example(rec)
+        v = ex["augd/variant"]
+        if v > n:
+            continue
+        payload = ex.get("image/encoded", ex.get("image/raw", b""))
+        if ex["image/format"] == "raw":
+            pixels = np.frombuffer(payload, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
+        else:
+            bgr = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
+            pixels = None if bgr is None else bgr[:, :, ::-1]
+        thumb = None if pixels is None else letterbox(pixels, tile)
+        if v == 0:
+            tiles[0] = Tile(img.relpath, thumb, [f"input {size((h, w))}", "v0: written"])
+        else:
+            lines = format_decisions(program.explain(image_seed(spec.seed, img.relpath, v), h, w))
+            tiles.append(Tile(f"v{v}  {size((ex['image/height'], ex['image/width']))}", thumb, lines, variant=v))
+    return PreviewRow(img.relpath, img.relpath, tiles)
+
+
+def sheet_png(spec, rows: list[PreviewRow], *, variants: int = 3, tile: int = 160) -> bytes:
+    """The rows drawn as one PNG; b"" if OpenCV cannot encode it (the worker then shows no sheet)."""
+    import cv2
+    sheet = render_sheet(spec, rows, tile=tile, variants=min(variants, spec.variants))
+    ok, png = cv2.imencode(".png", np.ascontiguousarray(sheet[:, :, ::-1]))
+    return png.tobytes() if ok else b""

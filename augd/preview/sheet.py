@@ -1,0 +1,175 @@
+"""What a preview sheet holds: per image, the input tile and its variants' tiles, each with the drawn parameters
+as text. The tiles come from the job's own compiled graph (preview_rows, before a job); augd.preview.records makes
+rows from the records a job wrote (the daemon's sheet of its last job). Nothing here draws.
+
+Every variant tile is THE record `augd run` writes for that (image, relative path, variant): it comes from
+augd.engine.Compiled.process, decoded as a reader decodes it, and the text comes from the same plan
+(Compiled.explain), each op saying its own draws (Op.describe).
+
+The seed of a variant is keyed by the image's path relative to the job folder, so a preview shows a job's
+records only for the same relative path. By default that is the file name (an image directly in the job
+folder); `relpaths=` (the CLI's `--root JOB_FOLDER`) gives the paths of images inside class folders.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from augd import defaults
+from augd.errors import Rejected, tf_error_message
+from augd.ops import REGISTRY
+from augd.ops.words import size
+
+__all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "describe_variant", "format_decisions", "preview_rows",
+           "resolve_spec", "variant_count"]
+
+#: Without --variants, a preview shows the pipeline's variants, at most this many.
+MAX_DEFAULT_VARIANTS = 8
+
+
+@dataclass
+class Tile:
+    """One cell of the sheet before letterboxing. `image` is the exact pixels (None when there are none);
+    `variant` is None for the input tile; `error` says why a tile has no image."""
+    title: str
+    image: np.ndarray | None = None
+    lines: list[str] = field(default_factory=list)
+    variant: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class PreviewRow:
+    path: str
+    relpath: str
+    tiles: list[Tile]
+
+    @property
+    def error(self) -> str | None:
+        return self.tiles[0].error
+
+
+# ---- what the plan decided, in words ----
+
+def format_decisions(decisions) -> list[str]:
+    """Short lines for augd.engine.plan.Decision objects (Compiled.explain): what each op that the image
+    reached drew, in its own words (Op.describe), indented under its composite; an op whose p coin said no
+    is `LABEL: skipped (p=P)`; children a composite did not choose are left out."""
+    lines = []
+    for d in decisions:
+        if not d.reached:
+            continue
+        pad = "  " * d.depth
+        op = REGISTRY[d.name](d.params)  # the plan's own params: the op the graph ran
+        if not d.applied:
+            lines.append(f"{pad}{op.label}: skipped (p={d.params.p:g})")
+        else:
+            lines.extend(pad + s for s in op.describe(d))
+    return lines
+
+
+def describe_variant(compiled, relpath: str, variant: int, height: int, width: int) -> list[str]:
+    """The drawn parameters of one variant as short lines, from the plan the job's graph receives for
+    (relpath, variant) on an upright height × width image (augd.engine.Compiled.explain)."""
+    return format_decisions(compiled.explain(relpath, variant, height, width))
+
+
+# ---- tiles: the engine's own pixels ----
+
+def _source(path: str, max_pixels: int):
+    """(bytes, header) of an image file the way a job accepts it, or Rejected naming what is wrong."""
+    from augd.formats import read_header
+    from augd.io import check_header
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise Rejected("unreadable", f"cannot read: {exc.strerror or exc}") from None
+    header = read_header(data)
+    check_header(header, max_pixels)
+    return data, header
+
+
+def _decode_record(payload: bytes, fmt: str, height: int, width: int) -> np.ndarray:
+    """A record's pixels as a reader gets them (augd.data decodes with tf.io.decode_image)."""
+    if fmt == "raw":
+        return np.frombuffer(payload, np.uint8).reshape(height, width, 3).copy()
+    from augd.ops._tf import tf
+    return tf.io.decode_image(payload, channels=3, expand_animations=False).numpy()
+
+
+def resolve_spec(spec):
+    """A PipelineSpec as is; a pipeline file or shipped pipeline name loaded."""
+    if isinstance(spec, (str, os.PathLike)):
+        from augd.spec import find_pipeline, load_pipeline
+        return load_pipeline(find_pipeline(os.fspath(spec)))
+    return spec
+
+
+def variant_count(spec, variants: int | None) -> int:
+    """The variants a sheet shows: `variants`, checked against the pipeline's, or its own capped."""
+    if variants is None:
+        return min(spec.variants, MAX_DEFAULT_VARIANTS)
+    if not 0 <= variants <= spec.variants:
+        raise ValueError(f"variants={variants}: pipeline {spec.name!r} writes {spec.variants} augmented "
+                         f"variant(s) per image; ask for 0 to {spec.variants}")
+    return variants
+
+
+def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=None,
+                 max_pixels: int = defaults.MAX_PIXELS, compiled=None, engine=None) -> list[PreviewRow]:
+    """The sheet's content before letterboxing: per image, the input tile (decoded, upright, as the graph
+    decodes it) and one tile per variant 1..N holding exactly the pixels of the record `augd run` writes for
+    (image, relpath, variant), with the drawn parameters as text. `relpaths` (default: each file's name) are
+    the paths relative to the job folder the seeds are keyed by. A bad image gives a row whose input tile
+    holds the reason instead of pixels. `compiled`: a Compiled of `spec` to reuse; else one is built by `engine`
+    (default: an Engine with the default options)."""
+    from augd.engine import Engine
+    from augd.engine.decode import decode_full
+
+    spec = resolve_spec(spec)
+    n = variant_count(spec, variants)
+    paths = [os.fspath(p) for p in image_paths]
+    rels = [os.path.basename(p) for p in paths] if relpaths is None else [str(r) for r in relpaths]
+    if len(rels) != len(paths):
+        raise ValueError(f"{len(rels)} relpaths for {len(paths)} images")
+    own = compiled is None
+    compiled = (engine or Engine()).compile(spec) if own else compiled
+    try:
+        return [_row(compiled, spec, path, rel, n, max_pixels, decode_full) for path, rel in zip(paths, rels)]
+    finally:
+        if own:
+            compiled.close()
+
+
+def _row(compiled, spec, path, rel, n, max_pixels, decode_full) -> PreviewRow:
+    from augd.ops._tf import tf
+    try:
+        data, header = _source(path, max_pixels)
+        upright = decode_full(data, header.orientation).numpy()  # the graph's own decode, run eagerly
+    except Rejected as exc:
+        return PreviewRow(path, rel, [Tile(rel, error=str(exc))])
+    except (tf.errors.OpError, ValueError) as exc:  # what TF's decoders raise for bad data
+        return PreviewRow(path, rel, [Tile(rel, error=tf_error_message(exc))])
+    h, w = upright.shape[:2]
+    from augd.formats import passthrough_ok
+    if not spec.keep_original:
+        original = "v0: not written (keep_original)"
+    elif spec.output.format != "raw" and passthrough_ok(header):  # as the job decides (augd.job.images.graph_variants)
+        original = "v0: the file's own bytes"
+    else:
+        original = f"v0: re-encoded as {spec.output.format}"
+    tiles = [Tile(rel, upright, [f"input {size((h, w))}", original])]
+    wanted = list(range(1, n + 1))
+    results = compiled.process_many([(data, rel, v, header) for v in wanted])
+    for v, r in zip(wanted, results):
+        if isinstance(r, Exception):
+            tiles.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
+            continue
+        pixels = _decode_record(r.payload, spec.output.format, r.height, r.width)
+        # The graph plans from the decoded upright size (re-planning if the header disagreed): so does this.
+        tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels,
+                          describe_variant(compiled, rel, v, h, w), variant=v))
+    return PreviewRow(path, rel, tiles)
