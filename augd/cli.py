@@ -137,7 +137,7 @@ def _early_pool(args, spec, engine_options):
     from augd.files import count_files
     from augd.host import usable_cpus
     from augd.job.executors import choose_executor
-    from augd.workers.pool import ProcessPool
+    from augd.job.workers.pool import ProcessPool
     workers = args.workers or usable_cpus()
     # the device as far as can be told without TensorFlow: a GPU host has NVIDIA's device nodes (or /dev/dxg
     # under WSL2); where unsure, no early pool (run_job still picks processes after the scan if they pay)

@@ -87,7 +87,7 @@ MEMORY_SAMPLE_SECONDS = 0.05
 SPACE_MARGIN = 1.10
 SPACE_RESERVE_BYTES = 1024 * 1024
 
-# --- Files a job supplies are untrusted: every parser is bounded (spec/yamlsrc.py, io/untrusted.py) ---
+# --- Files a job supplies are untrusted: every parser is bounded (augd/parsing/) ---
 
 #: Largest YAML file read (pipelines, augd.yaml, daemon config): the biggest real one is ~2 KB.
 YAML_MAX_BYTES = 1024 * 1024
@@ -110,7 +110,7 @@ class ExecutorKind(str, enum.Enum):
     under augd/job/executors/."""
     AUTO = "auto"              # threads or processes, by the host and the job's size (executors.choose_executor)
     THREADS = "threads"        # one process, one graph, a thread pool
-    PROCESSES = "processes"    # worker processes, each with its own graph (augd.workers.pool)
+    PROCESSES = "processes"    # worker processes, each with its own graph (augd.job.workers.pool)
     BEAM = "beam"              # Apache Beam: the DirectRunner here, or any runner its pipeline options name
 
     def __str__(self) -> str:

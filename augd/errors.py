@@ -91,7 +91,7 @@ class JobCancelled(JobFailed):
 
 class WorkerLost(AugdError):
     """A batch's worker processes died MAX_ATTEMPTS times, or none can start, or the pool failed
-    (augd.workers.pool)."""
+    (augd.job.workers.pool)."""
 
 
 class WorkerError(AugdError):

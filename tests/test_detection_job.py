@@ -424,9 +424,10 @@ def test_image_the_reader_cannot_see_is_rejected_and_orphan_files_do_not_count_a
 
 
 def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path, pipeline, monkeypatch):
-    """In process (run_job): a mask over Pillow's pixel limit (DecompressionBombError), a ValueError moving an
-    image's annotation (a singular warp), and a 16-bit mask with a negative index (named, not the max) each
-    reject their own image as bad_annotation; the others are written."""
+    """In process (run_job): a mask over Pillow's pixel limit (DecompressionBombError) and a 16-bit mask with a
+    negative index (named, not the max) each reject their own image as bad_annotation; the others are written.
+    A ValueError while moving an image's annotation (a singular warp: a bug in augd, not bad data) is no
+    bad_annotation: it fails the job, and nothing is written."""
     from PIL import Image
 
     import augd.annotations.geometry as geometry
@@ -460,11 +461,15 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
         return transform(ann, *a, **k)
     monkeypatch.setattr(geometry, "transform", singular)
 
+    with pytest.raises(ValueError, match="singular"):
+        run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
+    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == [], "nothing half-written"
+
+    monkeypatch.setattr(geometry, "transform", transform)
     result = run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     bad = {r.relpath: r for r in result.report.inputs.rejected_files}
-    assert set(bad) == {"JPEGImages/m1.png", "JPEGImages/m2.png", "JPEGImages/m3.png"}
+    assert set(bad) == {"JPEGImages/m1.png", "JPEGImages/m2.png"}
     assert all(r.reason == "bad_annotation" for r in bad.values())
     assert "too large" in bad["JPEGImages/m1.png"].message
     assert "class index -7;" in bad["JPEGImages/m2.png"].message
-    assert "singular" in bad["JPEGImages/m3.png"].message
-    assert result.report.inputs.written == 1 and result.report.annotations.bad_annotations == 3
+    assert result.report.inputs.written == 2 and result.report.annotations.bad_annotations == 2

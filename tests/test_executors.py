@@ -13,7 +13,7 @@ from augd.engine import Engine
 from augd.errors import FailureReason, JobFailed
 from augd.job import JobOptions, JobWatch, run_job
 from augd.job.executors import choose_executor
-from augd.workers.pool import ProcessPool
+from augd.job.workers.pool import ProcessPool
 from augd.spec import parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml, records
 

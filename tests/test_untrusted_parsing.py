@@ -1,5 +1,5 @@
 """Issue 14, item 1: bounded parsing of everything a job supplies. YAML (pipelines, augd.yaml, daemon config)
-is capped in bytes, nesting depth and alias-expanded size; JSON and XML annotations (augd.io.untrusted) are
+is capped in bytes, nesting depth and alias-expanded size; JSON and XML annotations (augd.parsing.jsonxml) are
 capped in bytes and depth, and XML may declare no DTD or entities. Every refusal names the file and the limit."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from augd import defaults
 from augd.daemon.routing import resolve_pipeline
 from augd.errors import SpecError, UntrustedFileError
-from augd.io.untrusted import load_json, parse_xml
+from augd.parsing.jsonxml import load_json, parse_xml
 from augd.spec import load_pipeline, parse_pipeline
 from tests.daemon_harness import TINY, RssSampler
 
@@ -307,6 +307,6 @@ def test_an_oversized_xml_file_is_refused_without_reading_it(tmp_path):
 
 
 def test_untrusted_readers_do_not_import_the_daemon():
-    code = "import sys, augd.io.untrusted; print(sorted(m for m in sys.modules if m.startswith('augd.daemon')))"
+    code = "import sys, augd.parsing.jsonxml; print(sorted(m for m in sys.modules if m.startswith('augd.daemon')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

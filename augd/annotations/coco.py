@@ -15,7 +15,7 @@ import numpy as np
 
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message
 from augd.errors import UntrustedFileError
-from augd.io.untrusted import load_json
+from augd.parsing.jsonxml import load_json
 
 __all__ = ["CocoFile", "NotCoco", "read_coco", "rle_counts", "rle_decode"]
 

@@ -30,7 +30,7 @@ from augd.annotations.voc import read_voc
 from augd.annotations.yolo import NAME_FILES, read_names, read_yolo
 from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
-from augd.io.untrusted import parse_xml
+from augd.parsing.jsonxml import parse_xml
 from augd.jobfolder import CONTROL_FILES
 
 __all__ = ["FORMATS", "IMAGE_EXTENSIONS", "SLACK", "SPLIT_NAMES", "AnnotatedJob", "detect_format", "read_job"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
 from augd.errors import UntrustedFileError
-from augd.io.untrusted import parse_xml
+from augd.parsing.jsonxml import parse_xml
 
 __all__ = ["read_voc"]
 

@@ -10,7 +10,7 @@ import os
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
-from augd.spec.yamlsrc import read_yaml_file
+from augd.parsing.yamlsrc import read_yaml_file
 
 __all__ = ["NAME_FILES", "YOLO_MAX_BYTES", "read_names", "read_yolo"]
 

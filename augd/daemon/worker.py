@@ -83,7 +83,7 @@ class JobWorker:
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: RunningJob | None = None
         self.engine = None                  # the daemon's Engine, set once TensorFlow is loaded (Daemon.start)
-        self.pool = None                    # its worker processes (augd.workers.pool.ProcessPool), kept across jobs
+        self.pool = None                    # its worker processes (augd.job.workers.pool.ProcessPool), kept across jobs
         self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
         self._draining = False              # the daemon is stopping: its workers are not replaced
@@ -115,7 +115,7 @@ class JobWorker:
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
         from augd.host import usable_cpus
         from augd.job.executors import ExecutorKind, choose_executor
-        from augd.workers.pool import ProcessPool
+        from augd.job.workers.pool import ProcessPool
         s = self.settings
         workers = s.workers or usable_cpus()
         want = choose_executor(s.local_executor, self.engine.device.kind, workers, 0, warm=True) is \

@@ -4,10 +4,21 @@ each other."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, Protocol
 
 from augd.formats import ImageHeader
 
-__all__ = ["InputImage", "RejectedInput", "ScanResult"]
+__all__ = ["ImageLayout", "InputImage", "RejectedInput", "ScanResult"]
+
+
+class ImageLayout(Protocol):
+    """Where a detection job's images are, as its annotations say (augd.annotations.layout.AnnotatedJob is one):
+    what the scan needs of them, so that io does not import the annotation readers above it."""
+    format: str
+    rejected: Mapping[str, str]        # image relpath (or an annotation file's) -> bad_annotation message
+    skip: frozenset[str]               # relpaths that are the layout's own files, not images
+    image_dirs: tuple[str, ...]        # where the images are ("" for the whole job)
+    splits: Mapping[str, str]          # image relpath -> its split; {} without splits
 
 
 @dataclass(frozen=True)

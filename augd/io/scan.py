@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 from augd.defaults import MAX_PIXELS
 from augd.errors import FailureReason, JobFailed, Rejected, RejectReason
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
-from augd.io.inputs import InputImage, RejectedInput, ScanResult
+from augd.io.inputs import ImageLayout, InputImage, RejectedInput, ScanResult
 from augd.io.jobfs import GFileTree, LocalTree, OutsideJob, is_url, local_path
-
-if TYPE_CHECKING:
-    from augd.annotations.layout import AnnotatedJob
 
 __all__ = [
     "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
@@ -79,7 +76,7 @@ class _Skip:
 def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None,
              classes: tuple[str, ...] | None = None,
              skip_names: frozenset[str] = frozenset(), skip_anywhere: frozenset[str] = frozenset(),
-             layout: AnnotatedJob | None = None) -> ScanResult:
+             layout: ImageLayout | None = None) -> ScanResult:
     """Scan `root`. Skipped silently: hidden names, `skip_names` in the root and the split folders, `skip_anywhere`
     at any depth, and what `ignore(relpath)` says. `classes`: a fixed label map (a class folder missing from it
     fails the job, a class without a folder keeps its id); without one, the class folders in sorted order.
@@ -154,7 +151,7 @@ def _result(root, fs, classes, candidates, rejected, splits, max_pixels) -> Scan
     return ScanResult(root, classes, tuple(images), tuple(rejected), splits)
 
 
-def _scan_layout(root: str, fs, skip: _Skip, layout: AnnotatedJob, max_pixels: int) -> ScanResult:
+def _scan_layout(root: str, fs, skip: _Skip, layout: ImageLayout, max_pixels: int) -> ScanResult:
     """A detection job: every file below the layout's image folders that is not one of its own files is an
     unlabeled image in the split the layout gives it; the images the layout rejected are `bad_annotation`."""
     own = frozenset(p.rstrip("/") for p in layout.skip)

@@ -31,7 +31,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
 
     `engine`: the Engine threads compile the job's graph with (default: one with `engine_options`); its device
     decides `auto`. `engine_options`: for workers that build their own engine (worker processes, Beam's; default:
-    the engine's, else EngineOptions()). `pool`: a warm augd.workers.pool.ProcessPool (the daemon's), else one is
+    the engine's, else EngineOptions()). `pool`: a warm augd.job.workers.pool.ProcessPool (the daemon's), else one is
     started for the job when the executor is processes. A Beam job builds no engine here."""
     opts, watch = options or JobOptions(), watch or JobWatch()
     started, t_start = time.time(), time.perf_counter()

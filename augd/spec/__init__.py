@@ -7,7 +7,7 @@ from augd.errors import SpecError
 from augd.spec.annotations import ANNOTATION_FORMATS, Annotations, AnnotationsConfig
 from augd.spec.model import OpNode, OutputSpec, PipelineSpec, parse_doc
 from augd.spec.validate import validate
-from augd.spec.yamlsrc import YamlDoc, load_yaml, read_yaml_file
+from augd.parsing.yamlsrc import YamlDoc, load_yaml, read_yaml_file
 
 __all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "builtin_pipelines", "find_pipeline",
            "is_pipeline_path", "known_pipelines", "parse_doc", "OpNode", "OutputSpec", "PipelineSpec", "SpecError", "load_pipeline", "parse_pipeline", "load_yaml",

@@ -18,7 +18,7 @@ from augd.labels import LabelMapError, check_names
 from augd.ops import REGISTRY, Kind, OpParams
 from augd.spec.annotations import Annotations, AnnotationsConfig
 from augd.spec.validate import combine, did_you_mean, validate
-from augd.spec.yamlsrc import YamlDoc
+from augd.parsing.yamlsrc import YamlDoc
 
 __all__ = ["OpNode", "OutputSpec", "PipelineSpec", "parse_doc", "NAME_RE"]
 

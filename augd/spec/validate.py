@@ -10,7 +10,7 @@ from typing import Any, Iterable, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from augd.errors import SpecError
-from augd.spec.yamlsrc import YamlDoc
+from augd.parsing.yamlsrc import YamlDoc
 
 __all__ = ["combine", "did_you_mean", "validate"]
 

@@ -5,7 +5,7 @@ commits the same way whichever executor ran.
 An executor is one module here named after its ExecutorKind value, with `open_executor(launch) -> Executor`:
 
   threads.py    batches on a thread pool over one graph in this process
-  processes.py  batches on worker processes (augd.workers.pool), each with its own graph
+  processes.py  batches on worker processes (augd.job.workers.pool), each with its own graph
   beam.py       every image as a Beam work unit; the runner places work, its workers write the shards
 
 Threads and processes share local.py: they only submit a batch and give its results back in order, and
@@ -52,7 +52,7 @@ class Launch:
     engine_options: Any             # augd.engine.EngineOptions
     workers: int
     engine: Any = None              # augd.engine.Engine
-    pool: Any = None                # augd.workers.pool.ProcessPool
+    pool: Any = None                # augd.job.workers.pool.ProcessPool
     memory_limit: int | None = None
     args: tuple[str, ...] = ()
 

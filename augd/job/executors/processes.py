@@ -1,10 +1,10 @@
-"""The executor over worker processes (augd.workers.pool): each builds the job's graph at its first batch. The
+"""The executor over worker processes (augd.job.workers.pool): each builds the job's graph at its first batch. The
 pool is the caller's warm one (the daemon's, `augd run`'s early one) or started for the job and closed after."""
 from __future__ import annotations
 
 from augd.job.executors.local import Batches, LocalExecutor
 from augd.job.report import GraphInfo
-from augd.workers.pool import ProcessPool
+from augd.job.workers.pool import ProcessPool
 
 __all__ = ["Processes", "open_executor"]
 

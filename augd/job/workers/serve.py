@@ -1,4 +1,4 @@
-"""A worker process of augd.workers.pool.ProcessPool. Light on import (a spawned worker unpickles `serve` before it
+"""A worker process of augd.job.workers.pool.ProcessPool. Light on import (a spawned worker unpickles `serve` before it
 runs it): TensorFlow's start-up noise, where the worker loads it itself, is filtered by quiet_native_stderr."""
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from multiprocessing.connection import wait
 from augd.engine.options import EngineOptions
 from augd.errors import WorkerError, WorkerLost
 from augd.host import usable_cpus
-from augd.workers.serve import serve
+from augd.job.workers.serve import serve
 
 log = logging.getLogger("augd.job")
 
