@@ -12,12 +12,12 @@ import time
 
 import yaml
 
+from bench.common import REPO
 from bench.data import link_tree, voc_files
 
 __all__ = ["DETECTION_JOBS", "SPECS", "environment", "git_commit", "make_spec", "run_augd", "run_detection",
            "run_detection_floor", "size_ratios"]
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
 OUTPUT_Q90 = {"format": "jpeg", "quality": 90, "shards": "auto", "compression": "none"}
 #: tf.image's seed colour ops, as in pipelines/seed-classifier.yaml (hue 0.2 turns = ColorJitter(hue=0.2)).
