@@ -187,10 +187,9 @@ def _find_manifest(out: str, name: str) -> str | None:
 def _memory_serve(data_dir, files, jobs, workers, tmp, pipeline, checkpoints, job_timeout) -> dict:
     import yaml
 
-    from bench.augd_runs import SPECS
-    base, overrides = SPECS[pipeline]
+    from bench.augd_runs import spec_doc
     root = tempfile.mkdtemp(prefix="augd-soak-serve-", dir=tmp)
-    doc = {**base(), **overrides}
+    doc = spec_doc(pipeline)
     pipe_path = os.path.join(root, f"{doc['name']}.yaml")
     with open(pipe_path, "w", encoding="utf-8") as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)

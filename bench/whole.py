@@ -21,7 +21,6 @@ CPU time of a whole process: its os.wait4 rusage (itself and every child it reap
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
 import json
 import os
@@ -227,13 +226,11 @@ def _small(work: str, timeout: float) -> dict:
 
 def _pipelines(work: str, colour: str) -> dict[str, str]:
     """chain -> a pipeline YAML written from bench.augd_runs' spec (variants 1, keep_original false, q90)."""
-    from bench.augd_runs import SPECS
+    from bench.augd_runs import spec_doc
     paths = {}
     for chain in ("seed", "heavy"):
         name = chain + ("_fast" if colour == "fast" else "")
-        base, overrides = SPECS[name]
-        doc = copy.deepcopy(base())
-        doc.update(copy.deepcopy(overrides))
+        doc = spec_doc(name)
         paths[chain] = os.path.join(work, f"{name}.yaml")
         with open(paths[chain], "w", encoding="utf-8") as fh:
             yaml.safe_dump(doc, fh, sort_keys=False)
