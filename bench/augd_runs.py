@@ -12,12 +12,12 @@ import time
 
 import yaml
 
+from bench.common import REPO
 from bench.data import link_tree, voc_files
 
 __all__ = ["DETECTION_JOBS", "SPECS", "environment", "git_commit", "make_spec", "run_augd", "run_detection",
-           "run_detection_floor", "size_ratios"]
+           "run_detection_floor", "size_ratios", "spec_doc"]
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
 OUTPUT_Q90 = {"format": "jpeg", "quality": 90, "shards": "auto", "compression": "none"}
 #: tf.image's seed colour ops, as in pipelines/seed-classifier.yaml (hue 0.2 turns = ColorJitter(hue=0.2)).
@@ -69,11 +69,17 @@ SPECS = {
 }
 
 
-def make_spec(name: str):
-    from augd.spec import YamlDoc, parse_doc
+def spec_doc(name: str) -> dict:
+    """The pipeline document of SPECS[name], a fresh copy (callers write it as YAML or parse it)."""
     base, overrides = SPECS[name]
     doc = copy.deepcopy(base())
     doc.update(copy.deepcopy(overrides))
+    return doc
+
+
+def make_spec(name: str):
+    from augd.spec import YamlDoc, parse_doc
+    doc = spec_doc(name)
     return parse_doc(YamlDoc(source=f"<bench:{name}>", data=doc, lines={}))
 
 

@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import datetime as _dt
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 
+from bench.common import default_workers, header, machine, write_json
 from bench.data import DEFAULT_CACHE, build_dataset, build_voc, dataset_files, dataset_stats
 
-__all__ = ["MEASUREMENTS", "TARGETS", "TIME_TARGETS", "main"]
+__all__ = ["LABELS", "MEASUREMENTS", "TARGETS", "TIME_TARGETS", "main", "one_round"]
 
 POOL = ("codec", "warp", "crop", "albu_seed", "albu_seed_1p", "albu_heavy")
 AUGD = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast", "augd_heavy_crop")
@@ -113,7 +112,9 @@ def _measure_pool(name: str, files: list[str], workers: int, seed: int) -> dict:
     return run_pool(kind, files, processes=workers, cv_threads=1, warmup=2, seed=seed)
 
 
-def _one_round(selected, data_dir, rel_files, workers, tmp, seed, voc_dir=None) -> dict:
+def one_round(selected, data_dir, rel_files, workers, tmp, seed, voc_dir=None) -> dict:
+    """One round of the rows of `selected` that are this bench's (others skipped), in that order; bench.whole
+    runs its pool and in-process rows through it too."""
     files = [os.path.join(data_dir, f) for f in rel_files]
     figures = {}
     for name in selected:
@@ -240,28 +241,6 @@ def _print_table(summary: dict, rounds: list[dict], sizes: dict | None, out=sys.
             p(f"{label:<58} {shown}  {tgt:>7}  {verdict}")
 
 
-def _machine() -> dict:
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    import cv2
-    import numpy
-    from bench.augd_runs import git_commit  # no TensorFlow: that loads only when augd runs
-    info = {"cpu_count": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
-            "augd_commit": git_commit(),
-            "python": platform.python_version(), "opencv": cv2.__version__, "numpy": numpy.__version__,
-            "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None}
-    try:
-        import albumentations
-        info["albumentations"] = albumentations.__version__
-    except ImportError:
-        info["albumentations"] = None
-    return info
-
-
 def _voc_meta(voc_dir: str | None) -> dict | None:
     if voc_dir is None:
         return None
@@ -277,8 +256,8 @@ def main(argv=None) -> int:
                     help=f"comma-separated subset of: {', '.join(MEASUREMENTS)} (default: all)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every measurement; figures and ratios "
                                                           "are medians over rounds (default 1)")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                    help="pool processes and augd workers (default: all cores)")
+    ap.add_argument("--workers", type=int, default=default_workers(),
+                    help="pool processes and augd workers (default: the CPUs this process may use)")
     ap.add_argument("--size-n", type=int, default=100, help="images for the size ratios (default 100)")
     ap.add_argument("--seed", type=int, default=0, help="data set seed (default 0)")
     ap.add_argument("--cache", default=DEFAULT_CACHE, help="data set cache folder (default bench/.data)")
@@ -305,15 +284,14 @@ def main(argv=None) -> int:
     print(f"data set: {len(rel_files)} images, {meta['distinct_shapes']} distinct shapes, mean "
           f"{meta['megapixels']['mean']} MP ({meta['megapixels']['min']}-{meta['megapixels']['max']}), "
           f"{meta['bytes'] / 1e6:.1f} MB, {data_dir}", file=sys.stderr)
-    result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-              "command": " ".join(["python -m bench.bench", *(argv if argv is not None else sys.argv[1:])]),
-              "machine": _machine(), "dataset": {**meta, "path": data_dir, "voc_copy": _voc_meta(voc_dir)},
+    result = {**header("python -m bench.bench", argv), "machine": machine(),
+              "dataset": {**meta, "path": data_dir, "voc_copy": _voc_meta(voc_dir)},
               "workers": args.workers,
               "rounds": []}
     tmp = args.tmp or tempfile.gettempdir()
     for i in range(args.repeat):
         print(f"round {i + 1}/{args.repeat}", file=sys.stderr, flush=True)
-        result["rounds"].append(_one_round(selected, data_dir, rel_files, args.workers, tmp, args.seed, voc_dir))
+        result["rounds"].append(one_round(selected, data_dir, rel_files, args.workers, tmp, args.seed, voc_dir))
     sizes = None
     if "size" in selected:
         from bench.augd_runs import size_ratios
@@ -330,10 +308,7 @@ def main(argv=None) -> int:
           f"{args.repeat} round(s)")
     _print_table(result["summary"], result["rounds"], sizes)
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-            fh.write("\n")
+        write_json(args.json, result)
         print(f"\nfigures written to {args.json}")
     return 0
 

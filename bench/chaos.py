@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.common import write_json
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0],
@@ -33,7 +35,7 @@ def main(argv=None) -> int:
             return 1
     print(json.dumps(figures, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        write_json(args.json, figures)
     return 0
 
 

@@ -26,6 +26,7 @@ import time
 
 from bench.augd_runs import make_spec
 from bench.bench import AUGD
+from bench.common import default_workers
 from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
 
 __all__ = ["main"]
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
                     help="one of the bench's augd chains (default heavy_fast)")
     ap.add_argument("--n", type=int, default=1000, help="images in the data set (default 1000)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--cache", default=DEFAULT_CACHE)
     args = ap.parse_args(argv)
 

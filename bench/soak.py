@@ -25,9 +25,8 @@ import sys
 import tempfile
 import time
 
+from bench.common import REPO, default_workers, write_json
 from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -188,10 +187,9 @@ def _find_manifest(out: str, name: str) -> str | None:
 def _memory_serve(data_dir, files, jobs, workers, tmp, pipeline, checkpoints, job_timeout) -> dict:
     import yaml
 
-    from bench.augd_runs import SPECS
-    base, overrides = SPECS[pipeline]
+    from bench.augd_runs import spec_doc
     root = tempfile.mkdtemp(prefix="augd-soak-serve-", dir=tmp)
-    doc = {**base(), **overrides}
+    doc = spec_doc(pipeline)
     pipe_path = os.path.join(root, f"{doc['name']}.yaml")
     with open(pipe_path, "w", encoding="utf-8") as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)
@@ -310,7 +308,7 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline-job", type=int, default=10, help="memory: compare against RSS after this job")
     ap.add_argument("--via", choices=("auto", "serve", "inproc"), default="auto", help="memory: see below")
     ap.add_argument("--job-timeout", type=float, default=300.0, help="serve: seconds to wait for one job")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--cache", default=DEFAULT_CACHE)
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--json", default=None, help="write the figures to this JSON file")
@@ -331,9 +329,7 @@ def main(argv=None) -> int:
                      job_timeout=args.job_timeout)
     _report(flat, mem)
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"flatness": flat, "memory": mem}, fh, indent=2)
+        write_json(args.json, {"flatness": flat, "memory": mem})
     return 0
 
 

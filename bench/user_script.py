@@ -23,6 +23,7 @@ import sys
 import cv2
 import numpy as np
 
+from bench.common import default_workers  # light: loads neither augd nor OpenCV
 from bench.workloads import CHAINS, JPEG_Q  # sets NO_ALBUMENTATIONS_UPDATE before the import below
 
 import albumentations  # noqa: E402 - imported once here, before the fork, as a script's top would
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
     ap.add_argument("input", help="image folder: class sub-folders, or images directly")
     ap.add_argument("--chain", choices=sorted(CHAINS), required=True)
     ap.add_argument("--out", required=True, help="the TFRecord file to write")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start-method", default="fork" if "fork" in mp.get_all_start_methods() else "spawn",
                     choices=mp.get_all_start_methods())

@@ -21,9 +21,7 @@ CPU time of a whole process: its os.wait4 rusage (itself and every child it reap
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
-import datetime as _dt
 import json
 import os
 import re
@@ -38,11 +36,11 @@ import time
 
 import yaml
 
+from bench.common import REPO, default_workers, header, machine, write_json
 from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
 
 __all__ = ["ROWS", "TARGETS", "main", "timed"]
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(REPO, "augd", "samples", "demo")
 POOLS = ("warp", "crop", "albu_seed", "albu_heavy")
 WHOLE = ("user_seed", "run_seed_processes", "run_seed_threads", "user_heavy", "run_heavy_processes",
@@ -228,13 +226,11 @@ def _small(work: str, timeout: float) -> dict:
 
 def _pipelines(work: str, colour: str) -> dict[str, str]:
     """chain -> a pipeline YAML written from bench.augd_runs' spec (variants 1, keep_original false, q90)."""
-    from bench.augd_runs import SPECS
+    from bench.augd_runs import spec_doc
     paths = {}
     for chain in ("seed", "heavy"):
         name = chain + ("_fast" if colour == "fast" else "")
-        base, overrides = SPECS[name]
-        doc = copy.deepcopy(base())
-        doc.update(copy.deepcopy(overrides))
+        doc = spec_doc(name)
         paths[chain] = os.path.join(work, f"{name}.yaml")
         with open(paths[chain], "w", encoding="utf-8") as fh:
             yaml.safe_dump(doc, fh, sort_keys=False)
@@ -251,7 +247,7 @@ def job_folder(n: int, seed: int, cache: str, dest: str) -> list[str]:
 
 
 def _one_round(selected, job, files, work, pipelines, args) -> dict:
-    from bench.bench import _one_round as bench_round
+    from bench.bench import one_round as bench_round
     figures = bench_round([s for s in selected if s in POOLS], job, files, args.workers, work, args.seed)
     cpus = sorted(os.sched_getaffinity(0))
     for name in (s for s in WHOLE if s in selected):
@@ -348,14 +344,15 @@ def _print(summary: dict, rounds: list[dict], labels: dict, out=sys.stdout) -> N
 
 
 def main(argv=None) -> int:
-    from bench.bench import LABELS, _machine
+    from bench.bench import LABELS
     ap = argparse.ArgumentParser(prog="python -m bench.whole", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--n", type=int, default=int(os.environ.get("BENCH_WHOLE_N", 3000)),
                     help="images in the job (default 3000, the verdict's size; env BENCH_WHOLE_N)")
     ap.add_argument("--only", default=",".join(ROWS), help=f"comma-separated subset of: {', '.join(ROWS)}")
     ap.add_argument("--repeat", type=int, default=1, help="rounds; figures and ratios are medians over rounds")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="pool processes and augd workers")
+    ap.add_argument("--workers", type=int, default=default_workers(),
+                    help="pool processes and augd workers (default: the CPUs this process may use)")
     ap.add_argument("--colour", choices=("exact", "fast"), default="exact",
                     help="colour mode of the whole-process augd runs (default exact: the seed pipeline's own)")
     ap.add_argument("--scale-chain", choices=("seed", "heavy"), default="seed")
@@ -385,9 +382,8 @@ def main(argv=None) -> int:
         files = job_folder(args.n, args.seed, args.cache, job)
         pipelines = _pipelines(work, args.colour)
         print(f"job: {len(files)} images in {job}; pipelines {pipelines}", file=sys.stderr)
-        result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                  "command": " ".join(["python -m bench.whole", *(argv if argv is not None else sys.argv[1:])]),
-                  "machine": _machine(), "subreaper": reaper, "images": len(files), "workers": args.workers,
+        result = {**header("python -m bench.whole", argv), "machine": machine(), "subreaper": reaper,
+                  "images": len(files), "workers": args.workers,
                   "colour": args.colour, "rounds": []}
         for i in range(args.repeat):
             print(f"round {i + 1}/{args.repeat}", file=sys.stderr, flush=True)
@@ -402,10 +398,7 @@ def main(argv=None) -> int:
     _print(result["summary"], result["rounds"], labels)
     print("\n" + json.dumps({k: result["summary"][k] for k in (IPS, "targets", "errors")}))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-            fh.write("\n")
+        write_json(args.json, result)
         print(f"\nfigures written to {args.json}")
     return 0
 

@@ -170,7 +170,8 @@ def _anchors(page: Path) -> set[str]:
     return {_slug(m[1]) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", outside_fences(page), re.M)}
 
 
-LINKED_PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "bench" / "README.md"])
+LINKED_PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "bench" / "README.md",
+                       REPO / "bench" / "HISTORY.md"])
 
 
 @pytest.mark.parametrize("page", LINKED_PAGES, ids=lambda p: str(p.relative_to(REPO)))
