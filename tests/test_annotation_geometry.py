@@ -13,7 +13,8 @@ import pytest
 from PIL import Image
 
 from augd.annotations import Annotation, Object
-from augd.annotations.geometry import KEPT, instance_masks, rasterise, rle_encode, transform
+from augd.annotations.geometry import rasterise, rle_encode
+from augd.annotations.targets import KEPT, instance_masks, transform
 from augd.engine import image_seed
 from tests.helpers import build, compiled, png, spec_for
 
@@ -308,3 +309,22 @@ def test_semantic_mask_fills_255_outside_and_is_never_blended():
     assert set(np.unique(warped)) <= {0, 1, 2, 3, 255}
     dark = out.max(axis=2) < 10          # the warp's fill 0, far from the image
     assert dark.any() and (warped[dark] == 255).mean() >= 0.98
+
+
+def test_every_record_key_of_an_annotation_belongs_to_a_target_kind():
+    """Each target kind names the record keys it writes (augd/annotations/targets.py): together they are exactly
+    the detection keys the records hold, each one in the schema tf.data parses, so a new kind (keypoints) cannot
+    add a key the readers do not know, and a key cannot outlive its kind."""
+    from augd.annotations.targets import KINDS, SHAPES
+    from augd.io.records import DETECTION_FEATURES
+    from augd.io.lite import OBJECT_KEYS, SEGMENTATION_KEYS
+
+    written = {key for kind in KINDS for key in kind.keys}
+    assert written == set(OBJECT_KEYS) | set(SEGMENTATION_KEYS)
+    assert written <= set(DETECTION_FEATURES)
+    assert len({kind.name for kind in KINDS}) == len(KINDS)
+    # an object's box comes from the first shape it carries: polygons, then its RLE, then the box itself
+    poly = Object("a", (0.0, 0.0, 4.0, 4.0), polygons=(((0.0, 0.0), (4.0, 0.0), (4.0, 4.0)),),
+                  rle=rle_encode(np.ones((4, 4), np.uint8)))
+    assert [s.name for s in SHAPES if s.carries(poly)][0] == "polygons"
+    assert [s.name for s in SHAPES if s.carries(Object("b", (0.0, 0.0, 4.0, 4.0)))] == ["box"]

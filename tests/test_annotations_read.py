@@ -244,7 +244,7 @@ def test_coco_files_must_agree_on_names_and_ids(tmp_path, val_categories, words)
 
 
 def test_polygons_within_the_slack_are_clipped_like_boxes(tmp_path):
-    from augd.annotations.geometry import transform
+    from augd.annotations.targets import transform
     poly = ((-0.5, 2.0), (30.8, 2.0), (15.0, 20.5))    # passes the 30x20 image's border by under a pixel
     coco_job(str(tmp_path), [Img(f"{k}.png", 20, 30, [("dog", poly, RED)]) for k in "ab"])
     data = json.loads((tmp_path / "instances.json").read_text())

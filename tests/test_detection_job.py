@@ -430,7 +430,7 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
     bad_annotation: it fails the job, and nothing is written."""
     from PIL import Image
 
-    import augd.annotations.geometry as geometry
+    import augd.annotations.targets as targets
     import augd.annotations.masks as masks
     from augd.job import JobOptions, run_job
     from augd.spec import load_pipeline
@@ -453,19 +453,19 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
             out = np.asarray(x, *a, **k)
             return out.astype(np.int32) - 7 if isinstance(x, Image.Image) and x.mode.startswith("I") else out
     monkeypatch.setattr(masks, "np", Shifted())
-    transform = geometry.transform
+    transform = targets.transform
 
     def singular(ann, *a, **k):
         if "m3" in (ann.source or ""):
             raise ValueError("the affine matrix is singular")
         return transform(ann, *a, **k)
-    monkeypatch.setattr(geometry, "transform", singular)
+    monkeypatch.setattr(targets, "transform", singular)
 
     with pytest.raises(ValueError, match="singular"):
         run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == [], "nothing half-written"
 
-    monkeypatch.setattr(geometry, "transform", transform)
+    monkeypatch.setattr(targets, "transform", transform)
     result = run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     bad = {r.relpath: r for r in result.report.inputs.rejected_files}
     assert set(bad) == {"JPEGImages/m1.png", "JPEGImages/m2.png"}

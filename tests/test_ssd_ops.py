@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from augd.annotations import Annotation, Object
-from augd.annotations.geometry import transform
+from augd.annotations.targets import transform
 from augd.engine import image_seed
 from augd.engine.plan import Program
 from tests.annotated import Img, Shape, voc_job

@@ -1,5 +1,6 @@
-"""Detection and segmentation annotations: readers for VOC, COCO, YOLO and mask PNGs, label maps, and the
-geometry that moves boxes and masks with the pixels. TensorFlow-free.
+"""Detection and segmentation annotations: the formats (VOC, COCO, YOLO, mask PNGs: one module each, registered
+in layout.py), label maps, and the target kinds (targets.py) that move boxes, polygons and masks with the pixels
+(geometry.py). TensorFlow-free.
 
 The model loads eagerly; the readers load on first use (they pull in the YAML and XML parsers), so that importing
 the model from anywhere cannot start an import cycle.
@@ -12,8 +13,8 @@ from augd.annotations.model import Annotation, AnnotationError, Object, Polygon
 
 _LAZY = {
     "LabelMap": "labelmap", "LabelMapError": "labelmap",
-    "FORMATS": "layout", "AnnotatedJob": "layout", "detect_format": "layout", "read_job": "layout",
-    "mask_png": "masks", "read_mask": "masks", "rle_decode": "coco",
+    "FORMATS": "layout", "REGISTRY": "layout", "AnnotatedJob": "layout", "detect_format": "layout", "read_job": "layout",
+    "mask_png": "masks", "read_mask": "masks", "rle_decode": "rle",
 }
 
 __all__ = ["Annotation", "AnnotationError", "Object", "Polygon", *_LAZY]

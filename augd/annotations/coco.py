@@ -1,23 +1,27 @@
 """COCO instances JSON: `images` (file_name relative to the job root, width, height), `annotations` (bbox
 [x, y, w, h] in pixel-edge units, iscrowd, segmentation as polygons or RLE) and `categories` (id, name).
 
-RLE is decoded here in NumPy (no pycocotools): uncompressed counts (a list) and COCO's compressed string
-(LEB128-like 5-bit groups, counts from the third on stored as the difference to the one two before), both
-column-major, starting with a run of zeros. TensorFlow-free.
+RLE is decoded by augd/annotations/rle.py (NumPy, no pycocotools). TensorFlow-free.
 """
 from __future__ import annotations
 
 import math
 import posixpath
+import re
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message
+from augd.annotations.reading import (SPLIT_NAMES, AnnotationFormat, Layout, Reading, folder_splits, object_label,
+                                     skipped)
+from augd.annotations.rle import rle_counts, rle_decode
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import UntrustedFileError
+from augd.jobfolder import CONTROL_FILES
 from augd.parsing.jsonxml import load_json
 
-__all__ = ["CocoFile", "NotCoco", "read_coco", "rle_counts", "rle_decode"]
+__all__ = ["FORMAT", "CocoFile", "NotCoco", "read_coco", "read_job", "rle_counts", "rle_decode"]
 
 
 @dataclass(frozen=True)
@@ -42,64 +46,6 @@ def _is_int(v) -> bool:
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def rle_counts(rle, where: str) -> tuple[tuple[int, int], np.ndarray]:
-    """((height, width), run lengths) of a COCO RLE dict, checked: the runs are >= 0 and cover h*w pixels."""
-    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
-        raise AnnotationError(f"{where}: an RLE segmentation needs `size` [h, w] and `counts`")
-    size, counts = rle["size"], rle["counts"]
-    if not (isinstance(size, list) and len(size) == 2 and all(_is_int(v) and v > 0 for v in size)):
-        raise AnnotationError(f"{where}: RLE size is {size!r}; it must be [height, width], both > 0")
-    h, w = size
-    if isinstance(counts, list):
-        if not all(_is_int(c) and c >= 0 for c in counts):
-            raise AnnotationError(f"{where}: RLE counts must be integers >= 0")
-        runs = np.asarray(counts, dtype=np.int64)
-    elif isinstance(counts, str):
-        runs = _decode_string(counts, where)
-    else:
-        raise AnnotationError(f"{where}: RLE counts must be a list of integers or a compressed string")
-    if int(runs.sum()) != h * w:
-        raise AnnotationError(f"{where}: RLE counts cover {int(runs.sum())} pixels, not {h}x{w} = {h * w}")
-    return (h, w), runs
-
-
-def _decode_string(s: str, where: str) -> np.ndarray:
-    """COCO's compressed counts (maskApi.c rleFrString): each count is 5-bit groups, least significant first,
-    offset by 48; 0x20 marks a continuation and 0x10 in the last group the sign; from the third count on the
-    value is the difference to the count two before."""
-    runs: list[int] = []
-    p = 0
-    while p < len(s):
-        x = k = 0
-        more = True
-        while more:
-            if p >= len(s):
-                raise AnnotationError(f"{where}: RLE counts string ends inside a count")
-            c = ord(s[p]) - 48
-            if not 0 <= c < 64:
-                raise AnnotationError(f"{where}: RLE counts string holds {s[p]!r}, outside COCO's alphabet")
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and c & 0x10:
-                x -= 1 << (5 * k)
-        if len(runs) > 2:
-            x += runs[-2]
-        if x < 0:
-            raise AnnotationError(f"{where}: RLE count {len(runs)} decodes to {x} < 0")
-        runs.append(x)
-    return np.asarray(runs, dtype=np.int64)
-
-
-def rle_decode(rle, where: str = "RLE") -> np.ndarray:
-    """A COCO RLE dict -> its HxW uint8 mask of 0 and 1 (runs alternate 0, 1, 0, ... in column-major order)."""
-    (h, w), runs = rle_counts(rle, where)
-    values = (np.arange(len(runs)) % 2).astype(np.uint8)
-    flat = np.repeat(values, runs)
-    return np.ascontiguousarray(flat.reshape(w, h).T)
 
 
 def _file_name(raw, where: str) -> str:
@@ -273,3 +219,93 @@ def read_coco(path: str, where: str) -> CocoFile:
                                extra={"size": meta["size"], "where": tuple(labels[name]), "id": meta["id"]})
               for name, meta in info.items() if name not in rejected}
     return CocoFile(source=where, categories=categories, images=images, rejected=_joined(rejected))
+
+
+# -- the job: instances JSON(s) at its root ----------------------------------------------------------------------
+
+_SPLIT_IN_NAME = re.compile(r"(?:^|[^a-z])(train|val|valid|validation|test)(?:[^a-z]|$)")
+
+
+def _coco_files(tree: Tree, strict: bool) -> list[CocoFile]:
+    """The instances JSONs at the root. strict (format named): each must read as COCO; auto: a JSON that is no
+    COCO file (NotCoco) is passed over, one that is but is broken (invalid JSON, colliding categories) raises."""
+    out = []
+    for name in tree.files.get("", []):
+        if extension(name) != ".json" or name in CONTROL_FILES:
+            continue
+        try:
+            out.append(read_coco(tree.path(name), name))
+        except NotCoco:
+            if strict:
+                raise
+    return out
+
+
+def read_job(reading: Reading, files: list[CocoFile]) -> None:
+    tree = reading.tree
+    categories: dict[int, str] = {}
+    by_name: dict[str, int] = {}
+    first: dict[tuple, str] = {}        # ("id", 3) or ("name", "dog") -> the file that gave it first
+    listed: dict[str, Annotation] = {}
+    for cf in files:
+        reading.skip.add(cf.source)
+        for cid, cname in cf.categories.items():
+            if categories.setdefault(cid, cname) != cname:
+                raise AnnotationError(f"{cf.source}: category id {cid} is {cname!r} here but {categories[cid]!r} "
+                                      f"in {first[('id', cid)]}")
+            if by_name.setdefault(cname, cid) != cid:
+                raise AnnotationError(f"{cf.source}: category {cname!r} is id {cid} here but {by_name[cname]} in "
+                                      f"{first[('name', cname)]}")
+            first.setdefault(("id", cid), cf.source)
+            first.setdefault(("name", cname), cf.source)
+        for key, msg in cf.rejected.items():
+            reading.reject(key, msg)
+        m = _SPLIT_IN_NAME.search(cf.source.lower())
+        for img, ann in cf.images.items():
+            if img in listed:
+                reading.reject(img, f"{cf.source}: {img} is also listed in {listed[img].source}")
+                continue
+            listed[img] = ann
+            if m:
+                reading.splits[img] = SPLIT_NAMES[m.group(1)]
+    for img, ann in listed.items():
+        if img in reading.rejected:
+            continue
+        if not tree.isfile(img):
+            reading.reject(ann.source, f"{ann.source}: image id {ann.extra.get('id')} names {img!r}, which is not "
+                                       f"in the job folder (file_name is relative to the job folder)")
+            continue
+        if reading.fixed is None:
+            low = [k for k, o in enumerate(ann.objects) if by_name[o.name] < 1]
+            if low:
+                o = ann.objects[low[0]]
+                reading.reject(img, f"{ann.source}: {object_label(ann, low[0])}: category id {by_name[o.name]}; ids "
+                                    f"start at 1 (0 is the background): renumber the categories or give a fixed "
+                                    f"label map")
+                continue
+        reading.settle(img, lambda hw, a=ann: a)
+    tops = sorted({img.split("/", 1)[0] if "/" in img else "" for img in listed})
+    reading.image_dirs = ("",) if "" in tops or not tops else tuple(tops)
+    mask_dirs = [(top, m) for top, m in (("images", "masks"), ("JPEGImages", "SegmentationClass"))
+                 if tree.isdir(m) and (top in reading.image_dirs or reading.image_dirs == ("",))]
+    reading.skip.update(m for _, m in mask_dirs)
+    on_disk = {d: [i for i in tree.below(d, IMAGE_EXTENSIONS) if not skipped(i, reading.skip)]
+               for d in reading.image_dirs}
+    for img in (i for d in reading.image_dirs for i in on_disk[d]):
+        if img not in listed and img not in reading.rejected:
+            reading.settle(img, lambda hw: None)   # on disk, in no JSON: unannotated
+    if not reading.splits:   # the listed images and those on disk in no JSON (negatives) alike
+        for top in reading.image_dirs:
+            mine = {img for img in listed if top == "" or img.startswith(top + "/")}
+            folder_splits(reading, top, sorted(mine.union(on_disk[top])))
+    if reading.fixed is None:
+        reading.label_map = LabelMap({n: i for i, n in categories.items() if i >= 1})
+    for top, masks in mask_dirs:
+        pair_masks(reading, top, masks, tree.below(top, IMAGE_EXTENSIONS))
+
+
+
+
+FORMAT = AnnotationFormat(
+    "coco", read=read_job, expected="expected an instances JSON at the job root",
+    layouts=(Layout(30, lambda tree, named: _coco_files(tree, strict=named) or None),))

@@ -10,35 +10,30 @@ TensorFlow-free (NumPy and OpenCV).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
 import numpy as np
 
-from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.annotations.rle import rle_encode
 
-__all__ = ["KEPT", "Step", "clip_polygon", "edge_map", "instance_masks", "rasterise", "rle_encode", "transform",
-           "warp_mask"]
+__all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "clip_polygon", "corners", "edge9", "edge_map", "extent",
+           "forward", "mask_extent", "rasterise", "rle_encode", "rle_outline", "warp_mask"]
 
 #: A Geo step: (matrix output centre -> input centre, out_h, out_w), as Program.geometry returns them.
 Step = tuple[np.ndarray, float, float]
 
-#: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
-#: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
-KEPT = "augd/kept_objects"
-
 #: A vertex further than this outside a canvas (px) counts as cut (truncated); closer is rounding noise.
-_CUT_EPS = 1e-6
+CUT_EPS = 1e-6
 
 
 def edge_map(m: np.ndarray) -> np.ndarray:
     """The 3x3 map taking a step's INPUT pixel-edge coordinates to its OUTPUT ones: the inverse of m (output
     centres -> input centres) between half-pixel shifts. Affine m is inverted in closed form, so the exact
     flips and identities of the plan give exact coordinates (a flip maps x to w - x, with no rounding)."""
-    return np.array(_edge9(m)).reshape(3, 3)
+    return np.array(edge9(m)).reshape(3, 3)
 
 
-def _edge9(m) -> tuple:
+def edge9(m) -> tuple:
     """edge_map as 9 Python floats, row-major (what the per-object code reads)."""
     (a, b, tx), (c, d, ty), (g, h, i) = np.asarray(m, np.float64).tolist()
     if g == 0.0 and h == 0.0 and i != 0.0:
@@ -55,7 +50,7 @@ def _edge9(m) -> tuple:
     return tuple((shift @ np.linalg.inv(np.asarray(m, np.float64)) @ back).ravel().tolist())
 
 
-def _apply(t: np.ndarray, pts: np.ndarray) -> np.ndarray:
+def apply_map(t: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """Points (N x 2) through the 3x3 map t."""
     if not len(pts):
         return pts
@@ -104,10 +99,10 @@ def clip_polygon(poly: Points, w: float, h: float) -> Points:
 
 
 def _outside(pts: Points, w: float, h: float) -> bool:
-    return any(x < -_CUT_EPS or y < -_CUT_EPS or x > w + _CUT_EPS or y > h + _CUT_EPS for x, y in pts)
+    return any(x < -CUT_EPS or y < -CUT_EPS or x > w + CUT_EPS or y > h + CUT_EPS for x, y in pts)
 
 
-def _extent(polys) -> tuple[float, float, float, float] | None:
+def extent(polys) -> tuple[float, float, float, float] | None:
     pts = [p for poly in polys for p in poly]
     if not pts:
         return None
@@ -115,16 +110,16 @@ def _extent(polys) -> tuple[float, float, float, float] | None:
     return float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys))
 
 
-def _area(box) -> float:
+def area(box) -> float:
     return 0.0 if box is None else max(box[2] - box[0], 0.0) * max(box[3] - box[1], 0.0)
 
 
-def _corners(box) -> Points:
+def corners(box) -> Points:
     x0, y0, x1, y1 = (float(v) for v in box)
     return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
 
 
-def _forward(polys, maps, steps) -> tuple[list, list, bool]:
+def forward(polys, maps, steps) -> tuple[list, list, bool]:
     """(clipped polygons, unclipped polygons, cut?) after every step."""
     clipped = [[(float(x), float(y)) for x, y in p] for p in polys]
     free = clipped
@@ -140,7 +135,7 @@ def _forward(polys, maps, steps) -> tuple[list, list, bool]:
     return clipped, free, cut
 
 
-def _rle_outline(mask: np.ndarray) -> np.ndarray:
+def rle_outline(mask: np.ndarray) -> np.ndarray:
     """Points whose extent under any affine map is the mask's: the 4 corners of each row's first and last pixel."""
     rows = np.flatnonzero(mask.any(axis=1))
     if not len(rows):
@@ -154,82 +149,11 @@ def _rle_outline(mask: np.ndarray) -> np.ndarray:
     return np.stack([xs, ys], axis=1)
 
 
-def _mask_extent(mask: np.ndarray) -> tuple[float, float, float, float] | None:
+def mask_extent(mask: np.ndarray) -> tuple[float, float, float, float] | None:
     rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
     if not len(rows):
         return None
     return float(cols[0]), float(rows[0]), float(cols[-1] + 1), float(rows[-1] + 1)
-
-
-def _rle_decode(rle: dict) -> np.ndarray:
-    from augd.annotations.coco import rle_decode  # the COCO reader owns RLE
-    return rle_decode(rle)
-
-
-def rle_encode(mask: np.ndarray) -> dict:
-    """COCO's uncompressed RLE of an HxW 0/1 mask: run lengths in column-major order, starting with zeros."""
-    flat = (np.asarray(mask).ravel(order="F") > 0).astype(np.int8)
-    edges = np.flatnonzero(np.diff(flat)) + 1
-    bounds = np.concatenate([[0], edges, [flat.size]])
-    counts = np.diff(bounds).tolist()
-    if flat.size and flat[0]:
-        counts = [0] + counts
-    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": [int(c) for c in counts]}
-
-
-def _keep(obj: Object, box, whole, cut: bool, min_visibility: float, min_size: float, **changes) -> Object | None:
-    """The object with its new box, or None when too little of it is left."""
-    area = _area(whole)
-    if box is None or area <= 0.0:
-        return None
-    visible = min(_area(box) / area, 1.0)
-    if visible <= 0.0 or visible < min_visibility or min(box[2] - box[0], box[3] - box[1]) < min_size:
-        return None
-    return dataclasses.replace(obj, box=box, truncated=obj.truncated or cut, **changes)
-
-
-def _move(obj: Object, maps, steps, min_visibility: float, min_size: float) -> Object | None:
-    """One object in the output's coordinates, or None when too little of it is left."""
-    if obj.rle is not None and not obj.polygons:
-        src = _rle_decode(obj.rle)
-        pts, cut = _rle_outline(src), False     # a point set, not a polygon: moved, never clipped
-        for t, (_, oh, ow) in zip(maps, steps):
-            pts = _apply(np.array(t).reshape(3, 3), pts)
-            cut = cut or bool(len(pts)) and bool((pts.min(axis=0) < -_CUT_EPS).any() or pts[:, 0].max() > ow
-                                                 + _CUT_EPS or pts[:, 1].max() > oh + _CUT_EPS)
-        whole = (*pts.min(axis=0), *pts.max(axis=0)) if len(pts) else None
-        warped = warp_mask(src, steps, fill=0)
-        box = _mask_extent(warped)  # the extent of the mask's pixels where they land
-        return _keep(obj, box, whole, cut, min_visibility, min_size, rle=rle_encode(warped))
-    clipped, free, cut = _forward(obj.polygons or (_corners(obj.box),), maps, steps)
-    if not obj.polygons:
-        return _keep(obj, _extent(clipped), _extent(free), cut, min_visibility, min_size)
-    polys = tuple(tuple(p) for p in clipped if len(p) >= 3)
-    return _keep(obj, _extent(clipped), _extent(free), cut, min_visibility, min_size, polygons=polys)
-
-
-def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
-              mask: np.ndarray | None = None) -> tuple[Annotation, np.ndarray | None, int]:
-    """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped).
-
-    Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
-    mask, whose box is then the extent of the warped mask) goes through every step and is clipped to that
-    step's canvas; its new box is the axis-aligned extent of what is left, `truncated` is set when clipping cut
-    it. An object is dropped when nothing is left, when the visible box is under `min_visibility` of the box of
-    the whole transformed object, or when a side of it is under `min_size` px. Kept objects carry their
-    clipped polygons and their warped RLE mask in output coordinates; `extra[KEPT]` lists their input indices.
-    `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside."""
-    maps = [_edge9(m) for m, _, _ in steps] if ann.objects else []
-    kept, objects = [], []
-    for k, obj in enumerate(ann.objects):
-        new = _move(obj, maps, steps, min_visibility, min_size)
-        if new is not None:
-            kept.append(k)
-            objects.append(new)
-    extra = {**ann.extra, KEPT: tuple(kept)}
-    out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
-    warped = None if mask is None else warp_mask(mask, steps, fill=255)
-    return out, warped, len(ann.objects) - len(objects)
 
 
 def warp_mask(mask: np.ndarray, steps: Sequence[Step], *, fill: int) -> np.ndarray:
@@ -258,7 +182,7 @@ def warp_mask(mask: np.ndarray, steps: Sequence[Step], *, fill: int) -> np.ndarr
     for k in range(len(steps) - 2, -1, -1):    # canvas k (edge units) -> the last output: the later steps' maps
         t = t @ maps[k + 1]
         _, ch, cw = steps[k]
-        quad = _apply(t, np.array(_corners((0.0, 0.0, cw, ch))))
+        quad = apply_map(t, np.array(corners((0.0, 0.0, cw, ch))))
         if not _covers(quad, ow, oh):
             out[rasterise([quad], oh, ow) == 0] = fill
     return out
@@ -266,7 +190,7 @@ def warp_mask(mask: np.ndarray, steps: Sequence[Step], *, fill: int) -> np.ndarr
 
 def _covers(quad: np.ndarray, w: float, h: float) -> bool:
     """Whether the convex quadrilateral contains the whole [0, w] x [0, h] canvas."""
-    canvas = np.array(_corners((0.0, 0.0, w, h)))
+    canvas = np.array(corners((0.0, 0.0, w, h)))
     sides = []
     for a, b in zip(quad, np.roll(quad, -1, axis=0)):
         sides.append((b[0] - a[0]) * (canvas[:, 1] - a[1]) - (b[1] - a[1]) * (canvas[:, 0] - a[0]))
@@ -310,25 +234,4 @@ def rasterise(polygons, h: int, w: int) -> np.ndarray:
         else:
             for row, a, b in zip(rows.tolist(), starts.tolist(), stops.tolist()):
                 out[row, a:b] = 1
-    return out
-
-
-def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
-    """One HxW uint8 0/1 mask per object (H, W: the last step's output, or h, w without steps), rasterised from
-    its polygons, its RLE or, for an object with neither, its box, in the h x w source, then warped with the
-    image (fill 0). [] when no object has a polygon or an RLE mask."""
-    if not any(o.polygons or o.rle is not None for o in ann.objects):
-        return []
-    out = []
-    for k, obj in enumerate(ann.objects):
-        if obj.polygons:
-            src = rasterise(obj.polygons, h, w)
-        elif obj.rle is not None:
-            src = _rle_decode(obj.rle)
-            if src.shape != (h, w):
-                raise AnnotationError(f"{ann.source or '?'}: object {k + 1} ({obj.name}): RLE mask of "
-                                      f"{src.shape[0]}x{src.shape[1]} on an image of {h}x{w}")
-        else:
-            src = rasterise([_corners(obj.box)], h, w)
-        out.append((warp_mask(src, steps, fill=0) > 0).astype(np.uint8))
     return out

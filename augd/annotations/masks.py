@@ -5,16 +5,19 @@ from __future__ import annotations
 import io
 import os
 import stat
+from dataclasses import replace
 
 import numpy as np
 
 from augd.annotations.model import AnnotationError
+from augd.annotations.reading import VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, voc_sets
+from augd.annotations.tree import IMAGE_EXTENSIONS, pair, stem, under
 from augd.defaults import MAX_PIXELS
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import read_header
 
-__all__ = ["MASK_MAX_BYTES", "mask_png", "mask_size", "read_mask"]
+__all__ = ["FORMAT", "MASK_MAX_BYTES", "mask_png", "mask_size", "pair_masks", "read_job", "read_mask"]
 
 #: A mask PNG of class indices compresses far below its pixel count; 64 MiB holds any sane one.
 MASK_MAX_BYTES = 64 * 1024 * 1024
@@ -103,3 +106,55 @@ def mask_png(mask: np.ndarray) -> bytes:
     Image.frombuffer("L", (mask.shape[1], mask.shape[0]), np.ascontiguousarray(mask), "raw", "L", 0, 1).save(
         out, format="PNG", compress_level=1)
     return out.getvalue()
+
+
+# -- pairing images with their masks, and the job of masks alone ----------------------------------------------------
+
+def pair_masks(reading: Reading, image_top: str, mask_top: str, images: list[str]) -> None:
+    """Pair each image with its mask PNG (mask_top mirrors image_top); a mask's size must equal its image's."""
+    pairs, orphans, ambiguous = pair(reading.tree, image_top, mask_top, ".png", images)
+    reading.skip.add(mask_top)
+    for mask in orphans:
+        reading.reject(mask, f"{mask}: a mask for a missing image: no {image_top}/{stem(under(mask_top, mask))}.*")
+    for img, why in ambiguous.items():
+        if img not in reading.rejected:
+            reading.reject(img, why)
+    for img, mask in pairs.items():
+        ann = reading.annotations.get(img)
+        if ann is None:
+            continue
+        h, w, _ = reading.sizes(img)
+        try:
+            mh, mw = mask_size(reading.open_check(mask), mask)
+            if (mh, mw) != (h, w):
+                raise AnnotationError(f"{mask}: the mask is {mw}x{mh} but {img} is {w}x{h}; a mask must match "
+                                      f"its image pixel for pixel")
+        except AnnotationError as exc:
+            reading.reject(img, str(exc))
+            continue
+        reading.annotations[img] = replace(ann, mask=reading.tree.path(mask), source=ann.source or mask)
+
+
+def read_job(reading: Reading, top: str) -> None:
+    tree = reading.tree
+    masks = "SegmentationClass" if top == "JPEGImages" else "masks"
+    images = tree.below(top, IMAGE_EXTENSIONS)
+    reading.image_dirs = (top,)
+    if top == "JPEGImages":
+        reading.skip.update(f for f in VOC_FOLDERS if tree.isdir(f))
+        voc_sets(reading, images)
+    else:
+        folder_splits(reading, top, images)
+    for img in images:
+        if img not in reading.rejected:
+            reading.settle(img, lambda hw: None)
+    pair_masks(reading, top, masks, images)
+
+
+
+
+FORMAT = AnnotationFormat(
+    "masks", read=read_job, expected="expected JPEGImages/ with SegmentationClass/, or images/ with masks/",
+    layouts=(Layout(40, lambda tree, named: "JPEGImages" if tree.isdir("JPEGImages") and tree.isdir(
+                 "SegmentationClass") else None),
+             Layout(50, lambda tree, named: "images" if tree.isdir("images") and tree.isdir("masks") else None)))

@@ -6,11 +6,16 @@ pixel wide. The XML's `<filename>` is not trusted (tools write stale ones): pair
 """
 from __future__ import annotations
 
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
+from augd.annotations.reading import (VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, read_pairs,
+                                     voc_sets)
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem
 from augd.errors import UntrustedFileError
 from augd.parsing.jsonxml import parse_xml
 
-__all__ = ["read_voc"]
+__all__ = ["FORMAT", "read_job", "read_voc"]
 
 
 def _text(elem, tag: str) -> str | None:
@@ -80,3 +85,67 @@ def read_voc(path: str, where: str) -> Annotation:
                               difficult=_flag(obj, "difficult", at), truncated=_flag(obj, "truncated", at)))
         labels.append(label)
     return Annotation(objects=tuple(objects), source=where, extra={"size": stated, "where": tuple(labels)})
+
+
+# -- the job: JPEGImages/ + Annotations/, or an .xml beside each image --------------------------------------------
+
+def read_job(reading: Reading, how: str) -> None:
+    beside = how == "beside"
+    tree = reading.tree
+    if beside:
+        images = tree.below("", IMAGE_EXTENSIONS)
+        pairs, orphans, ambiguous = pair(tree, "", "", ".xml", images)
+        reading.skip.update(tree.below("", {".xml"}))
+        folder_splits(reading, "", images)
+    else:
+        images = tree.below("JPEGImages", IMAGE_EXTENSIONS)
+        pairs, orphans, ambiguous = pair(tree, "JPEGImages", "Annotations", ".xml", images)
+        reading.skip.update(f for f in VOC_FOLDERS if tree.isdir(f))
+        reading.image_dirs = ("JPEGImages",)
+        voc_sets(reading, images)
+    for ann in orphans:
+        where = "beside it" if beside else "in JPEGImages/"
+        reading.reject(ann, f"{ann}: an annotation for a missing image: no {stem(ann.rsplit('/', 1)[-1])}.* {where}")
+    for img, why in ambiguous.items():
+        reading.reject(img, why)
+    # Every paired XML is read, whatever becomes of its image (a header that cannot be read, a split conflict):
+    # the class names of every file that parses make the ids, so one bad image does not move them.
+    parsed: dict[str, Annotation | AnnotationError] = {}
+    for rel in sorted(set(pairs.values())):
+        try:
+            parsed[rel] = read_voc(reading.open_check(rel), rel)
+        except AnnotationError as exc:
+            parsed[rel] = exc
+
+    def read(path, rel, hw):
+        if isinstance(parsed[rel], AnnotationError):
+            raise parsed[rel]
+        return parsed[rel]
+
+    read_pairs(reading, images, pairs, read)
+    if reading.fixed is None:
+        names = {o.name for a in parsed.values() if isinstance(a, Annotation) for o in a.objects}
+        reading.label_map = LabelMap.from_names(sorted(names))
+    if not beside and tree.isdir("SegmentationClass"):
+        pair_masks(reading, "JPEGImages", "SegmentationClass", images)
+
+
+def _is_voc_xml(tree: Tree, rel: str) -> bool:
+    try:
+        return parse_xml(tree.path(rel)).tag == "annotation"
+    except UntrustedFileError:
+        return False
+
+
+
+
+def _beside(tree: Tree, named: bool) -> str | None:
+    xmls = annotations_beside(tree, ".xml")
+    return "beside" if xmls and (named or _is_voc_xml(tree, xmls[0])) else None
+
+
+FORMAT = AnnotationFormat(
+    "voc", read=read_job, expected="expected JPEGImages/ with Annotations/*.xml, or an .xml beside each image",
+    layouts=(Layout(10, lambda tree, named: "tree" if tree.isdir("JPEGImages") and tree.isdir("Annotations")
+                    else None),
+             Layout(60, _beside)))

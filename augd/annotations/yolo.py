@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import os
 
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
+from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, read_pairs
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
 from augd.parsing.yamlsrc import read_yaml_file
 
-__all__ = ["NAME_FILES", "YOLO_MAX_BYTES", "read_names", "read_yolo"]
+__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_job", "read_names", "read_yolo"]
 
 #: The files that name a YOLO job's classes, in the order they are looked for at the job root.
 NAME_FILES = ("data.yaml", "classes.txt")
@@ -111,3 +115,54 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
         objects.append(Object(name=name, box=box, polygons=(polygon,) if polygon else ()))
         labels.append(f"line {lineno} ({name})")
     return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})
+
+
+# -- the job: images/ + labels/, or a .txt beside each image ------------------------------------------------------
+
+def read_job(reading: Reading, how: str) -> None:
+    tree_layout = how == "tree"
+    tree = reading.tree
+    found = read_names(reading.root)
+    if found is None:
+        raise AnnotationError("yolo: no class names; put data.yaml (names: [...]) or classes.txt (one name per "
+                              "line) at the job root")
+    names, _ = found
+    reading.skip.update(n for n in NAME_FILES if tree.isfile(n))
+
+    def read(path, rel, hw):
+        return read_yolo(path, rel, names, hw)
+
+    if tree_layout:
+        images = tree.below("images", IMAGE_EXTENSIONS)
+        pairs, orphans, ambiguous = pair(tree, "images", "labels", ".txt", images)
+        reading.skip.add("labels")
+        reading.image_dirs = ("images",)
+        folder_splits(reading, "images", images)
+        for ann in orphans:
+            reading.reject(ann, f"{ann}: labels for a missing image: no images/"
+                                f"{stem(under('labels', ann))}.*")
+    else:
+        images = tree.below("", IMAGE_EXTENSIONS)
+        pairs, _, ambiguous = pair(tree, "", "", ".txt", images)   # other .txt files are no labels: not read
+        reading.skip.update(tree.below("", {".txt"}))
+        folder_splits(reading, "", images)
+    for img, why in ambiguous.items():
+        reading.reject(img, why)
+    read_pairs(reading, images, pairs, read)
+    if reading.fixed is None:
+        reading.label_map = LabelMap.from_names(names)
+    if tree_layout and tree.isdir("masks"):
+        pair_masks(reading, "images", "masks", images)
+
+
+
+
+def _beside(tree: Tree, named: bool) -> str | None:
+    found = named or (annotations_beside(tree, ".txt") and any(tree.isfile(n) for n in NAME_FILES))
+    return "beside" if found else None
+
+
+FORMAT = AnnotationFormat(
+    "yolo", read=read_job, expected="expected images/ with labels/, or a .txt beside each image",
+    layouts=(Layout(20, lambda tree, named: "tree" if tree.isdir("images") and tree.isdir("labels") else None),
+             Layout(70, _beside)))

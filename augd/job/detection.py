@@ -119,7 +119,7 @@ class ImageObjects:
         the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
         is not the one drawn here), or the stored size is not the one the plan gives. `steps`: the Geo steps the
         graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here."""
-        from augd.annotations.geometry import instance_masks
+        from augd.annotations.targets import instance_masks
         from augd.engine.seeds import image_seed
         if variant == 0:
             ann, seg, steps = self.ann, self.mask, []
@@ -141,7 +141,7 @@ class ImageObjects:
         return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath)
 
     def _moved(self, steps):
-        from augd.annotations.geometry import KEPT, instance_masks, transform
+        from augd.annotations.targets import KEPT, instance_masks, transform
         s = self.det.settings
         ann, seg, dropped = transform(self.ann, steps, min_visibility=s.value("min_visibility"),
                                       min_size=s.value("min_size"), mask=self.mask)

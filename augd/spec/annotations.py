@@ -14,18 +14,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from augd.annotations.layout import FORMATS
+
 __all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "DEFAULTS"]
 
 #: What `format:` may say: auto detects the layout (nothing detected: a classification job), none forces
-#: a classification job, the rest name a reader (augd.annotations.layout.FORMATS).
-ANNOTATION_FORMATS = ("auto", "voc", "coco", "yolo", "masks", "none")
+#: a classification job, the rest name a format of augd.annotations.layout.REGISTRY.
+ANNOTATION_FORMATS = ("auto", *FORMATS, "none")
 
 
 class AnnotationsConfig(BaseModel):
     """The YAML form of `annotations:`; a key left out is not set here (a lower layer, or the default, holds)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["auto", "voc", "coco", "yolo", "masks", "none"] | None = Field(
+    format: Literal[ANNOTATION_FORMATS] | None = Field(
         None, description="auto (default): detect VOC, COCO, YOLO or mask layouts (nothing detected: a "
                           "classification job); none: always a classification job")
     label_map: str | list[str] | None = Field(

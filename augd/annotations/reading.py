@@ -1,0 +1,218 @@
+"""What reading one job's annotations gathers, whichever format reads them, and the checks every format shares.
+
+A format (augd/annotations/<format>.py) describes itself with an AnnotationFormat: the layouts it detects (each
+with a rank: augd.annotations.layout tries every format's layouts in rank order, the first that fits wins), how
+it reads a job into a Reading, and what a user must provide when the format is named but not found. Boxes are
+checked twice: against the size the annotation file states (VOC's <size>, COCO's width/height; a stated size
+differing from the image's is refused), and against the image itself, whose header (EXIF orientation applied)
+Reading.settle reads: a box may pass the border by SLACK pixels (then it is clipped to the image), no more. An
+image whose header cannot be read is left out of both `annotations` and `rejected`: the scan rejects it with its
+own reason. TensorFlow-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from augd.annotations.geometry import clip_polygon
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.model import Annotation, AnnotationError
+from augd.annotations.tree import Sizes, Tree, stem, under
+from augd.errors import UntrustedFileError
+from augd.files import inside, read_capped
+
+__all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "Layout", "Reading",
+           "folder_splits", "object_label", "read_pairs", "skipped", "voc_sets"]
+
+#: Folder names that make a split (Ultralytics and Roboflow write valid/).
+SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
+               "test": "test"}
+#: How far (pixels) a box or polygon may pass the image's border before it is refused.
+SLACK = 1.0
+#: The VOC devkit's folders besides JPEGImages/: never images, never class folders.
+VOC_FOLDERS = ("Annotations", "ImageSets", "SegmentationClass", "SegmentationObject")
+_MESSAGES_SHOWN = 10
+_LIST_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way a format's files can be laid out in a job folder. `find(tree, named)` says whether the job has it:
+    None, or what the format's `read` is told (how it is laid out: a folder, "tree", the files found). `named`:
+    the user named this format (a format may then look less strictly, or raise what is wrong)."""
+    rank: int                                   # the order across all formats' layouts: lowest is tried first
+    find: Callable[[Tree, bool], Any]
+
+
+@dataclass(frozen=True)
+class AnnotationFormat:
+    """An annotation format: its name (the `annotations: format:` value), its layouts, how it reads a job laid out
+    as one of them (`read(reading, found)`, `found`: what the layout's find returned), and what a user sees when
+    the format is named but not there."""
+    name: str
+    layouts: tuple[Layout, ...]
+    read: Callable[["Reading", Any], None]
+    expected: str
+
+
+@dataclass(frozen=True)
+class AnnotatedJob:
+    """A detection or segmentation job's annotations, read and checked (see the module docstring)."""
+    format: str
+    annotations: dict[str, Annotation]   # image relpath -> its annotation (source "": no annotation file/entry)
+    rejected: dict[str, str]             # image relpath (or an annotation file's) -> bad_annotation message
+    label_map: LabelMap
+    skip: frozenset[str]                 # relpaths the scan must not read as images or class folders
+    image_dirs: tuple[str, ...]          # where the images are ("" for the whole job)
+    splits: dict[str, str]               # image relpath -> "train" | "validation" | "test"; {} without splits
+
+
+class Reading:
+    """What a format gathers while it reads one job; `job()` is the result."""
+
+    def __init__(self, root: str, tree: Tree, fmt: str, fixed: LabelMap | None):
+        self.root, self.tree, self.format, self.fixed = root, tree, fmt, fixed
+        self.sizes = Sizes(tree)
+        self.annotations: dict[str, Annotation] = {}
+        self.rejected: dict[str, list[str]] = {}
+        self.skip: set[str] = set()
+        self.splits: dict[str, str] = {}
+        self.image_dirs: tuple[str, ...] = ("",)
+        self.label_map: LabelMap | None = fixed
+
+    def reject(self, key: str, message: str) -> None:
+        self.annotations.pop(key, None)
+        self.rejected.setdefault(key, []).append(message)
+
+    def open_check(self, rel: str) -> str:
+        """The absolute path of an annotation file; refused when it is a link leading out of the job."""
+        path = self.tree.path(rel)
+        if rel in self.tree.links and not inside(self.root, path):
+            raise AnnotationError(f"{rel}: a link to a file outside the job folder")
+        return path
+
+    def settle(self, image: str, read) -> None:
+        """Read one image's annotation with `read(hw)` (None: a negative), check it against the image, keep it."""
+        size = self.sizes(image)
+        if size is None:
+            return
+        h, w, orientation = size
+        try:
+            ann = read((h, w))
+            ann = Annotation() if ann is None else _fit(ann, image, h, w, orientation)
+            if self.fixed is not None:
+                for k, obj in enumerate(ann.objects):
+                    self.fixed.id_of(obj.name, f"{ann.source}: {object_label(ann, k)}")
+        except AnnotationError as exc:
+            self.reject(image, str(exc))
+            return
+        self.annotations[image] = ann
+
+    def job(self) -> AnnotatedJob:
+        rejected = {}
+        for key, msgs in sorted(self.rejected.items()):
+            more = len(msgs) - _MESSAGES_SHOWN
+            rejected[key] = "; ".join(msgs[:_MESSAGES_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        label_map = self.label_map if self.label_map is not None else LabelMap({})
+        return AnnotatedJob(format=self.format, annotations=dict(sorted(self.annotations.items())),
+                            rejected=rejected, label_map=label_map, skip=frozenset(self.skip),
+                            image_dirs=self.image_dirs, splits=dict(sorted(self.splits.items())))
+
+
+def object_label(ann: Annotation, k: int) -> str:
+    """How messages name object k of `ann`: the reader's own words for it, else its number and class."""
+    labels = ann.extra.get("where", ())
+    return labels[k] if k < len(labels) else f"object {k + 1} ({ann.objects[k].name})"
+
+
+def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int) -> Annotation:
+    """Check the annotation against the image (its stated size, each box and polygon within SLACK of the border,
+    each RLE's size) and clip the boxes and polygons to the image (the slack is rounding, not truncation: variant
+    0 and the augmented variants then see the same object, and no pixel of the slack counts as its area)."""
+    stated = ann.extra.get("size")
+    if stated is not None and tuple(stated) != (h, w):
+        turned = f" upright (EXIF orientation {orientation})" if orientation in (5, 6, 7, 8) else ""
+        raise AnnotationError(f"{ann.source}: states the image is {stated[1]}x{stated[0]} (width x height) but "
+                              f"{image} is {w}x{h}{turned}; its boxes would not fit the pixels")
+    out = []
+    for k, obj in enumerate(ann.objects):
+        at = f"{ann.source}: {object_label(ann, k)}"
+        x0, y0, x1, y1 = obj.box
+        if x0 < -SLACK or y0 < -SLACK or x1 > w + SLACK or y1 > h + SLACK:
+            raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) passes the border of the {w}x{h} "
+                                  f"image by more than {SLACK:g} pixel (pixel edges: the image spans 0..{w} x "
+                                  f"0..{h})")
+        polygons = []
+        for poly in obj.polygons:
+            for px, py in poly:
+                if not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK):
+                    raise AnnotationError(f"{at}: polygon point ({px:g}, {py:g}) lies outside the {w}x{h} image")
+            inside = clip_polygon(poly, float(w), float(h))
+            if len(inside) >= 3 and len({p[0] for p in inside}) > 1 and len({p[1] for p in inside}) > 1:
+                polygons.append(tuple(inside))
+        if obj.polygons and not polygons:
+            raise AnnotationError(f"{at}: its polygons lie outside the {w}x{h} image (on its border at most)")
+        if obj.rle is not None and tuple(obj.rle["size"]) != (h, w):
+            rh, rw = obj.rle["size"]
+            raise AnnotationError(f"{at}: the RLE mask is {rw}x{rh} but {image} is {w}x{h}")
+        box = (max(x0, 0.0), max(y0, 0.0), min(x1, float(w)), min(y1, float(h)))
+        if box[2] <= box[0] or box[3] <= box[1]:
+            raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies outside the {w}x{h} image")
+        polygons = tuple(polygons)
+        out.append(obj if box == obj.box and polygons == obj.polygons else replace(obj, box=box, polygons=polygons))
+    return replace(ann, objects=tuple(out))
+
+
+def folder_splits(reading: Reading, top: str, images: list[str]) -> None:
+    """Splits from the folders right below `top` when every one of them names a split."""
+    subdirs = reading.tree.subdirs(top)
+    if subdirs and all(d in SPLIT_NAMES for d in subdirs):
+        for img in images:
+            first = under(top, img).split("/", 1)
+            if len(first) == 2:
+                reading.splits[img] = SPLIT_NAMES[first[0]]
+
+
+def voc_sets(reading: Reading, images: list[str]) -> None:
+    """Splits from ImageSets/Main (or ImageSets/Segmentation): train.txt, val.txt, test.txt (trainval.txt when
+    neither train nor val exists). Ids listed without an image are ignored (VOC's lists cover downloads that
+    may be partial); an image in two splits is refused."""
+    tree = reading.tree
+    folder = next((f for f in ("ImageSets/Main", "ImageSets/Segmentation") if tree.isdir(f)), None)
+    if folder is None:
+        return
+    files = {n[:-4]: f"{folder}/{n}" for n in tree.files[folder] if n.endswith(".txt")}
+    if "train" not in files and "val" not in files and "trainval" in files:
+        files["train"] = files.pop("trainval")
+    by_stem = {stem(under("JPEGImages", img)): img for img in images}
+    seen: dict[str, str] = {}
+    for name, split in (("train", "train"), ("val", "validation"), ("test", "test")):
+        if name not in files:
+            continue
+        try:
+            text = read_capped(reading.open_check(files[name]), _LIST_MAX_BYTES, "split list").decode("utf-8")
+        except (OSError, UntrustedFileError, UnicodeDecodeError) as exc:
+            raise AnnotationError(f"{files[name]}: cannot read the split list: {exc}") from None
+        for line in text.splitlines():
+            ident = line.split()[0] if line.split() else ""
+            img = by_stem.get(ident)
+            if img is None:
+                continue
+            if img in seen and seen[img] != files[name]:
+                reading.reject(img, f"{files[name]}: {ident} is also listed in {seen[img]}; an image belongs to "
+                                    f"one split")
+            seen[img] = files[name]
+            reading.splits[img] = split
+
+
+def read_pairs(reading: Reading, images: list[str], pairs: dict, read) -> None:
+    for img in images:
+        if img in reading.rejected:
+            continue
+        ann = pairs.get(img)
+        reading.settle(img, (lambda hw, a=ann: None if a is None else read(reading.open_check(a), a, hw)))
+
+
+def skipped(rel: str, skip: set[str]) -> bool:
+    parts = rel.split("/")
+    return any("/".join(parts[:k]) in skip for k in range(1, len(parts) + 1))

@@ -1,0 +1,191 @@
+"""The kinds of target an image's annotation carries, and each one's way through a job's geometry.
+
+A target kind says how it moves through a step's matrix (the 3x3 maps of the pixels: augd/annotations/
+geometry.py), how it is clipped to each step's canvas, and which record keys it writes (augd/io/lite.py names
+every key). Two families:
+
+* an object's SHAPE gives the object its box in the output: its polygons when it has any, else its RLE mask,
+  else its box's 4 corners (SHAPES, tried in order: the first the object carries). A shape returns what is
+  visible, the extent of the whole moved object (min_visibility's measure) and whether a canvas cut it;
+* the RASTERS are warped like the pixels: the objects' instance masks and the image's semantic mask.
+
+A new kind of target (keypoints: points through the same maps, a point a canvas cuts off becomes not visible)
+is a class here beside its family, its field on augd.annotations.model.Object, and its keys in io/lite.py;
+tests/test_annotation_geometry.py holds every kind's keys against the records' schema. TensorFlow-free.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, edge9, extent, forward, mask_extent,
+                                       rasterise, rle_outline, warp_mask)
+from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.annotations.rle import rle_decode, rle_encode
+
+__all__ = ["INSTANCE_MASKS", "KEPT", "KINDS", "SEMANTIC_MASK", "SHAPES", "Moved", "Shape", "instance_masks",
+           "transform"]
+
+#: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
+#: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
+KEPT = "augd/kept_objects"
+
+Box = tuple[float, float, float, float]
+_BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
+             "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
+             "image/object/difficult", "image/object/truncated")
+
+
+@dataclass(frozen=True)
+class Moved:
+    """An object's shape after every step: the extent of what is visible (None: nothing), the extent of the
+    whole moved object had no canvas cut it, whether one did, and the Object fields the shape rewrites."""
+    box: Box | None
+    whole: Box | None
+    cut: bool
+    changes: dict
+
+
+class Shape(Protocol):
+    """A kind of object shape (see the module docstring)."""
+    name: str
+    keys: tuple[str, ...]        # the record keys it writes
+
+    def carries(self, obj: Object) -> bool: ...
+
+    def move(self, obj: Object, maps: list[tuple], steps: Sequence[Step]) -> Moved:
+        """`maps`: each step's edge map as 9 floats (geometry.edge9), `steps` the steps themselves."""
+
+
+class _Polygons:
+    """COCO or YOLO polygons: every vertex through each step, clipped to its canvas (Sutherland-Hodgman); the
+    box is the extent of what is left, so it stays tight after a rotation."""
+    name, keys = "polygons", ("image/object/mask",)
+
+    def carries(self, obj: Object) -> bool:
+        return bool(obj.polygons)
+
+    def move(self, obj, maps, steps) -> Moved:
+        clipped, free, cut = forward(obj.polygons, maps, steps)
+        polys = tuple(tuple(p) for p in clipped if len(p) >= 3)
+        return Moved(extent(clipped), extent(free), cut, {"polygons": polys})
+
+
+class _RleMask:
+    """A COCO RLE instance mask: warped like the pixels (nearest neighbour), the box is its pixels' extent where
+    they land; the outline of its rows measures the whole object (a point set: moved, never clipped)."""
+    name, keys = "rle", ("image/object/mask",)
+
+    def carries(self, obj: Object) -> bool:
+        return obj.rle is not None
+
+    def move(self, obj, maps, steps) -> Moved:
+        src = rle_decode(obj.rle)
+        pts, cut = rle_outline(src), False
+        for t, (_, oh, ow) in zip(maps, steps):
+            pts = apply_map(np.array(t).reshape(3, 3), pts)
+            cut = cut or bool(len(pts)) and bool((pts.min(axis=0) < -CUT_EPS).any() or pts[:, 0].max() > ow
+                                                 + CUT_EPS or pts[:, 1].max() > oh + CUT_EPS)
+        whole = (*pts.min(axis=0), *pts.max(axis=0)) if len(pts) else None
+        warped = warp_mask(src, steps, fill=0)
+        return Moved(mask_extent(warped), whole, cut, {"rle": rle_encode(warped)})
+
+
+class _Box:
+    """A box alone: its 4 corners through each step, clipped like a polygon; the box is their extent."""
+    name, keys = "box", _BOX_KEYS
+
+    def carries(self, obj: Object) -> bool:
+        return True
+
+    def move(self, obj, maps, steps) -> Moved:
+        clipped, free, cut = forward((corners(obj.box),), maps, steps)
+        return Moved(extent(clipped), extent(free), cut, {})
+
+
+class _InstanceMasks:
+    """One 0/1 raster per object (from its polygons, its RLE, or its box), warped with fill 0."""
+    name, keys = "instance_masks", ("image/object/mask",)
+
+    def move(self, ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
+        return instance_masks(ann, h, w, steps)
+
+
+class _SemanticMask:
+    """The image's HxW class indices, warped by nearest neighbour; 255 (ignore) where a step reads outside."""
+    name, keys = "semantic_mask", ("image/segmentation/class/encoded", "image/segmentation/class/format")
+
+    def move(self, mask: np.ndarray, steps: Sequence[Step]) -> np.ndarray:
+        return warp_mask(mask, steps, fill=255)
+
+
+SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
+INSTANCE_MASKS = _InstanceMasks()
+SEMANTIC_MASK = _SemanticMask()
+#: Every kind, for what holds them all against the records (their keys).
+KINDS = (*SHAPES, INSTANCE_MASKS, SEMANTIC_MASK)
+
+
+def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> Object | None:
+    """The object with its new box, or None when too little of it is left."""
+    box, whole = moved.box, area(moved.whole)
+    if box is None or whole <= 0.0:
+        return None
+    visible = min(area(box) / whole, 1.0)
+    if visible <= 0.0 or visible < min_visibility or min(box[2] - box[0], box[3] - box[1]) < min_size:
+        return None
+    return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes)
+
+
+def _move(obj: Object, maps, steps, min_visibility: float, min_size: float) -> Object | None:
+    """One object in the output's coordinates, or None when too little of it is left."""
+    shape = next(s for s in SHAPES if s.carries(obj))
+    return _keep(obj, shape.move(obj, maps, steps), min_visibility, min_size)
+
+
+def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
+              mask: np.ndarray | None = None) -> tuple[Annotation, np.ndarray | None, int]:
+    """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped).
+
+    Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
+    mask, whose box is then the extent of the warped mask) goes through every step and is clipped to that
+    step's canvas; its new box is the axis-aligned extent of what is left, `truncated` is set when clipping cut
+    it. An object is dropped when nothing is left, when the visible box is under `min_visibility` of the box of
+    the whole transformed object, or when a side of it is under `min_size` px. Kept objects carry their
+    clipped polygons and their warped RLE mask in output coordinates; `extra[KEPT]` lists their input indices.
+    `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside."""
+    maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
+    kept, objects = [], []
+    for k, obj in enumerate(ann.objects):
+        new = _move(obj, maps, steps, min_visibility, min_size)
+        if new is not None:
+            kept.append(k)
+            objects.append(new)
+    extra = {**ann.extra, KEPT: tuple(kept)}
+    out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
+    warped = None if mask is None else SEMANTIC_MASK.move(mask, steps)
+    return out, warped, len(ann.objects) - len(objects)
+
+
+def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
+    """One HxW uint8 0/1 mask per object (H, W: the last step's output, or h, w without steps), rasterised from
+    its polygons, its RLE or, for an object with neither, its box, in the h x w source, then warped with the
+    image (fill 0). [] when no object has a polygon or an RLE mask."""
+    if not any(o.polygons or o.rle is not None for o in ann.objects):
+        return []
+    out = []
+    for k, obj in enumerate(ann.objects):
+        if obj.polygons:
+            src = rasterise(obj.polygons, h, w)
+        elif obj.rle is not None:
+            src = rle_decode(obj.rle)
+            if src.shape != (h, w):
+                raise AnnotationError(f"{ann.source or '?'}: object {k + 1} ({obj.name}): RLE mask of "
+                                      f"{src.shape[0]}x{src.shape[1]} on an image of {h}x{w}")
+        else:
+            src = rasterise([corners(obj.box)], h, w)
+        out.append((warp_mask(src, steps, fill=0) > 0).astype(np.uint8))
+    return out
