@@ -336,6 +336,52 @@ def test_daemon_runs_voc_coco_and_yolo_jobs_dropped_into_the_inbox(tmp_path):
         assert d.stop() == 0, d.log_tail()
 
 
+_BUG_HOOK = """
+import augd.annotations.targets as targets
+_transform = targets.transform
+
+
+def transform(ann, *a, **k):      # a bug in augd, as a test plants it: not bad user data
+    if (ann.source or "").endswith("im01.xml"):
+        raise ValueError("planted bug while moving im01's boxes")
+    return _transform(ann, *a, **k)
+
+
+targets.transform = transform
+"""
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_a_bug_while_moving_annotations_fails_the_job_as_crashed_not_as_bad_data(tmp_path, executor):
+    """Anything but an AnnotationError (here a ValueError planted in augd's own code, in the daemon and in its
+    worker processes through sitecustomize) is no bad_annotation: the job goes to failed/ as `crashed` with the
+    traceback in error.txt, nothing of it reaches out/, and the daemon runs the next job."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_BUG_HOOK)
+    cfg = write_config(tmp_path, settle_seconds=0.5, executor=executor, workers=2 if executor == "processes" else 1)
+    d = Daemon(cfg, env={"PYTHONPATH": f"{hook}{os.pathsep}{REPO}"}).start()
+    try:
+        d.wait_ready(timeout=120)
+        (tmp_path / "pipelines" / "det-test.yaml").write_text(PIPELINE)
+        staging = tmp_path / "staging"
+        make_voc(staging / "det-test" / "buggy", n=3)
+        make_coco(staging / "det-test" / "fine", n=2)
+        (d.inbox / "det-test").mkdir(parents=True)
+        os.rename(staging / "det-test" / "buggy", d.inbox / "det-test" / "buggy")
+        failed = d.wait_failed("buggy", timeout=180)
+        failure = json.loads((failed / "failure.json").read_text())
+        assert failure["reason"] == "crashed", failure
+        error = (failed / "error.txt").read_text()
+        assert "planted bug while moving im01's boxes" in error and "Traceback" in error, error
+        assert not (d.out / "buggy").exists() and not any(p.name.startswith(".buggy") for p in d.out.iterdir())
+        os.rename(staging / "det-test" / "fine", d.inbox / "det-test" / "fine")
+        d.wait_done("fine", timeout=180)
+        assert manifest(d.out, "fine")["inputs"]["written"] == 2
+    finally:
+        assert d.stop() == 0, d.log_tail()
+
+
 # --- masks through the whole job -------------------------------------------------------------------------------
 
 def _mask_scenes():
