@@ -345,6 +345,28 @@ def test_classification_jobs_are_not_detected(tmp_path):
         read_job(str(tmp_path), "masks")
 
 
+def test_the_format_registry_is_what_every_place_offers(tmp_path):
+    """The formats are the registry's (augd/annotations/layout.py): the `annotations: format:` values, the schema
+    and `augd run --annotations` list them, and each, named on a folder without it, says what it expects."""
+    from augd.annotations.layout import REGISTRY
+    from augd.spec import ANNOTATION_FORMATS, AnnotationsConfig
+    from augd.spec.schema import pipeline_schema
+
+    assert ANNOTATION_FORMATS == ("auto", *REGISTRY, "none")
+    assert set(REGISTRY) == {"voc", "coco", "yolo", "masks"}
+    for name in ANNOTATION_FORMATS:
+        assert AnnotationsConfig(format=name).format == name
+    assert json.dumps(list(ANNOTATION_FORMATS)) in json.dumps(pipeline_schema())
+    ranks = [layout.rank for f in REGISTRY.values() for layout in f.layouts]
+    assert len(set(ranks)) == len(ranks), "one order across all formats' layouts"
+    (tmp_path / "x.png").write_bytes(b"")
+    for name, fmt in REGISTRY.items():
+        # named, YOLO takes any folder as labels beside images, and asks for its class names first
+        expected = "no class names" if name == "yolo" else f"no {name} annotations: {fmt.expected}"
+        with pytest.raises(AnnotationError, match=re.escape(expected)):
+            read_job(str(tmp_path), name)
+
+
 def test_yolo_with_masks_and_a_fixed_map_for_coco(tmp_path):
     yolo_job(str(tmp_path / "y"), IMAGES[:2], masks="L")
     job = read_job(str(tmp_path / "y"))

@@ -13,7 +13,8 @@ from augd.annotations.model import Annotation, AnnotationError, Object, Polygon
 
 _LAZY = {
     "LabelMap": "labelmap", "LabelMapError": "labelmap",
-    "FORMATS": "layout", "REGISTRY": "layout", "AnnotatedJob": "layout", "detect_format": "layout", "read_job": "layout",
+    "FORMATS": "layout", "REGISTRY": "layout", "AnnotatedJob": "layout", "detect_format": "layout",
+    "read_job": "layout",
     "mask_png": "masks", "read_mask": "masks", "rle_decode": "rle",
 }
 

@@ -242,6 +242,8 @@ def _coco_files(tree: Tree, strict: bool) -> list[CocoFile]:
 
 
 def read_job(reading: Reading, files: list[CocoFile]) -> None:
+    """A COCO job from its instances JSONs (`files`): the images they list, and those on disk they do not
+    (negatives); splits from the JSONs' names or from split folders; masks/ or SegmentationClass/ beside."""
     tree = reading.tree
     categories: dict[int, str] = {}
     by_name: dict[str, int] = {}
@@ -302,8 +304,6 @@ def read_job(reading: Reading, files: list[CocoFile]) -> None:
         reading.label_map = LabelMap({n: i for i, n in categories.items() if i >= 1})
     for top, masks in mask_dirs:
         pair_masks(reading, top, masks, tree.below(top, IMAGE_EXTENSIONS))
-
-
 
 
 FORMAT = AnnotationFormat(

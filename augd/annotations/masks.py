@@ -136,6 +136,7 @@ def pair_masks(reading: Reading, image_top: str, mask_top: str, images: list[str
 
 
 def read_job(reading: Reading, top: str) -> None:
+    """A job of semantic masks alone: every image below `top` (JPEGImages or images) paired with its mask."""
     tree = reading.tree
     masks = "SegmentationClass" if top == "JPEGImages" else "masks"
     images = tree.below(top, IMAGE_EXTENSIONS)
@@ -149,8 +150,6 @@ def read_job(reading: Reading, top: str) -> None:
         if img not in reading.rejected:
             reading.settle(img, lambda hw: None)
     pair_masks(reading, top, masks, images)
-
-
 
 
 FORMAT = AnnotationFormat(

@@ -90,6 +90,8 @@ def read_voc(path: str, where: str) -> Annotation:
 # -- the job: JPEGImages/ + Annotations/, or an .xml beside each image --------------------------------------------
 
 def read_job(reading: Reading, how: str) -> None:
+    """A VOC job: `how` is "tree" (JPEGImages/ + Annotations/, splits from ImageSets/) or "beside" (an .xml
+    beside each image, splits from split folders); SegmentationClass/ masks pair with the images."""
     beside = how == "beside"
     tree = reading.tree
     if beside:
@@ -135,8 +137,6 @@ def _is_voc_xml(tree: Tree, rel: str) -> bool:
         return parse_xml(tree.path(rel)).tag == "annotation"
     except UntrustedFileError:
         return False
-
-
 
 
 def _beside(tree: Tree, named: bool) -> str | None:

@@ -120,6 +120,7 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
 # -- the job: images/ + labels/, or a .txt beside each image ------------------------------------------------------
 
 def read_job(reading: Reading, how: str) -> None:
+    """A YOLO job: `how` is "tree" (images/ + labels/, masks/ beside) or "beside" (a .txt beside each image)."""
     tree_layout = how == "tree"
     tree = reading.tree
     found = read_names(reading.root)
@@ -153,8 +154,6 @@ def read_job(reading: Reading, how: str) -> None:
         reading.label_map = LabelMap.from_names(names)
     if tree_layout and tree.isdir("masks"):
         pair_masks(reading, "images", "masks", images)
-
-
 
 
 def _beside(tree: Tree, named: bool) -> str | None:
