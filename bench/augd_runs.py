@@ -15,7 +15,7 @@ import yaml
 from bench.common import REPO
 from bench.data import link_tree, voc_files
 
-__all__ = ["DETECTION_JOBS", "SPECS", "environment", "git_commit", "make_spec", "run_augd", "run_detection",
+__all__ = ["DETECTION_JOBS", "SPECS", "environment", "make_spec", "run_augd", "run_detection",
            "run_detection_floor", "size_ratios", "spec_doc"]
 
 SEED_YAML = os.path.join(REPO, "pipelines", "seed-classifier.yaml")
@@ -81,19 +81,6 @@ def make_spec(name: str):
     from augd.spec import YamlDoc, parse_doc
     doc = spec_doc(name)
     return parse_doc(YamlDoc(source=f"<bench:{name}>", data=doc, lines={}))
-
-
-def git_commit() -> str:
-    """HEAD of the checkout, with +dirty when augd/ or pipelines/ hold uncommitted changes."""
-    import subprocess
-    try:
-        sha = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "augd", "pipelines"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def environment() -> dict:

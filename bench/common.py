@@ -60,7 +60,6 @@ def machine() -> dict:
     import cv2
     import numpy
 
-    from bench.augd_runs import git_commit
     info = {"cpu_count": os.cpu_count(), "usable_cpus": usable_cpus(), "cpu_model": model,
             "platform": platform.platform(), "augd_commit": git_commit(),
             "python": platform.python_version(), "opencv": cv2.__version__, "numpy": numpy.__version__,
@@ -71,6 +70,19 @@ def machine() -> dict:
     except ImportError:
         info["albumentations"] = None
     return info
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, with +dirty when augd/ or pipelines/ hold uncommitted changes."""
+    import subprocess
+    try:
+        sha = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "augd", "pipelines"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def write_json(path: str, obj) -> None:
