@@ -5,6 +5,8 @@ on the records and their order, never on timing or worker count.
 """
 from __future__ import annotations
 
+import os
+
 import hashlib
 import math
 from typing import Iterator, Sequence
@@ -105,6 +107,7 @@ class ShardWriter:
 
 def read_records(path_or_dir: str) -> Iterator[bytes]:
     """Every record of one shard file, or of all shards (*.tfrecord, *.tfrecord.gz) in a folder, sorted."""
+    path_or_dir = os.fspath(path_or_dir)
     if tf.io.gfile.isdir(path_or_dir):
         base = path_or_dir.rstrip("/")
         names = sorted(n for n in tf.io.gfile.listdir(base) if n.endswith((".tfrecord", ".tfrecord.gz")))
