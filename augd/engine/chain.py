@@ -136,7 +136,11 @@ def _colour_tf(step: Colour, fast: bool, image, floats, ints):
 def _seeded_tf(step: Seeded, image, floats, ints):
     x = to_float(image) if step.op.domain is Domain.FLOAT else to_uint8(image)
     seed = ints[step.seed]
-    out = tf.cond(ints[step.on] > 0, lambda: step.op.apply(x, seed), lambda: x)
+    if step.region is not None:
+        region = floats[step.region]
+        out = tf.cond(ints[step.on] > 0, lambda: step.op.apply(x, seed, region), lambda: x)
+    else:
+        out = tf.cond(ints[step.on] > 0, lambda: step.op.apply(x, seed), lambda: x)
     out.set_shape([None, None, 3])
     return out
 

@@ -38,6 +38,8 @@ class Result:
     #: with process_many(..., geometry=True): the Geo steps its plan used, as Program.geometry gives them (in the
     #: source's coordinates; () for an original), so annotations move without drawing the plan again; else None
     geometry: tuple | None = None
+    #: with geometry=True: the rectangles its cutouts covered, as Program.covers gives them; else None
+    covers: tuple | None = None
 
 
 class Compiled:
@@ -152,9 +154,10 @@ class Compiled:
         if orientation is None:  # an explicit orientation overrides the header's
             orientation = header.orientation if header is not None else 1
         seed = image_seed(self.spec.seed, relpath, variant)
-        geo = [] if geometry else None
-        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo)
-        return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else tuple(geo)
+        geo, cov = ([], []) if geometry else (None, None)
+        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo, cov)
+        return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else (tuple(geo),
+                                                                                                    tuple(cov))
 
     def _run(self, items) -> list[Result]:
         datas, args, floats, ints, geos = zip(*items)
@@ -165,24 +168,26 @@ class Compiled:
             if self._raw_proto is not None:
                 payload = self._raw_proto.FromString(payload).tensor_content
             out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2]), replanned > 0,
-                              geo))
+                              *(geo or (None, None))))
         return out
 
-    def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None, geometry=None):
+    def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None, geometry=None,
+              covers=None):
         """The image's plan from its header (upright size) and its boxes. Without a header, a plan for 1 x 1
         (right for a 1 x 1 image, and no op divides by it) makes the graph re-plan from the decoded size. The
         graph's re-plan has no boxes: Result.replanned says it happened (detection jobs reject that image).
-        geometry: a list to extend with the plan's Geo steps in source coordinates (Program.plan), or None."""
+        geometry, covers: lists to extend with the plan's Geo steps in source coordinates and its cutouts'
+        rectangles (Program.plan), or None."""
         program = self.program
         if not augment:
             return self._empty_plan
         if header is None or not header.width or not header.height:
-            return program.plan(seed, 1, 1, False, None, geometry)
+            return program.plan(seed, 1, 1, False, None, geometry, covers)
         h, w = header.height, header.width
         if orientation in (5, 6, 7, 8):
             h, w = w, h
         return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1, boxes,
-                            geometry)
+                            geometry, covers)
 
     def explain(self, relpath: str, variant: int, height: int, width: int, boxes=None) -> list:
         """What the plan decided for (relpath, variant) of an upright height x width image: one

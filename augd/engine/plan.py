@@ -90,15 +90,19 @@ class Colour:
 
 @dataclass(frozen=True)
 class Seeded:
-    """One SeededOp: graph code fed its on-flag and a stateless seed."""
+    """One SeededOp: graph code fed its on-flag and a stateless seed (and, for an op that covers a rectangle,
+    the rectangle drawn here)."""
     op: SeededOp
     on: int               # ints: whether the op applies to this image
     seed: slice           # ints: its stateless seed (two words)
+    region: slice | None = None   # floats: x0, y0, x1, y1 of what it covers (SeededOp.covers), else None
+    geo_before: int = 0   # how many Geo steps come before it: where its rectangle lies among the warps
 
     @classmethod
-    def at(cls, i: int, op: SeededOp) -> tuple[Seeded, int]:
-        """The step whose ints start at i, and the ints it takes."""
-        return cls(op, i, slice(i + 1, i + 3)), 3
+    def at(cls, i: int, f: int, op: SeededOp, geo_before: int) -> tuple[Seeded, int, int]:
+        """The step whose ints start at i and floats at f, and the ints and floats it takes."""
+        region = slice(f, f + 4) if op.covers else None
+        return cls(op, i, slice(i + 1, i + 3), region, geo_before), 3, 4 if op.covers else 0
 
 
 @dataclass
@@ -162,9 +166,10 @@ class Program:
             self.n_floats += op.n_params
             self.n_ints += 1
         elif isinstance(op, SeededOp):
-            leaf.slot, ni = Seeded.at(self.n_ints, op)
+            leaf.slot, ni, nf = Seeded.at(self.n_ints, self.n_floats, op, sum(isinstance(s, Geo) for s in self.steps))
             self.steps.append(leaf.slot)
             self.n_ints += ni
+            self.n_floats += nf
         else:
             raise TypeError(f"op {node.name!r} has no contract the engine knows: {type(op).__mro__}")
         leaf.step = len(self.steps) - 1
@@ -172,13 +177,15 @@ class Program:
 
     # ---- per image ----
 
-    def plan(self, seed, h, w, crop=False, boxes=None, geometry: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def plan(self, seed, h, w, crop=False, boxes=None, geometry: list | None = None,
+             covers: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(floats, ints) for one image of size (h, w). crop: the source is a JPEG whose leading warp may
         decode only its window (augd.engine.decode). boxes: the image's boxes, (xmin, ymin, xmax, ymax) in
         source pixel edges, for box-aware ops (None, or a chain without one: they draw as without boxes).
         geometry: a list to extend with what geometry() returns for the same draw, in the SOURCE's coordinates
         (taken before crop rewrites step 0 into the decode window's), so a caller that plans the graph's image
-        also has its annotations' steps without drawing the plan again (None: not built, nothing paid)."""
+        also has its annotations' steps without drawing the plan again (None: not built, nothing paid).
+        covers: a list to extend with what covers() returns for the same draw."""
         rng = generator(seed)
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
@@ -190,6 +197,9 @@ class Program:
         if geometry is not None:   # geometry()'s steps: each Geo step in order, sizes rounded as the graph does
             geometry.extend((geo[k][0].copy(), float(round(geo[k][3])), float(round(geo[k][4])))
                             for k in sorted(geo))
+        if covers is not None:
+            covers.extend((s.geo_before, tuple(float(v) for v in floats[s.region])) for s in self.steps
+                          if isinstance(s, Seeded) and s.region is not None and ints[s.on])
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:
@@ -207,6 +217,18 @@ class Program:
         out: list = []
         self.plan(seed, h, w, False, boxes, out)
         return out
+
+    def covers(self, seed, h, w, boxes=None) -> list[tuple[int, tuple]]:
+        """The rectangles of plan(seed, h, w, boxes=boxes) that ops covering one (cutout) overwrite, as (the
+        number of geometry() steps before it, (x0, y0, x1, y1) in pixel edges of that step's output: the
+        source's when 0)."""
+        out: list = []
+        self.plan(seed, h, w, False, boxes, None, out)
+        return out
+
+    @property
+    def has_covers(self) -> bool:
+        return any(isinstance(s, Seeded) and s.region is not None for s in self.steps)
 
     def _tracked(self, boxes, h, w) -> list | None:
         """The one-item holder of the boxes the walk moves along (None: no box-aware op, or no boxes)."""
@@ -240,6 +262,8 @@ class Program:
             else:
                 ints[step.on] = on
                 ints[step.seed] = tf_seed(rng)
+                if step.region is not None:   # drawn for the canvas the graph's op will see
+                    floats[step.region] = leaf.op.region(rng, int(round(size[0])), int(round(size[1])))
 
     # ---- description (read-only) ----
 
@@ -292,9 +316,14 @@ class Program:
             else:
                 drawn = tuple(tf_seed(rng))   # the stateless seed of a graph-side draw
                 values = tuple(int(v) for v in ints[slot.seed])
+                if slot.region is not None:
+                    region = tuple(float(v) for v in leaf.op.region(rng, int(round(size[0])), int(round(size[1]))))
+                    if region != tuple(float(v) for v in floats[slot.region]):
+                        raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
             if drawn != values or bool(ints[slot.on]) != on:
                 raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
-            out.append(Decision(name, params, depth, active, on, values=values if isinstance(step, Colour) else ()))
+            shown = values if isinstance(step, Colour) else region if getattr(slot, "region", None) else ()
+            out.append(Decision(name, params, depth, active, on, values=shown))
 
     @staticmethod
     def _window(m, h, w, oh, ow, fill, ints):

@@ -182,12 +182,21 @@ class Domain(str, enum.Enum):
 
 
 class SeededOp(Op):
-    """Graph code fed a stateless seed: for ops whose randomness is drawn per pixel (or that need none)."""
-    domain: ClassVar[Domain] = Domain.UINT8
+    """Graph code fed a stateless seed: for ops whose randomness is drawn per pixel (or that need none).
 
-    def apply(self, image, seed):
+    An op that overwrites a rectangle (cutout) draws it on the host instead, with `region(rng, h, w)`, so that
+    the annotations know what it covered (a keypoint under it is not visible): `apply` then also gets the
+    rectangle as a [4] float tensor (x0, y0, x1, y1: the pixels [x0, x1) x [y0, y1) of its input)."""
+    domain: ClassVar[Domain] = Domain.UINT8
+    covers: ClassVar[bool] = False       # True: region() draws a rectangle that apply() receives
+
+    def apply(self, image, seed, region=None):
         """Image (3 channels, of `domain`'s dtype) -> image of the same dtype; `seed` is a [2] int64 tensor
         for TF's stateless kernels."""
+        raise NotImplementedError
+
+    def region(self, rng, h: int, w: int) -> tuple[float, float, float, float]:
+        """The rectangle this image's op covers, in whole pixels of its h x w input (covers=True only)."""
         raise NotImplementedError
 
     def describe(self, drawn) -> list[str]:

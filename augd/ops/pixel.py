@@ -1,13 +1,14 @@
 """Ops on uint8 pixels (SeededOps on Domain.UINT8): bit-level and histogram transforms, cutout and JPEG artefacts."""
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field
 
 from augd.ops._tf import tf
 from augd.ops.base import Kind, OpParams, SeededOp, range_of, register_op
-from augd.ops.tfrand import log_uniform, split, uniform
+from augd.ops.sampling import log_uniform, uniform
 
 
 @register_op("solarize", Kind.PIXEL)
@@ -76,29 +77,40 @@ class Invert(SeededOp):
 
 @register_op("random_erasing", Kind.PIXEL)
 class RandomErasing(SeededOp):
-    """Cutout: overwrite one random rectangle (area and aspect ranges) with a constant or noise."""
+    """Cutout: overwrite one random rectangle (area and aspect ranges) with a constant or noise. The rectangle is
+    drawn on the host, so a keypoint it covers is written as not visible."""
+    covers = True
+
     class Params(OpParams):
         area: range_of(0.0, 1.0) = Field((0.02, 0.33), description="rectangle area as a fraction of the image")
         aspect: range_of(0.05, 20.0) = Field((0.3, 3.3), description="width/height (log-uniform)")
         value: int | Literal["random"] = Field(0, description="0-255 fill, or 'random' noise")
 
-    def apply(self, image, seed):
-        s_a, s_r, s_x, s_y, s_v = split(seed, 5)
+    def region(self, rng, h, w):
+        area = uniform(rng, *self.params.area) * h * w
+        r = log_uniform(rng, *self.params.aspect)
+        ew, eh = min(math.sqrt(area * r), w), min(math.sqrt(area / r), h)
+        x0 = math.floor(uniform(rng, 0.0, 1.0) * (w - ew))
+        y0 = math.floor(uniform(rng, 0.0, 1.0) * (h - eh))
+        return float(x0), float(y0), float(x0 + round(ew)), float(y0 + round(eh))
+
+    def apply(self, image, seed, region=None):
         shape = tf.shape(image)
-        h, w = tf.cast(shape[0], tf.float32), tf.cast(shape[1], tf.float32)
-        area = uniform(s_a, *self.params.area) * h * w
-        r = log_uniform(s_r, *self.params.aspect)
-        ew, eh = tf.minimum(tf.sqrt(area * r), w), tf.minimum(tf.sqrt(area / r), h)
-        x0 = tf.floor(uniform(s_x, 0.0, 1.0) * (w - ew))
-        y0 = tf.floor(uniform(s_y, 0.0, 1.0) * (h - eh))
-        ys = tf.range(h)[:, None, None]
-        xs = tf.range(w)[None, :, None]
-        inside = (ys >= y0) & (ys < y0 + tf.round(eh)) & (xs >= x0) & (xs < x0 + tf.round(ew))
+        x0, y0, x1, y1 = tf.unstack(tf.cast(region, tf.float32))
+        ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
+        xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
+        inside = (ys >= y0) & (ys < y1) & (xs >= x0) & (xs < x1)
         if self.params.value == "random":
-            fill = tf.cast(tf.random.stateless_uniform(shape, s_v, 0, 256, dtype=tf.int32), tf.uint8)
+            fill = tf.cast(tf.random.stateless_uniform(shape, seed, 0, 256, dtype=tf.int32), tf.uint8)
         else:
             fill = tf.fill(shape, tf.constant(self.params.value, tf.uint8))
         return tf.where(inside, fill, image)
+
+    def describe(self, drawn):
+        if not drawn.values:
+            return [self.label]
+        x0, y0, x1, y1 = drawn.values
+        return [f"{self.label} {x1 - x0:g}x{y1 - y0:g} at ({x0:g}, {y0:g})"]
 
 
 @register_op("random_jpeg_quality", Kind.PIXEL)
