@@ -53,6 +53,8 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         objects: collections.Counter = collections.Counter()   # (label id, class text) -> objects
         boxes_per_image: list[int] = []                          # detection records only
         masked = 0
+        points: list[int] = []                                   # keypoint records: labelled points each
+        skeleton = _skeleton(shards)
         per_shard = []
         for shard in shards:
             n = 0
@@ -72,8 +74,10 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                     objects.update(zip(ids, texts))
                     boxes_per_image.append(len(ids))
                     masked += bool(ex.get("image/segmentation/class/encoded") or ex.get("image/object/mask"))
+                if "image/object/keypoint/visibility" in ex:
+                    points.append(sum(v > 0 for v in _list(ex["image/object/keypoint/visibility"])))
                 if dumped < n_dump:
-                    _dump(ex, data, dump_dir, dumped)
+                    _dump(ex, data, dump_dir, dumped, skeleton)
                     dumped += 1
             per_shard.append((os.path.basename(shard), n))
         total = sum(n for _, n in per_shard)
@@ -101,6 +105,9 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                   + ", ".join(f"{k} box{'es' if k != 1 else ''}: {n}" for k, n in sorted(hist.items())), file=out)
             if masked:
                 print(f"  records with masks: {masked}", file=out)
+            if points:
+                print(f"  keypoints: {sum(points)} labelled in {len(points)} records; per record min/median/max: "
+                      f"{min(points)}/{statistics.median(points):g}/{max(points)}", file=out)
     if dump_dir:
         print(f"wrote {dumped} image(s) to {dump_dir}", file=out)
     return 0
@@ -113,11 +120,24 @@ def _objects(ex: dict) -> tuple[list, list]:
     return ids, texts + [""] * (len(ids) - len(texts))
 
 
+def _skeleton(shards: list[str]) -> tuple:
+    """The skeleton's edges from the manifest beside the shards (a keypoint job's), or ()."""
+    import json
+    if not shards:
+        return ()
+    try:
+        with open(os.path.join(os.path.dirname(shards[0]), "manifest.json"), encoding="utf-8") as fh:
+            found = (json.load(fh).get("annotations") or {}).get("keypoints") or {}
+        return tuple(tuple(e) for e in found.get("skeleton", ()))
+    except (OSError, ValueError, AttributeError):
+        return ()
+
+
 def _list(v) -> list:
     return [] if v is None or v == b"" else list(v) if isinstance(v, list) else [v]
 
 
-def _dump(ex: dict, data: bytes, directory: str, i: int) -> None:
+def _dump(ex: dict, data: bytes, directory: str, i: int, skeleton=()) -> None:
     import numpy as np
     import cv2
     base = f"{i:05d}-v{ex.get('augd/variant', 0)}-{os.path.basename(str(ex.get('image/filename', 'img')))}"
@@ -126,7 +146,7 @@ def _dump(ex: dict, data: bytes, directory: str, i: int) -> None:
         arr = (np.frombuffer(data, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)[:, :, ::-1]
                if fmt == "raw" else cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR))
         if arr is not None:
-            cv2.imwrite(os.path.join(directory, base.rsplit(".", 1)[0] + ".png"), _draw(ex, arr))
+            cv2.imwrite(os.path.join(directory, base.rsplit(".", 1)[0] + ".png"), _draw(ex, arr, skeleton))
             return
     if fmt == "raw":
         arr = np.frombuffer(data, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
@@ -143,9 +163,10 @@ def _colour(k: int) -> tuple[int, int, int]:
     return int(b * 255), int(g * 255), int(r * 255)
 
 
-def _draw(ex: dict, bgr):
+def _draw(ex: dict, bgr, skeleton=()):
     """The image with its masks overlaid (semantic: a colour per class, 255 (ignore) grey; instances: their
-    class's colour) and its boxes drawn, each labelled with its class name."""
+    class's colour), its boxes drawn, each labelled with its class name, and its keypoints: the skeleton's
+    edges between visible points in white, each point a dot of its index's colour (hollow: occluded)."""
     import numpy as np
     import cv2
     h, w = bgr.shape[:2]
@@ -174,4 +195,23 @@ def _draw(ex: dict, bgr):
         if name:
             cv2.putText(out, name, (p0[0] + 2, max(p0[1] - 3, 9)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, colour, 1,
                         cv2.LINE_AA)
+    _draw_points(out, ex, len(ids), skeleton)
     return out
+
+
+def _draw_points(out, ex: dict, n: int, skeleton) -> None:
+    import cv2
+    xs, ys = _list(ex.get("image/object/keypoint/x")), _list(ex.get("image/object/keypoint/y"))
+    vis = _list(ex.get("image/object/keypoint/visibility"))
+    if not n or not vis or len(vis) % n:
+        return
+    h, w = out.shape[:2]
+    k = len(vis) // n
+    for obj in range(n):
+        pts = [(int(xs[obj * k + i] * w), int(ys[obj * k + i] * h), vis[obj * k + i]) for i in range(k)]
+        for a, b in skeleton:
+            if a < k and b < k and pts[a][2] and pts[b][2]:
+                cv2.line(out, pts[a][:2], pts[b][:2], (255, 255, 255), 1, cv2.LINE_AA)
+        for i, (x, y, v) in enumerate(pts):
+            if v:
+                cv2.circle(out, (x, y), 2, _colour(i + 1), -1 if v == 2 else 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from augd.annotations.model import Annotation, AnnotationError, Object, Polygon
+from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Polygon
 
 _LAZY = {
     "LabelMap": "labelmap", "LabelMapError": "labelmap",
@@ -18,7 +18,7 @@ _LAZY = {
     "mask_png": "masks", "read_mask": "masks", "rle_decode": "rle",
 }
 
-__all__ = ["Annotation", "AnnotationError", "Object", "Polygon", *_LAZY]
+__all__ = ["Annotation", "AnnotationError", "KeypointSchema", "Object", "Polygon", *_LAZY]
 
 
 def __getattr__(name: str):

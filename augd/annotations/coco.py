@@ -1,5 +1,6 @@
 """COCO instances JSON: `images` (file_name relative to the job root, width, height), `annotations` (bbox
-[x, y, w, h] in pixel-edge units, iscrowd, segmentation as polygons or RLE) and `categories` (id, name).
+[x, y, w, h] in pixel-edge units, iscrowd, segmentation as polygons or RLE, person keypoints as x, y, v
+triplets) and `categories` (id, name; `keypoints` names and a 1-based `skeleton` for the classes that have them).
 
 RLE is decoded by augd/annotations/rle.py (NumPy, no pycocotools). TensorFlow-free.
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
-from augd.annotations.model import Annotation, AnnotationError, Object, file_message
+from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, file_message, flip_from_names
 from augd.annotations.reading import (SPLIT_NAMES, AnnotationFormat, Layout, Reading, folder_splits, object_label,
                                      skipped)
 from augd.annotations.rle import rle_counts, rle_decode
@@ -33,6 +34,7 @@ class CocoFile:
     categories: dict[int, str]                    # category id -> name
     images: dict[str, Annotation]                 # file_name -> annotation (extra: size, where, id)
     rejected: dict[str, str] = field(default_factory=dict)
+    keypoints: dict[str, tuple] = field(default_factory=dict)  # category name -> (point names, 0-based skeleton)
 
 
 class NotCoco(AnnotationError):
@@ -73,7 +75,22 @@ def _joined(rejected: dict) -> dict[str, str]:
     return out
 
 
-def _categories(data, where: str) -> dict[int, str]:
+def _category_points(c: dict, at: str) -> tuple | None:
+    """(point names, 0-based skeleton edges) of a category with `keypoints`, else None."""
+    names, skeleton = c.get("keypoints"), c.get("skeleton", [])
+    if names is None or names == []:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names) \
+            or len(set(names)) != len(names):
+        raise AnnotationError(f"{at}: `keypoints` must be a list of distinct point names; got {names!r}")
+    if not isinstance(skeleton, list) or not all(isinstance(e, list) and len(e) == 2 and all(
+            _is_int(v) and 1 <= v <= len(names) for v in e) for e in skeleton):
+        raise AnnotationError(f"{at}: `skeleton` must be a list of [a, b] pairs of 1-based keypoint indices "
+                              f"1..{len(names)}")
+    return tuple(names), tuple((a - 1, b - 1) for a, b in skeleton)
+
+
+def _categories(data, where: str, points: dict | None = None) -> dict[int, str]:
     cats = data.get("categories", [])
     if not isinstance(cats, list):
         raise AnnotationError(f"{where}: `categories` must be a list")
@@ -90,6 +107,9 @@ def _categories(data, where: str) -> dict[int, str]:
             raise AnnotationError(f"{at}: category name {c['name']!r} is also id {names[c['name']]}")
         out[c["id"]] = c["name"]
         names[c["name"]] = c["id"]
+        found = _category_points(c, at)
+        if found is not None and points is not None:
+            points[c["name"]] = found
     return out
 
 
@@ -139,7 +159,30 @@ def _images(data, where: str, rejected: dict) -> tuple[dict[int, str], dict[str,
     return by_id, info, listed
 
 
-def _object(a: dict, j: int, name: str, at: str, size) -> Object:
+def _keypoints(raw, names: tuple, at: str) -> tuple:
+    """An annotation's `keypoints` (x1, y1, v1, ...; pixel indices) as ((x, y, v), ...) in pixel-edge units and
+    the category's order; () when it has none."""
+    if raw is None or raw == []:
+        return ()
+    if not names:
+        raise AnnotationError(f"{at}: has keypoints but its category lists no `keypoints` names")
+    if not (isinstance(raw, list) and all(_is_num(v) for v in raw)):
+        raise AnnotationError(f"{at}: keypoints must be a list of finite numbers x1, y1, v1, ...")
+    if len(raw) != 3 * len(names):
+        raise AnnotationError(f"{at}: keypoints has {len(raw)} numbers; its category's {len(names)} points "
+                              f"need {3 * len(names)} (x, y, v each)")
+    out = []
+    for k in range(len(names)):
+        x, y, v = raw[3 * k:3 * k + 3]
+        if v not in (0, 1, 2):
+            raise AnnotationError(f"{at}: keypoint {k + 1} ({names[k]}): visibility {v!r}; it must be 0 (not "
+                                  f"labelled), 1 (labelled, occluded) or 2 (visible)")
+        # COCO's keypoints are pixel indices (detectron2 reads them so): the centre of pixel x is x + 0.5 in edges
+        out.append((float(x) + 0.5, float(y) + 0.5, int(v)) if v else (0.0, 0.0, 0))
+    return tuple(out)
+
+
+def _object(a: dict, j: int, name: str, at: str, size, points: tuple = ()) -> Object:
     bbox = a.get("bbox")
     if not (isinstance(bbox, list) and len(bbox) == 4 and all(_is_num(v) for v in bbox)):
         raise AnnotationError(f"{at}: bbox is {bbox!r}; it must be [x, y, width, height], finite numbers")
@@ -169,7 +212,8 @@ def _object(a: dict, j: int, name: str, at: str, size) -> Object:
         rle = {"size": [rh, rw], "counts": seg["counts"]}
     elif seg is not None:
         raise AnnotationError(f"{at}: segmentation must be polygons (a list) or RLE (a dict)")
-    return Object(name=name, box=(x, y, x + bw, y + bh), crowd=bool(crowd), polygons=tuple(polygons), rle=rle)
+    return Object(name=name, box=(x, y, x + bw, y + bh), crowd=bool(crowd), polygons=tuple(polygons), rle=rle,
+                  keypoints=_keypoints(a.get("keypoints"), points, at))
 
 
 def read_coco(path: str, where: str) -> CocoFile:
@@ -184,7 +228,8 @@ def read_coco(path: str, where: str) -> CocoFile:
         raise NotCoco(f"{where}: the top level is not an object; not a COCO instances file")
     if not isinstance(data.get("images"), list):
         raise NotCoco(f"{where}: no `images` list; not a COCO instances file")
-    categories = _categories(data, where)
+    points: dict[str, tuple] = {}
+    categories = _categories(data, where, points)
     rejected: dict[str, list[str]] = {}
     by_id, info, listed = _images(data, where, rejected)
     anns = data.get("annotations", [])
@@ -211,14 +256,15 @@ def read_coco(path: str, where: str) -> CocoFile:
         try:
             if cat not in categories or not _is_int(cat):
                 raise AnnotationError(f"{at}: category_id {cat!r} is not in `categories`")
-            objects[name].append(_object(a, j, categories[cat], at, info[name]["size"]))
+            names = points.get(categories[cat], ((),))[0]
+            objects[name].append(_object(a, j, categories[cat], at, info[name]["size"], names))
             labels[name].append(label)
         except AnnotationError as exc:
             _add(rejected, name, str(exc))
     images = {name: Annotation(objects=tuple(objects[name]), source=where,
                                extra={"size": meta["size"], "where": tuple(labels[name]), "id": meta["id"]})
               for name, meta in info.items() if name not in rejected}
-    return CocoFile(source=where, categories=categories, images=images, rejected=_joined(rejected))
+    return CocoFile(source=where, categories=categories, images=images, rejected=_joined(rejected), keypoints=points)
 
 
 # -- the job: instances JSON(s) at its root ----------------------------------------------------------------------
@@ -270,6 +316,7 @@ def read_job(reading: Reading, files: list[CocoFile]) -> None:
             listed[img] = ann
             if m:
                 reading.splits[img] = SPLIT_NAMES[m.group(1)]
+    reading.keypoints = _schema(files)
     for img, ann in listed.items():
         if img in reading.rejected:
             continue
@@ -304,6 +351,25 @@ def read_job(reading: Reading, files: list[CocoFile]) -> None:
         reading.label_map = LabelMap({n: i for i, n in categories.items() if i >= 1})
     for top, masks in mask_dirs:
         pair_masks(reading, top, masks, tree.below(top, IMAGE_EXTENSIONS))
+
+
+def _schema(files: list[CocoFile]) -> KeypointSchema | None:
+    """The job's keypoints: every category that has them must name the same points (one layout per record)."""
+    first = None
+    classes = []
+    for cf in files:
+        for cname, (names, skeleton) in cf.keypoints.items():
+            if first is None:
+                first = (names, skeleton, cf.source, cname)
+            elif names != first[0]:
+                raise AnnotationError(f"{cf.source}: category {cname!r} names the keypoints {list(names)} but "
+                                      f"{first[3]!r} in {first[2]} names {list(first[0])}; a job has one set of "
+                                      f"keypoints")
+            if cname not in classes:
+                classes.append(cname)
+    if first is None:
+        return None
+    return KeypointSchema(first[0], flip_from_names(first[0]), first[1], tuple(classes), first[2])
 
 
 FORMAT = AnnotationFormat(

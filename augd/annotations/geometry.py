@@ -17,7 +17,7 @@ import numpy as np
 from augd.annotations.rle import rle_encode
 
 __all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "clip_polygon", "corners", "edge9", "edge_map", "extent",
-           "forward", "mask_extent", "rasterise", "rle_encode", "rle_outline", "warp_mask"]
+           "forward", "mask_extent", "mirrors", "move_points", "rasterise", "rle_encode", "rle_outline", "warp_mask"]
 
 #: A Geo step: (matrix output centre -> input centre, out_h, out_w), as Program.geometry returns them.
 Step = tuple[np.ndarray, float, float]
@@ -133,6 +133,42 @@ def forward(polys, maps, steps) -> tuple[list, list, bool]:
         if all(a is b for a, b in zip(clipped, moved)):
             clipped = moved          # nothing clipped: the clipped polygons are still the free ones
     return clipped, free, cut
+
+
+def move_points(points, maps, steps, covers=()) -> list:
+    """Each point after every step, or None once a step's canvas ([0, w] x [0, h], edges included: a flip maps
+    0 to w) does not hold it, or a cover takes it: cut off, it stays gone even if a later step would bring its
+    position back. `covers`: (k, (x0, y0, x1, y1)): a rectangle overwritten after the first k steps (in edge
+    units of step k-1's output, the source's for k = 0), holding the points with x0 <= x < x1, y0 <= y < y1."""
+    at: dict[int, list] = {}
+    for k, rect in covers:
+        at.setdefault(k, []).append(rect)
+    out = []
+    for x, y in points:
+        pt = (float(x), float(y))
+        for k in range(len(steps) + 1):
+            if any(x0 <= pt[0] < x1 and y0 <= pt[1] < y1 for x0, y0, x1, y1 in at.get(k, ())):
+                pt = None
+                break
+            if k == len(steps):
+                break
+            (t, (_, oh, ow)) = maps[k], steps[k]
+            pt = _map(t, [pt])[0]
+            if not (-CUT_EPS <= pt[0] <= ow + CUT_EPS and -CUT_EPS <= pt[1] <= oh + CUT_EPS):
+                pt = None
+                break
+            pt = (min(max(pt[0], 0.0), float(ow)), min(max(pt[1], 0.0), float(oh)))
+        out.append(pt)
+    return out
+
+
+def mirrors(steps) -> bool:
+    """Whether the steps together mirror the image: their matrices' product has a negative determinant (a
+    flip, a transpose; a rotation or a scale never)."""
+    det = 1.0
+    for m, _, _ in steps:
+        det *= float(np.linalg.det(np.asarray(m, np.float64)[:2, :2]))
+    return det < 0.0
 
 
 def rle_outline(mask: np.ndarray) -> np.ndarray:

@@ -69,9 +69,14 @@ class LabelMap:
         _check(ids, path)
         return cls(ids)
 
-    def to_pbtxt(self) -> str:
-        """The API's text format: items in id order, names quoted with ' and escaped."""
-        return "".join(f"item {{\n  id: {i}\n  name: {_quote(n)}\n}}\n" for n, i in self._ordered())
+    def to_pbtxt(self, keypoints: dict | None = None) -> str:
+        """The API's text format: items in id order, names quoted with ' and escaped. `keypoints`: class name ->
+        its point names, written as the item's `keypoints { id label }` (what the API's CenterNet
+        keypoint_label_map_path reads: ids 0-based in the records' order)."""
+        def points(n):
+            return "".join(f"  keypoints {{\n    id: {k}\n    label: {_quote(p)}\n  }}\n"
+                           for k, p in enumerate((keypoints or {}).get(n, ())))
+        return "".join(f"item {{\n  id: {i}\n  name: {_quote(n)}\n{points(n)}}}\n" for n, i in self._ordered())
 
     def names(self) -> tuple[str, ...]:
         """Class names in id order."""

@@ -11,10 +11,14 @@ import math
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Annotation", "AnnotationError", "Object", "Polygon", "file_message", "finite_number"]
+__all__ = ["Annotation", "AnnotationError", "Keypoint", "KeypointSchema", "Object", "Polygon", "file_message",
+           "finite_number", "flip_from_names"]
 
 #: A polygon as ((x, y), ...) in pixel-edge units; at least 3 points.
 Polygon = tuple[tuple[float, float], ...]
+#: A keypoint as (x, y, visibility) in pixel-edge units, COCO's visibility: 0 not labelled (x = y = 0),
+#: 1 labelled but occluded, 2 labelled and visible.
+Keypoint = tuple[float, float, int]
 
 
 class AnnotationError(ValueError):
@@ -51,6 +55,7 @@ class Object:
     crowd: bool = False                 # COCO's iscrowd
     polygons: tuple[Polygon, ...] = ()  # COCO polygon segmentation: the box becomes the transformed polygon's extent
     rle: dict | None = None             # COCO RLE segmentation ({"size": [h, w], "counts": ...}), an instance mask
+    keypoints: tuple[Keypoint, ...] = ()  # the job's KeypointSchema's points in its order, or () (none for its class)
 
 
 @dataclass(frozen=True)
@@ -61,3 +66,55 @@ class Annotation:
     mask: str | None = None             # absolute path of the paired semantic mask PNG
     source: str = ""                    # the annotation file it came from, relative to the job (for messages)
     extra: dict = field(default_factory=dict, compare=False)  # format-specific details readers keep for round trips
+
+
+@dataclass(frozen=True)
+class KeypointSchema:
+    """A job's keypoints: their names (the order of every object's points), which point becomes which on a
+    horizontal mirror (`flip[i]`: the point whose position point i takes; the Object Detection API's
+    keypoint_flip_permutation, YOLO's flip_idx), the skeleton's edges (pairs of 0-based indices, for drawing)
+    and the classes whose objects carry them."""
+    names: tuple[str, ...]
+    flip: tuple[int, ...]
+    skeleton: tuple[tuple[int, int], ...] = ()
+    classes: tuple[str, ...] = ()
+    source: str = ""                    # where it came from, for messages
+
+    def __post_init__(self):
+        check_flip(self.flip, len(self.names), self.source or "keypoints")
+        for a, b in self.skeleton:
+            if not (0 <= a < len(self.names) and 0 <= b < len(self.names)):
+                raise AnnotationError(f"{self.source or 'keypoints'}: skeleton edge [{a}, {b}] names a point "
+                                      f"outside 0..{len(self.names) - 1}")
+
+    def to_dict(self) -> dict:
+        return {"names": list(self.names), "flip": list(self.flip), "skeleton": [list(e) for e in self.skeleton],
+                "classes": list(self.classes)}
+
+
+def check_flip(flip, k: int, where: str) -> None:
+    """AnnotationError unless `flip` swaps the k points in pairs: a permutation of 0..k-1 that undoes itself
+    (mirroring twice gives the points back)."""
+    flip = list(flip)
+    if sorted(flip) != list(range(k)) or any(flip[flip[i]] != i for i in range(k)):
+        raise AnnotationError(f"{where}: the keypoint flip {flip} is not a pairing of the {k} points (a "
+                              f"permutation of 0..{k - 1} that is its own inverse, such as [0, 2, 1])")
+
+
+def _mirrored_name(name: str) -> str:
+    for a, b in (("left", "right"), ("Left", "Right"), ("LEFT", "RIGHT")):
+        if a in name:
+            return name.replace(a, b)
+        if b in name:
+            return name.replace(b, a)
+    return name
+
+
+def flip_from_names(names) -> tuple[int, ...]:
+    """COCO's convention: `left_*` and `right_*` (any case) swap on a mirror, every other point stays."""
+    index = {n: i for i, n in enumerate(names)}
+    out = []
+    for i, n in enumerate(names):
+        j = index.get(_mirrored_name(n), i)
+        out.append(j if index.get(_mirrored_name(names[j]), j) == i else i)
+    return tuple(out)

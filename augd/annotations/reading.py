@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from augd.annotations.geometry import clip_polygon
 from augd.annotations.labelmap import LabelMap
-from augd.annotations.model import Annotation, AnnotationError
+from augd.annotations.model import Annotation, AnnotationError, KeypointSchema
 from augd.annotations.tree import Sizes, Tree, stem, under
 from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
@@ -65,6 +65,7 @@ class AnnotatedJob:
     skip: frozenset[str]                 # relpaths the scan must not read as images or class folders
     image_dirs: tuple[str, ...]          # where the images are ("" for the whole job)
     splits: dict[str, str]               # image relpath -> "train" | "validation" | "test"; {} without splits
+    keypoints: KeypointSchema | None = None  # the job's keypoints (COCO person keypoints, YOLO pose), or None
 
 
 class Reading:
@@ -79,6 +80,7 @@ class Reading:
         self.splits: dict[str, str] = {}
         self.image_dirs: tuple[str, ...] = ("",)
         self.label_map: LabelMap | None = fixed
+        self.keypoints: KeypointSchema | None = None
 
     def reject(self, key: str, message: str) -> None:
         self.annotations.pop(key, None)
@@ -99,7 +101,8 @@ class Reading:
         h, w, orientation = size
         try:
             ann = read((h, w))
-            ann = Annotation() if ann is None else _fit(ann, image, h, w, orientation)
+            names = self.keypoints.names if self.keypoints else ()
+            ann = Annotation() if ann is None else _fit(ann, image, h, w, orientation, names)
             if self.fixed is not None:
                 for k, obj in enumerate(ann.objects):
                     self.fixed.id_of(obj.name, f"{ann.source}: {object_label(ann, k)}")
@@ -116,7 +119,8 @@ class Reading:
         label_map = self.label_map if self.label_map is not None else LabelMap({})
         return AnnotatedJob(format=self.format, annotations=dict(sorted(self.annotations.items())),
                             rejected=rejected, label_map=label_map, skip=frozenset(self.skip),
-                            image_dirs=self.image_dirs, splits=dict(sorted(self.splits.items())))
+                            image_dirs=self.image_dirs, splits=dict(sorted(self.splits.items())),
+                            keypoints=self.keypoints)
 
 
 def object_label(ann: Annotation, k: int) -> str:
@@ -125,10 +129,11 @@ def object_label(ann: Annotation, k: int) -> str:
     return labels[k] if k < len(labels) else f"object {k + 1} ({ann.objects[k].name})"
 
 
-def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int) -> Annotation:
-    """Check the annotation against the image (its stated size, each box and polygon within SLACK of the border,
-    each RLE's size) and clip the boxes and polygons to the image (the slack is rounding, not truncation: variant
-    0 and the augmented variants then see the same object, and no pixel of the slack counts as its area)."""
+def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int, names=()) -> Annotation:
+    """Check the annotation against the image (its stated size, each box, polygon and labelled keypoint within
+    SLACK of the border, each RLE's size) and clip them to the image (the slack is rounding, not truncation:
+    variant 0 and the augmented variants then see the same object, and no pixel of the slack counts as its
+    area). `names`: the job's keypoint names, for messages."""
     stated = ann.extra.get("size")
     if stated is not None and tuple(stated) != (h, w):
         turned = f" upright (EXIF orientation {orientation})" if orientation in (5, 6, 7, 8) else ""
@@ -159,8 +164,21 @@ def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int) -> Annot
         if box[2] <= box[0] or box[3] <= box[1]:
             raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies outside the {w}x{h} image")
         polygons = tuple(polygons)
-        out.append(obj if box == obj.box and polygons == obj.polygons else replace(obj, box=box, polygons=polygons))
+        points = _fit_points(obj.keypoints, at, h, w, names)
+        out.append(obj if box == obj.box and polygons == obj.polygons and points == obj.keypoints
+                   else replace(obj, box=box, polygons=polygons, keypoints=points))
     return replace(ann, objects=tuple(out))
+
+
+def _fit_points(points, at: str, h: int, w: int, names) -> tuple:
+    out = []
+    for i, (px, py, v) in enumerate(points):
+        if v and not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK):
+            name = f" ({names[i]})" if i < len(names) else ""
+            raise AnnotationError(f"{at}: keypoint {i + 1}{name} at ({px:g}, {py:g}) lies outside the {w}x{h} image "
+                                  f"by more than {SLACK:g} pixel (visibility {v}; a point not labelled is 0 0 0)")
+        out.append((min(max(px, 0.0), float(w)), min(max(py, 0.0), float(h)), v) if v else (0.0, 0.0, 0))
+    return tuple(out)
 
 
 def folder_splits(reading: Reading, top: str, images: list[str]) -> None:

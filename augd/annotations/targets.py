@@ -7,11 +7,13 @@ every key). Two families:
 * an object's SHAPE gives the object its box in the output: its polygons when it has any, else its RLE mask,
   else its box's 4 corners (SHAPES, tried in order: the first the object carries). A shape returns what is
   visible, the extent of the whole moved object (min_visibility's measure) and whether a canvas cut it;
+* an object's KEYPOINTS ride along: points through the same maps, a point a canvas cuts off becomes not visible
+  (visibility 0, coordinates 0, as COCO writes it), and a net mirror swaps left and right (the schema's flip);
 * the RASTERS are warped like the pixels: the objects' instance masks and the image's semantic mask.
 
-A new kind of target (keypoints: points through the same maps, a point a canvas cuts off becomes not visible)
-is a class here beside its family, its field on augd.annotations.model.Object, and its keys in io/lite.py;
-tests/test_annotation_geometry.py holds every kind's keys against the records' schema. TensorFlow-free.
+A new kind of target is a class here beside its family, its field on augd.annotations.model.Object, and its keys
+in io/lite.py; tests/test_annotation_geometry.py holds every kind's keys against the records' schema.
+TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -22,12 +24,12 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, edge9, extent, forward, mask_extent,
-                                       rasterise, rle_outline, warp_mask)
+                                       mirrors, move_points, rasterise, rle_outline, warp_mask)
 from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.rle import rle_decode, rle_encode
 
-__all__ = ["INSTANCE_MASKS", "KEPT", "KINDS", "SEMANTIC_MASK", "SHAPES", "Moved", "Shape", "instance_masks",
-           "transform"]
+__all__ = ["INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES", "Moved", "Shape",
+           "instance_masks", "transform"]
 
 #: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
 #: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
@@ -106,6 +108,25 @@ class _Box:
         return Moved(extent(clipped), extent(free), cut, {})
 
 
+class _Keypoints:
+    """An object's points through every step; one that leaves a step's canvas ([0, w] x [0, h], closed so that
+    a mirror keeps a border point) or that a cutout overwrites is gone: (0, 0, 0). After a net mirror (the
+    steps' product has a negative determinant: a flip, never a rotation) point i takes the position of point
+    flip[i]: a mirrored left hand is the right hand."""
+    name = "keypoints"
+    keys = ("image/object/keypoint/x", "image/object/keypoint/y", "image/object/keypoint/visibility",
+            "image/object/keypoint/num")
+
+    def move(self, points, maps, steps, mirrored: bool, flip, covers=()) -> tuple:
+        labelled = [k for k, p in enumerate(points) if p[2] > 0]
+        moved = move_points([points[k][:2] for k in labelled], maps, steps, covers)
+        out = [(0.0, 0.0, 0)] * len(points)
+        for k, xy in zip(labelled, moved):
+            if xy is not None:
+                out[k] = (xy[0], xy[1], points[k][2])
+        return tuple(out[j] for j in flip) if mirrored else tuple(out)
+
+
 class _InstanceMasks:
     """One 0/1 raster per object (from its polygons, its RLE, or its box), warped with fill 0."""
     name, keys = "instance_masks", ("image/object/mask",)
@@ -123,10 +144,11 @@ class _SemanticMask:
 
 
 SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
+KEYPOINTS = _Keypoints()
 INSTANCE_MASKS = _InstanceMasks()
 SEMANTIC_MASK = _SemanticMask()
 #: Every kind, for what holds them all against the records (their keys).
-KINDS = (*SHAPES, INSTANCE_MASKS, SEMANTIC_MASK)
+KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK)
 
 
 def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> Object | None:
@@ -140,14 +162,23 @@ def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> 
     return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes)
 
 
-def _move(obj: Object, maps, steps, min_visibility: float, min_size: float) -> Object | None:
-    """One object in the output's coordinates, or None when too little of it is left."""
+def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points) -> Object | None:
+    """One object in the output's coordinates, or None when too little of it is left. `points`: (mirrored,
+    flip or None for no swap, min_keypoints, covers)."""
     shape = next(s for s in SHAPES if s.carries(obj))
-    return _keep(obj, shape.move(obj, maps, steps), min_visibility, min_size)
+    new = _keep(obj, shape.move(obj, maps, steps), min_visibility, min_size)
+    if new is None or not obj.keypoints:
+        return new
+    mirrored, flip, least, covers = points
+    moved = KEYPOINTS.move(obj.keypoints, maps, steps, mirrored, flip or range(len(obj.keypoints)), covers)
+    if sum(p[2] > 0 for p in moved) < least:
+        return None
+    return dataclasses.replace(new, keypoints=moved)
 
 
 def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
-              mask: np.ndarray | None = None) -> tuple[Annotation, np.ndarray | None, int]:
+              mask: np.ndarray | None = None, flip: Sequence[int] | None = None, min_keypoints: int = 0,
+              covers=()) -> tuple[Annotation, np.ndarray | None, int]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped).
 
     Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
@@ -156,11 +187,15 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     it. An object is dropped when nothing is left, when the visible box is under `min_visibility` of the box of
     the whole transformed object, or when a side of it is under `min_size` px. Kept objects carry their
     clipped polygons and their warped RLE mask in output coordinates; `extra[KEPT]` lists their input indices.
-    `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside."""
+    `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside.
+    Keypoints (the job's schema's `flip`) move as the _Keypoints kind says, `covers` (Program.covers: the
+    cutouts' rectangles) hiding those under them; an object with fewer than `min_keypoints` labelled points
+    left is dropped too."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
+    points = (mirrors(steps), None if flip is None else tuple(flip), min_keypoints, tuple(covers))
     kept, objects = [], []
     for k, obj in enumerate(ann.objects):
-        new = _move(obj, maps, steps, min_visibility, min_size)
+        new = _move(obj, maps, steps, min_visibility, min_size, points)
         if new is not None:
             kept.append(k)
             objects.append(new)

@@ -1,7 +1,9 @@
 """YOLO: one `.txt` per image, a line per object, `class cx cy w h` normalized to the image (Ultralytics'
 segmentation lines, `class x1 y1 x2 y2 ...`, give a polygon); class names from `classes.txt` (one per line) or
-`data.yaml` (`names:` as a list or {index: name}). Boxes touching or crossing the border by up to a pixel are
-fine (the layout checks and clips them against the real image). TensorFlow-free.
+`data.yaml` (`names:` as a list or {index: name}). Ultralytics' pose lines, `class cx cy w h x1 y1 [v1] ...`,
+carry keypoints when data.yaml has `kpt_shape: [K, 2 or 3]` (with `flip_idx`, and augd's optional `kpt_names`).
+Boxes touching or crossing the border by up to a pixel are fine (the layout checks and clips them against the
+real image). TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -9,14 +11,15 @@ import os
 
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
-from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
+from augd.annotations.model import (Annotation, AnnotationError, KeypointSchema, Object, file_message,
+                                    finite_number)
 from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, read_pairs
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
 from augd.parsing.yamlsrc import read_yaml_file
 
-__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_job", "read_names", "read_yolo"]
+__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_job", "read_names", "read_pose", "read_yolo"]
 
 #: The files that name a YOLO job's classes, in the order they are looked for at the job root.
 NAME_FILES = ("data.yaml", "classes.txt")
@@ -59,11 +62,7 @@ def read_names(root: str) -> tuple[tuple[str, ...], str] | None:
             while lines and not lines[-1].strip():
                 lines.pop()
             return _checked([ln.strip() for ln in lines], name), name
-        try:
-            doc = read_yaml_file(path, "data.yaml")
-        except SpecError as exc:
-            raise AnnotationError(file_message(exc, path, name)) from None
-        data = doc.data if isinstance(doc.data, dict) else {}
+        data = _data_yaml(path)
         names = data.get("names")
         if isinstance(names, dict):
             keys = sorted(names, key=lambda k: (not isinstance(k, int), k if isinstance(k, int) else 0))
@@ -80,9 +79,64 @@ def read_names(root: str) -> tuple[tuple[str, ...], str] | None:
     return None
 
 
-def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]) -> Annotation:
+def _data_yaml(path: str) -> dict:
+    try:
+        doc = read_yaml_file(path, "data.yaml")
+    except SpecError as exc:
+        raise AnnotationError(file_message(exc, path, "data.yaml")) from None
+    return doc.data if isinstance(doc.data, dict) else {}
+
+
+def read_pose(root: str) -> tuple[KeypointSchema, int] | None:
+    """(the keypoints, 2 or 3 numbers a point) from data.yaml's `kpt_shape: [K, 2|3]`, `flip_idx` (required for
+    K > 1: which point a mirror swaps with which) and `kpt_names` (a list, or {class index: list}; default
+    kp0, kp1, ...); None when data.yaml has no kpt_shape."""
+    path = os.path.join(root, "data.yaml")
+    if not os.path.isfile(path):
+        return None
+    data = _data_yaml(path)
+    shape = data.get("kpt_shape")
+    if shape is None:
+        return None
+    if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                 for v in shape) and shape[0] >= 1
+            and shape[1] in (2, 3)):
+        raise AnnotationError(f"data.yaml: kpt_shape is {shape!r}; it must be [K, 2] or [K, 3] (K points, each "
+                              f"x y or x y visibility)")
+    k, dims = shape
+    names = data.get("kpt_names")
+    if isinstance(names, dict) and len(names) == 1:
+        names = next(iter(names.values()))
+    if names is None:
+        names = [f"kp{i}" for i in range(k)]
+    if not (isinstance(names, list) and len(names) == k and all(isinstance(n, str) and n.strip() for n in names)
+            and len(set(names)) == k):
+        raise AnnotationError(f"data.yaml: kpt_names must list {k} distinct point names (kpt_shape says {k})")
+    flip = data.get("flip_idx", list(range(k)) if k == 1 else None)
+    if not (isinstance(flip, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in flip)):
+        raise AnnotationError(f"data.yaml: flip_idx is {flip!r}; a pose job needs it: a list of {k} point indices, "
+                              f"flip_idx[i] the point that point i becomes on a horizontal flip")
+    names_cls = data.get("names")
+    classes = tuple(names_cls.values() if isinstance(names_cls, dict) else names_cls or ())
+    return KeypointSchema(tuple(names), tuple(flip), (), classes, "data.yaml"), dims
+
+
+def _points(values: list, k: int, dims: int, at: str, h: int, w: int) -> tuple:
+    out = []
+    for i in range(k):
+        x, y = values[dims * i], values[dims * i + 1]
+        v = values[dims * i + 2] if dims == 3 else (0 if x == 0 and y == 0 else 2)
+        if v not in (0, 1, 2):
+            raise AnnotationError(f"{at}: keypoint {i + 1}: visibility {v:g}; it must be 0, 1 or 2")
+        out.append((x * w, y * h, int(v)) if v else (0.0, 0.0, 0))
+    return tuple(out)
+
+
+def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int],
+              pose: tuple[int, int] | None = None) -> Annotation:
     """One label file's objects in pixel-edge units of an image of `hw` (height, width, upright); an empty file
-    is a negative. extra["where"] labels each object ("line 3 (dog)") for later messages."""
+    is a negative. extra["where"] labels each object ("line 3 (dog)") for later messages. `pose`: (K, 2 or 3)
+    when each line is a box and K keypoints."""
     h, w = hw
     objects, labels = [], []
     for lineno, line in enumerate(_text(path, where, "YOLO label").splitlines(), 1):
@@ -98,6 +152,14 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
         at = f"{at} ({name})"
         values = [finite_number(v, at, f"value {k}") for k, v in enumerate(fields[1:], 1)]
         polygon: tuple = ()
+        points: tuple = ()
+        if pose is not None:
+            k, dims = pose
+            if len(values) != 4 + k * dims:
+                raise AnnotationError(f"{at}: {len(fields)} fields; a pose line is `class cx cy w h` and {k} points "
+                                      f"of {dims} numbers ({5 + k * dims} fields, data.yaml's kpt_shape [{k}, {dims}])")
+            points = _points(values[4:], k, dims, at, h, w)
+            values = values[:4]
         if len(values) == 4:
             cx, cy, bw, bh = values
             if bw <= 0 or bh <= 0:
@@ -112,7 +174,7 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
         else:
             raise AnnotationError(f"{at}: {len(fields)} fields; a YOLO line is `class cx cy w h` (normalized) or "
                                   f"`class x1 y1 x2 y2 x3 y3 ...` (a polygon)")
-        objects.append(Object(name=name, box=box, polygons=(polygon,) if polygon else ()))
+        objects.append(Object(name=name, box=box, polygons=(polygon,) if polygon else (), keypoints=points))
         labels.append(f"line {lineno} ({name})")
     return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})
 
@@ -129,9 +191,14 @@ def read_job(reading: Reading, how: str) -> None:
                               "line) at the job root")
     names, _ = found
     reading.skip.update(n for n in NAME_FILES if tree.isfile(n))
+    pose = read_pose(reading.root)
+    shape = None
+    if pose is not None:
+        reading.keypoints, dims = pose
+        shape = (len(reading.keypoints.names), dims)
 
     def read(path, rel, hw):
-        return read_yolo(path, rel, names, hw)
+        return read_yolo(path, rel, names, hw, shape)
 
     if tree_layout:
         images = tree.below("images", IMAGE_EXTENSIONS)

@@ -10,7 +10,7 @@
 API.
     load(path, split=None, *, image_size, resize="stretch", batch_size=32, shuffle=False, seed=0,
          reshuffle_each_iteration=True, drop_remainder=False, labels="int", num_classes=None, unlabeled="skip",
-         dtype="float32", boxes=None, max_boxes=None, repeat=False, prefetch=True,
+         dtype="float32", boxes=None, max_boxes=None, keypoints=None, repeat=False, prefetch=True,
          num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
         -> tf.data.Dataset, or (tf.data.Dataset, DatasetInfo) with with_info=True
     info(path, split=None) -> DatasetInfo      # frozen: job, split, splits, class_names, num_classes,
@@ -45,6 +45,11 @@ Elements, as `model.fit` wants them: `(image, label)`.
   real ones; a record with more boxes than max_boxes raises when read. Boxes follow the resize: unchanged by
   "stretch", shifted and scaled by "pad", and with "crop" clipped to the crop, those left without area dropped.
   Records without boxes give n = 0. The default `boxes=None` ignores them.
+* Keypoints (a keypoint job's `image/object/keypoint/{y,x,visibility}`, K points per object in the order of
+  the manifest's annotations.keypoints.names): `keypoints="padded"` (with `boxes="padded"`) adds "keypoints":
+  float32 [max_boxes, K, 2] normalized (y, x) and "keypoint_visibility": int32 [max_boxes, K] (COCO's 0 not
+  visible, 1 occluded, 2 visible), zeros for padding and for points not visible. They follow the resize as the
+  boxes do; with "crop" a point outside the crop becomes not visible.
 
 Order. `shuffle=False` (default) reads the shards round robin, which is the writer's own (seeded, classes
 interleaved) order for up to 64 shards. `shuffle=True` shuffles the shard files and the records (a buffer of
@@ -76,6 +81,7 @@ SHUFFLE_RECORDS = 10_000
 LABEL_MODES = ("int", "one_hot", None)
 UNLABELED = ("skip", "keep")
 BOX_MODES = (None, "ragged", "padded")
+KEYPOINT_MODES = (None, "padded")
 
 
 def info(path: str, split: str | None = None) -> DatasetInfo:
@@ -87,8 +93,8 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
          shuffle: bool | int = False, seed: int | None = 0, reshuffle_each_iteration: bool = True,
          drop_remainder: bool = False, labels: str | None = "int", num_classes: int | None = None,
          unlabeled: str = "skip", dtype="float32", boxes: str | None = None, max_boxes: int | None = None,
-         repeat: bool | int = False, prefetch: bool | int = True, num_parallel_calls: int = AUTOTUNE,
-         with_info: bool = False):
+         keypoints: str | None = None, repeat: bool | int = False, prefetch: bool | int = True,
+         num_parallel_calls: int = AUTOTUNE, with_info: bool = False):
     """A tf.data.Dataset of (image, label) from an augd output folder or a glob of shards; with
     `with_info=True`, (dataset, DatasetInfo). See the module docstring for every argument."""
     path = str(path)
@@ -97,16 +103,17 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
     _check_args(path, resize=resize, batch_size=batch_size, labels=labels, unlabeled=unlabeled, boxes=boxes,
                 max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls)
     meta = resolve(path, split)
+    k = _num_keypoints(path, meta, keypoints, boxes)
     classes = _num_classes(path, meta, labels, num_classes)
     if unlabeled == "skip" and meta.labeled_records == 0:
         raise DataError(f"{path}: every record is unlabeled (label -1: images at the job's root), and "
                         f"unlabeled='skip' drops them; allowed: unlabeled='keep'")
     ds = _records(meta, _shuffle_buffer(path, meta, shuffle), seed, reshuffle_each_iteration, num_parallel_calls)
-    ds = ds.map(lambda r: tf.io.parse_single_example(r, images.features(boxes is not None)),
+    ds = ds.map(lambda r: tf.io.parse_single_example(r, images.features(boxes is not None, k > 0)),
                 num_parallel_calls=num_parallel_calls)
     if unlabeled == "skip":
         ds = ds.filter(lambda f: f["image/class/label"] >= 0)
-    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes)
+    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes, k)
     ds = ds.map(element, num_parallel_calls=num_parallel_calls)
     count = meta.records if unlabeled == "keep" else meta.labeled_records
     if count is not None:  # checked while reading: a wrong count raises rather than mislead Keras
@@ -136,9 +143,26 @@ def _records(meta: DatasetInfo, buffer: int, seed, reshuffle: bool, parallel: in
     return ds
 
 
-def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes):
+def _num_keypoints(path: str, meta: DatasetInfo, keypoints, boxes) -> int:
+    """K, the points per object, from the manifest (0 with keypoints=None); DataError when it cannot be known."""
+    if keypoints not in KEYPOINT_MODES:
+        raise DataError(f"{path}: keypoints={keypoints!r} is not a keypoint mode; allowed: None, 'padded'")
+    if keypoints is None:
+        return 0
+    if boxes != "padded":
+        raise DataError(f"{path}: keypoints='padded' with boxes={boxes!r}; allowed: keypoints='padded' with "
+                        f"boxes='padded' (a row of points per padded box)")
+    found = ((meta.manifest or {}).get("annotations") or {}).get("keypoints")
+    if not found:
+        raise DataError(f"{path}: keypoints='padded', but the manifest names no keypoints (not a keypoint job's "
+                        f"output); allowed: keypoints=None")
+    return len(found["names"])
+
+
+def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=0):
     too_many = (f"{path}: a record has more boxes than max_boxes={max_boxes}; allowed: max_boxes >= the most "
                 f"boxes in one record")
+    wrong_k = f"{path}: a record's keypoint lists are not {k} points per box"
 
     def element(f):
         image = images.decode(f)
@@ -149,10 +173,15 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes):
         label = _label(f["image/class/label"], labels, classes, path)
         if boxes is None:
             return image if label is None else (image, label)
-        b, c = images.fit_boxes(*images.boxes_of(f), transform, resize if size is not None else "stretch")
+        mode = resize if size is not None else "stretch"
+        points = images.keypoints_of(f, k, wrong_k) if k else ()
+        b, c, *points = images.fit_boxes(*images.boxes_of(f), transform, mode, *points)
         if boxes == "padded":
             b, c = images.pad_boxes(b, c, max_boxes, too_many)
         target = {"boxes": b, "classes": c}
+        if k:
+            p, v = images.fit_keypoints(*points, transform, mode)
+            target["keypoints"], target["keypoint_visibility"] = images.pad_keypoints(p, v, max_boxes, k)
         if label is not None:
             target["label"] = label
         return image, target

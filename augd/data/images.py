@@ -5,16 +5,20 @@ import tensorflow as tf
 
 from augd.io.records import FEATURES
 
-__all__ = ["BOX_KEYS", "RESIZE_MODES", "boxes_of", "decode", "features", "fit_boxes", "pad_boxes", "resize"]
+__all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "boxes_of", "decode", "features", "fit_boxes",
+           "fit_keypoints", "keypoints_of", "pad_boxes", "pad_keypoints", "resize"]
 
 RESIZE_MODES = ("stretch", "pad", "crop")
 #: TF object-detection API keys: normalized corners, one value per box, and each box's class.
 BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin", "image/object/bbox/ymax",
             "image/object/bbox/xmax")
 BOX_CLASS_KEY = "image/object/class/label"
+#: The API's keypoint keys: K normalized y and x per object, and COCO's visibility (0: none).
+KEYPOINT_KEYS = ("image/object/keypoint/y", "image/object/keypoint/x")
+VISIBILITY_KEY = "image/object/keypoint/visibility"
 
 
-def features(with_boxes: bool) -> dict:
+def features(with_boxes: bool, with_keypoints: bool = False) -> dict:
     """The parse spec: augd's own features, with defaults where foreign (TF-slim) records may lack a key
     (no format: decode sniffs it; no label: unlabeled)."""
     spec = {k: FEATURES[k] for k in ("image/encoded", "image/raw")}
@@ -24,6 +28,9 @@ def features(with_boxes: bool) -> dict:
     if with_boxes:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in BOX_KEYS})
         spec[BOX_CLASS_KEY] = tf.io.VarLenFeature(tf.int64)
+    if with_keypoints:
+        spec.update({k: tf.io.VarLenFeature(tf.float32) for k in KEYPOINT_KEYS})
+        spec[VISIBILITY_KEY] = tf.io.VarLenFeature(tf.int64)
     return spec
 
 
@@ -77,18 +84,47 @@ def boxes_of(f: dict) -> tuple[tf.Tensor, tf.Tensor]:
         return tf.stack(cols, axis=-1), tf.identity(classes)
 
 
-def fit_boxes(boxes: tf.Tensor, classes: tf.Tensor, transform, mode: str):
+def fit_boxes(boxes: tf.Tensor, classes: tf.Tensor, transform, mode: str, *more: tf.Tensor):
     """Boxes of the resized image: moved by `transform`; after a crop clipped to it, and those left with no
-    area dropped (with their classes)."""
+    area dropped (with their classes, and with `more`: per-object tensors such as their keypoints)."""
     ay, by, ax, bx = transform
     if mode == "stretch":
-        return boxes, classes
+        return (boxes, classes, *more)
     boxes = boxes * tf.stack([ay, ax, ay, ax]) + tf.stack([by, bx, by, bx])
     if mode == "pad":
-        return boxes, classes
+        return (boxes, classes, *more)
     boxes = tf.clip_by_value(boxes, 0.0, 1.0)
     keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-    return tf.boolean_mask(boxes, keep), tf.boolean_mask(classes, keep)
+    return tuple(tf.boolean_mask(t, keep) for t in (boxes, classes, *more))
+
+
+def keypoints_of(f: dict, k: int, message: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """([n, k, 2] float32 normalized (y, x); [n, k] int32 visibility) of a parsed record."""
+    y, x = (tf.sparse.to_dense(f[key]) for key in KEYPOINT_KEYS)
+    vis = tf.cast(tf.sparse.to_dense(f[VISIBILITY_KEY]), tf.int32)
+    n = tf.size(f[BOX_KEYS[0]].values)
+    checks = [tf.debugging.assert_equal(tf.size(t), n * k, message=message) for t in (y, x, vis)]
+    with tf.control_dependencies(checks):
+        return tf.reshape(tf.stack([y, x], axis=-1), [-1, k, 2]), tf.reshape(vis, [-1, k])
+
+
+def fit_keypoints(points: tf.Tensor, vis: tf.Tensor, transform, mode: str):
+    """Keypoints of the resized image, moved as the boxes are; after a crop, a point outside it becomes not
+    visible (visibility 0, coordinates 0), as in the records."""
+    ay, by, ax, bx = transform
+    if mode == "stretch":
+        return points, vis
+    points = points * tf.stack([ay, ax]) + tf.stack([by, bx])
+    inside = tf.reduce_all((points >= 0.0) & (points <= 1.0), axis=-1) & (vis > 0)
+    return tf.where(inside[..., None], points, 0.0), tf.where(inside, vis, 0)
+
+
+def pad_keypoints(points: tf.Tensor, vis: tf.Tensor, max_boxes: int, k: int):
+    """[max_boxes, k, 2] and [max_boxes, k], zeros after the real objects (pad_boxes checked their count)."""
+    pad = max_boxes - tf.shape(points)[0]
+    points = tf.pad(points, [[0, pad], [0, 0], [0, 0]])
+    vis = tf.pad(vis, [[0, pad], [0, 0]])
+    return tf.ensure_shape(points, [max_boxes, k, 2]), tf.ensure_shape(vis, [max_boxes, k])
 
 
 def pad_boxes(boxes: tf.Tensor, classes: tf.Tensor, max_boxes: int, message: str):

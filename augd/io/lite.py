@@ -9,17 +9,23 @@ import os
 import struct
 from typing import Iterator
 
-__all__ = ["OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "decode_example", "feature_value", "iter_records"]
+__all__ = ["KEYPOINT_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "decode_example", "feature_value",
+           "iter_records"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
              "image/key/sha256", "augd/pipeline", "augd/pipeline_sha256")
 
+#: The Object Detection API's keypoint keys (keypoint jobs only): K points per object in the job's order, x and y
+#: normalized (0 for a point not visible), COCO's visibility 0/1/2, and each object's count of labelled points.
+KEYPOINT_KEYS = ("image/object/keypoint/x", "image/object/keypoint/y", "image/object/keypoint/visibility",
+                 "image/object/keypoint/num")
+
 #: The Object Detection API's per-object keys (detection records): always read back as lists, one value per
 #: object, class texts as str.
 OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
                "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
-               "image/object/difficult", "image/object/truncated", "image/object/mask")
+               "image/object/difficult", "image/object/truncated", "image/object/mask", *KEYPOINT_KEYS)
 
 #: DeepLab's semantic mask keys: the PNG and its format ("png").
 SEGMENTATION_KEYS = ("image/segmentation/class/encoded", "image/segmentation/class/format")

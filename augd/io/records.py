@@ -6,7 +6,8 @@ decode_jpeg also decodes PNG, so PNG records satisfy that reader too. Raw record
 (HxWxC uint8, row-major) instead of `image/encoded`.
 
 Detection records add the keys of the TF Object Detection API's dataset_tools converters (normalized boxes,
-1-based label ids, class texts, difficult, truncated, one PNG per instance mask) and DeepLab's semantic mask keys.
+1-based label ids, class texts, difficult, truncated, one PNG per instance mask, keypoints as its COCO converter
+writes them) and DeepLab's semantic mask keys.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Mapping
 
 import tensorflow as tf
 
-from augd.io.lite import OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: F401 - re-exported: the keys' one home
+from augd.io.lite import KEYPOINT_KEYS, OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: F401 - re-exported: their one home
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
 
 __all__ = ["DETECTION_FEATURES", "FEATURES", "OBJECT_KEYS", "PAYLOAD_FORMATS", "INT_KEYS", "RecordObjects",
@@ -46,6 +47,10 @@ DETECTION_FEATURES = {
     "image/object/difficult": tf.io.VarLenFeature(tf.int64),
     "image/object/truncated": tf.io.VarLenFeature(tf.int64),
     "image/object/mask": tf.io.VarLenFeature(tf.string),
+    "image/object/keypoint/x": tf.io.VarLenFeature(tf.float32),
+    "image/object/keypoint/y": tf.io.VarLenFeature(tf.float32),
+    "image/object/keypoint/visibility": tf.io.VarLenFeature(tf.int64),
+    "image/object/keypoint/num": tf.io.VarLenFeature(tf.int64),
     "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string, default_value=b""),
     "image/segmentation/class/format": tf.io.FixedLenFeature([], tf.string, default_value=b""),
 }
@@ -61,15 +66,21 @@ class RecordObjects:
     truncated: tuple[int, ...]
     masks: tuple[bytes, ...] = ()             # one PNG per object (instance masks), or ()
     segmentation: bytes | None = None         # the semantic mask PNG, or None
+    num_keypoints: int = 0                    # K of a keypoint job (0: no keypoint keys)
+    keypoints: tuple = ()                     # per object, K (x, y, visibility), x and y NORMALIZED
 
     @classmethod
     def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
-                     segmentation: bytes | None = None) -> "RecordObjects":
+                     segmentation: bytes | None = None, num_keypoints: int = 0) -> "RecordObjects":
         """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
-        normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`)."""
+        normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`). A keypoint
+        job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0)."""
         def norm(v, size):
             return min(max(float(v) / size, 0.0), 1.0)
-        return cls(
+        none = ((0.0, 0.0, 0),) * num_keypoints
+        points = tuple(tuple((norm(x, width), norm(y, height), v) if v else (0.0, 0.0, 0) for x, y, v in
+                             (o.keypoints or none)) for o in objects) if num_keypoints else ()
+        return cls(num_keypoints=num_keypoints, keypoints=points,
             boxes=tuple((norm(o.box[0], width), norm(o.box[1], height), norm(o.box[2], width),
                          norm(o.box[3], height)) for o in objects),
             labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
@@ -90,6 +101,13 @@ class RecordObjects:
                                  "to [0, 1]")
             if box[2] < box[0] or box[3] < box[1]:
                 raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): box {box} has max < min")
+        if self.num_keypoints and len(self.keypoints) != n:
+            raise ValueError(f"RecordObjects: keypoints for {len(self.keypoints)} of {n} objects")
+        for k, pts in enumerate(self.keypoints):
+            if len(pts) != self.num_keypoints or not all(math.isfinite(x) and math.isfinite(y) and 0.0 <= x <= 1.0
+                                                         and 0.0 <= y <= 1.0 and v in (0, 1, 2) for x, y, v in pts):
+                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): its keypoints are not "
+                                 f"{self.num_keypoints} normalized (x, y, visibility)")
         for k, label in enumerate(self.labels):
             if label < 1:
                 raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): label {label} is not a label "
@@ -160,6 +178,16 @@ def _add_objects(f, objects: RecordObjects) -> None:
     f["image/object/class/text"].bytes_list.value.extend(_text(t) for t in objects.texts)
     if objects.masks:
         f["image/object/mask"].bytes_list.value.extend(objects.masks)
+    if objects.num_keypoints:
+        points = [p for pts in objects.keypoints for p in pts]
+        for key, values in (("image/object/keypoint/x", [p[0] for p in points]),
+                            ("image/object/keypoint/y", [p[1] for p in points])):
+            f[key].float_list.SetInParent()
+            f[key].float_list.value.extend(values)
+        for key, values in (("image/object/keypoint/visibility", [p[2] for p in points]),
+                            ("image/object/keypoint/num", [sum(p[2] > 0 for p in pts) for pts in objects.keypoints])):
+            f[key].int64_list.SetInParent()
+            f[key].int64_list.value.extend(int(v) for v in values)
     if objects.segmentation is not None:
         f["image/segmentation/class/encoded"].bytes_list.value.append(objects.segmentation)
         f["image/segmentation/class/format"].bytes_list.value.append(b"png")

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from augd import defaults
-from augd.annotations import Annotation, AnnotationError, Object
+from augd.annotations import Annotation, AnnotationError, KeypointSchema, Object
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
 from augd.io import InputImage, RejectedInput, is_url
@@ -31,6 +31,7 @@ class Detection:
     settings: Annotations                 # the spec's annotation keys (defaults via .value)
     annotations: dict[str, Annotation]    # image relpath -> its annotation, for the images kept
     max_pixels: int = defaults.MAX_PIXELS  # the job's: a larger semantic mask is a bad annotation
+    keypoints: KeypointSchema | None = None  # the format's, with `keypoint_flip` applied; None: no keypoints
 
     @property
     def format(self) -> str:
@@ -112,13 +113,15 @@ class ImageObjects:
         self.instances = any(o.polygons or o.rle for o in ann.objects)
         self.out: collections.Counter = collections.Counter()
         self.dropped = 0
+        self.points_out = 0
 
     def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
-                steps=None):
+                steps=None, covers=None):
         """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the graph re-planned
         the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
         is not the one drawn here), or the stored size is not the one the plan gives. `steps`: the Geo steps the
-        graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here."""
+        graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here, and
+        `covers` (Result.covers: the cutouts' rectangles) with them."""
         from augd.annotations.targets import instance_masks
         from augd.engine.seeds import image_seed
         if variant == 0:
@@ -130,21 +133,28 @@ class ImageObjects:
                                       f"{self.w}x{self.h} of its header, so the graph re-planned its geometry; its "
                                       f"boxes would not match")
             if steps is None:
-                steps = program.geometry(image_seed(spec.seed, self.img.relpath, variant), self.h, self.w,
-                                         source_boxes(self.ann) if program.uses_boxes else None)
-            ann, seg, masks = self._moved(steps)
+                seed, boxes = image_seed(spec.seed, self.img.relpath, variant), (
+                    source_boxes(self.ann) if program.uses_boxes else None)
+                steps = program.geometry(seed, self.h, self.w, boxes)
+                covers = program.covers(seed, self.h, self.w, boxes) if program.has_covers else ()
+            ann, seg, masks = self._moved(steps, covers or ())
         want = (round(steps[-1][1]), round(steps[-1][2])) if steps else (self.h, self.w)
         if variant and want != (out_h, out_w):
             raise AnnotationError(f"{self.img.relpath}: variant {variant} decoded to {out_w}x{out_h}, not the "
                                   f"{want[1]}x{want[0]} its header's size plans for; its boxes would not match")
         self.out.update(o.name for o in ann.objects)
-        return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath)
+        self.points_out += _labelled(ann)
+        kp = self.det.keypoints
+        return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath,
+                               len(kp.names) if kp else 0)
 
-    def _moved(self, steps):
+    def _moved(self, steps, covers=()):
         from augd.annotations.targets import KEPT, instance_masks, transform
         s = self.det.settings
+        kp = self.det.keypoints
         ann, seg, dropped = transform(self.ann, steps, min_visibility=s.value("min_visibility"),
-                                      min_size=s.value("min_size"), mask=self.mask)
+                                      min_size=s.value("min_size"), mask=self.mask, flip=kp.flip if kp else None,
+                                      min_keypoints=s.value("min_keypoints"), covers=covers)
         self.dropped += dropped
         if not self.instances:
             return ann, seg, []
@@ -155,16 +165,22 @@ class ImageObjects:
         """What the image adds to the manifest's annotations block."""
         from augd.job.report import ObjectCounts
         return ObjectCounts(dict(collections.Counter(o.name for o in self.ann.objects)), dict(self.out),
-                            self.dropped, not self.ann.objects and self.ann.mask is None)
+                            self.dropped, not self.ann.objects and self.ann.mask is None, _labelled(self.ann),
+                            self.points_out)
 
 
-def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str):
+def _labelled(ann: Annotation) -> int:
+    return sum(p[2] > 0 for o in ann.objects for p in o.keypoints)
+
+
+def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0):
     from augd.annotations.masks import mask_png
     from augd.io.records import RecordObjects
     objs: tuple[Object, ...] = ann.objects
     return RecordObjects.from_objects(objs, h, w, {o.name: label_map.id_of(o.name, where) for o in objs},
                                       masks=tuple(mask_png(m) for m in masks),
-                                      segmentation=mask_png(seg) if seg is not None else None)
+                                      segmentation=mask_png(seg) if seg is not None else None,
+                                      num_keypoints=num_keypoints)
 
 
 def fixed_label_map(settings: Annotations, input_dir: str):
@@ -210,4 +226,21 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
                         reason=FailureReason.BAD_LABELS) from None
     if layout is None:
         return None
-    return Detection(layout, layout.label_map, settings, {}, max_pixels)
+    return Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
+
+
+def _keypoints(layout, settings: Annotations, input_dir: str) -> KeypointSchema | None:
+    """The format's keypoints with `annotations.keypoint_flip` over its flip. JobFailed (bad_labels) when a
+    flip is set for a job without keypoints, or does not pair its points."""
+    import dataclasses
+    schema, flip = layout.keypoints, settings.value("keypoint_flip")
+    if flip is None:
+        return schema
+    if schema is None:
+        raise JobFailed(f"{input_dir}: annotations.keypoint_flip is set, but the job's {layout.format} annotations "
+                        f"have no keypoints", reason=FailureReason.BAD_LABELS)
+    try:
+        return dataclasses.replace(schema, flip=tuple(flip), source="annotations.keypoint_flip")
+    except AnnotationError as exc:
+        raise JobFailed(f"{input_dir}: {exc} (the job's points: {', '.join(schema.names)})",
+                        reason=FailureReason.BAD_LABELS) from None

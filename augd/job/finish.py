@@ -40,7 +40,9 @@ def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_r
         classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
                                    tally.objects_out[n]) for n in names),
         dropped=tally.dropped, negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
-        bad_annotations=sum(r.reason == RejectReason.BAD_ANNOTATION for r in rejected))
+        bad_annotations=sum(r.reason == RejectReason.BAD_ANNOTATION for r in rejected),
+        keypoints=None if detection.keypoints is None else {
+            **detection.keypoints.to_dict(), "labelled": {"in": tally.points_in, "out": tally.points_out}})
 
 
 def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo, device, started: float,
@@ -79,7 +81,9 @@ def write_sidecars(out_dir: str, plan: JobPlan, report: JobReport) -> None:
     if plan.scan.classes:
         write_text(f"{out_dir}/labels.txt", labels_txt(plan.scan.classes))
     if plan.detection is not None:
-        write_text(f"{out_dir}/{jobfolder.LABEL_MAP_FILE}", plan.detection.label_map.to_pbtxt())
+        kp = plan.detection.keypoints
+        write_text(f"{out_dir}/{jobfolder.LABEL_MAP_FILE}",
+                   plan.detection.label_map.to_pbtxt({c: kp.names for c in kp.classes} if kp else None))
     write_text(f"{out_dir}/manifest.json", report.to_json())
 
 

@@ -121,7 +121,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                 else:
                     payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
                 extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
-                                                    steps=r.geometry if r is not None else None)
+                                                    steps=r.geometry if r is not None else None,
+                                                    covers=r.covers if r is not None else None)
                          } if objects else {}
                 records.append(make_example(
                     encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,

@@ -160,6 +160,8 @@ class ObjectCounts:
     objects_out: dict[str, int]
     dropped: int
     negative: bool
+    points_in: int = 0                 # a keypoint job's labelled keypoints in its annotation, and in its records
+    points_out: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,14 +187,18 @@ class AnnotationReport:
     negatives_kept: int
     negatives_rejected: int
     bad_annotations: int
+    keypoints: dict | None = None      # a keypoint job's schema (KeypointSchema.to_dict) and labelled points
 
     def to_dict(self) -> dict:
-        return {"format": self.format, "label_map": self.label_map,
-                "classes": [c.to_dict() for c in self.classes],
-                "objects": {"in": sum(c.objects_in for c in self.classes),
-                            "out": sum(c.objects_out for c in self.classes), "dropped": self.dropped},
-                "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
-                "bad_annotations": self.bad_annotations}
+        out = {"format": self.format, "label_map": self.label_map,
+               "classes": [c.to_dict() for c in self.classes],
+               "objects": {"in": sum(c.objects_in for c in self.classes),
+                           "out": sum(c.objects_out for c in self.classes), "dropped": self.dropped},
+               "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
+               "bad_annotations": self.bad_annotations}
+        if self.keypoints is not None:
+            out["keypoints"] = self.keypoints
+        return out
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,8 @@ class Tally:
     objects_out: collections.Counter = field(default_factory=collections.Counter)
     dropped: int = 0
     negatives: int = 0
+    points_in: int = 0
+    points_out: int = 0
 
     def _counts(self, label_text: str) -> _Count:
         return self.per_class.setdefault(label_text, _Count())
@@ -339,6 +347,8 @@ class Tally:
                 self.objects_out.update(res.objects.objects_out)
                 self.dropped += res.objects.dropped
                 self.negatives += res.objects.negative
+                self.points_in += res.objects.points_in
+                self.points_out += res.objects.points_out
         for k, v in res.stage_seconds.items():
             self.stages[k] += v
         p.done += 1

@@ -40,6 +40,12 @@ class AnnotationsConfig(BaseModel):
                                                              "pixels after the transform (default 1)")
     negatives: Literal["keep", "reject"] | None = Field(None, description="images with no object: keep "
                                                                           "(default) or reject")
+    min_keypoints: int | None = Field(None, ge=0, description="keypoint jobs: drop an object left with fewer "
+                                                              "labelled keypoints than this (default 0)")
+    keypoint_flip: list[int] | None = Field(None, min_length=1, description="keypoint jobs: keypoint_flip[i] is "
+                                            "the point whose position point i takes on a horizontal mirror (the "
+                                            "OD API's keypoint_flip_permutation); default: COCO's left_/right_ "
+                                            "names, or YOLO's flip_idx")
 
     @field_validator("label_map", mode="before")
     @classmethod
@@ -67,6 +73,8 @@ class Annotations:
     min_visibility: float | None = None
     min_size: float | None = None
     negatives: str | None = None
+    min_keypoints: int | None = None
+    keypoint_flip: tuple[int, ...] | None = None
 
     @classmethod
     def from_config(cls, cfg: AnnotationsConfig, base_dir: str | None = None) -> "Annotations":
@@ -78,7 +86,8 @@ class Annotations:
         elif isinstance(lm, str) and base_dir is not None and not os.path.isabs(lm):
             lm = os.path.normpath(os.path.join(base_dir, lm))
         return cls(format=cfg.format, label_map=lm, min_visibility=cfg.min_visibility, min_size=cfg.min_size,
-                   negatives=cfg.negatives)
+                   negatives=cfg.negatives, min_keypoints=cfg.min_keypoints,
+                   keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip))
 
     def over(self, base: "Annotations | None") -> "Annotations":
         """This layer's keys, and `base`'s where this one sets none."""
@@ -96,12 +105,19 @@ class Annotations:
         return all(getattr(self, f.name) is None for f in fields(self))
 
     def normalized(self) -> dict:
-        """Every key with its default filled in (a list label map as a list)."""
-        out = {f.name: self.value(f.name) for f in fields(self)}
-        if isinstance(out["label_map"], tuple):
-            out["label_map"] = list(out["label_map"])
+        """Every key with its default filled in (a list label map as a list); the keypoint keys only when set
+        (pipelines written before them keep their sha256)."""
+        out = {f.name: self.value(f.name) for f in fields(self)
+               if f.name not in _KEYPOINT_KEYS or getattr(self, f.name) is not None}
+        for key in ("label_map", "keypoint_flip"):
+            if isinstance(out.get(key), tuple):
+                out[key] = list(out[key])
         return out
 
 
+_KEYPOINT_KEYS = ("min_keypoints", "keypoint_flip")
+
+
 #: The value of each key no layer sets.
-DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.0, "min_size": 1.0, "negatives": "keep"}
+DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.0, "min_size": 1.0, "negatives": "keep",
+            "min_keypoints": 0, "keypoint_flip": None}

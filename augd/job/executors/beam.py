@@ -120,7 +120,8 @@ def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: fl
     return {"g": g, "pos": pos, "records": len(out.records), "bytes_read": out.bytes_read,
             "rejected": [out.rejected.reason, out.rejected.message] if out.rejected else None,
             "stages": out.stage_seconds, "seconds": seconds,
-            "objects": [o.objects_in, o.objects_out, o.dropped, o.negative] if o is not None else None,
+            "objects": [o.objects_in, o.objects_out, o.dropped, o.negative, o.points_in, o.points_out]
+            if o is not None else None,
             "worker": fn.instance, "traces": c.traces, "device": [c.device.name, c.device.tf_version],
             "stage_devices": c.stage_devices}
 
