@@ -235,22 +235,80 @@ def test_a_failed_bundle_fails_the_job_on_the_direct_runner_and_keeps_the_old_ou
     assert os.listdir(out) == ["job"] and {n: (out / "job" / n).read_bytes() for n in before} == before
 
 
-def test_a_lost_or_repeated_record_fails_the_step_instead_of_writing_a_wrong_shard(split_job, tmp_path):
+def test_a_lost_or_differing_record_fails_the_step_and_a_repeated_one_is_kept_once(split_job, tmp_path):
     """The checks behind "nothing lost, nothing twice" when a runner misbehaves: a shard's positions must be
-    exactly 0..n-1 for the split's record count, and each image counted once."""
+    exactly 0..n-1 for the split's record count; an element seen twice is kept once, and only when both copies
+    are the same (the per-image work is a pure function of the image): two different records at one position or
+    two different counts for one image fail the step rather than write a wrong shard."""
     from augd.job.units import plan_job
     job, spec, _ = split_job
     plan = plan_job(str(job), spec, None, JobOptions().max_pixels)
+    sizes = [len(g.order) for g in plan.groups]
+    counts = [(0, pos, 3) for pos in range(sizes[0])] + [(1, 0, 1), (1, 1, 1)]   # group 0: 6 records a shard
     write = augd_beam._WriteShard(plan, str(tmp_path))
-    for values in ([None, (0, b"a"), (0, b"a")], [None, (0, b"a"), (2, b"c")], [None, (0, b"a")]):
-        with pytest.raises(RuntimeError, match="lost or repeated"):
-            list(write.process(((0, 0), values), {0: 6}))              # shard 0 of 3 holds records 0 and 3
+    for values, error in (([None, (0, b"a"), (0, b"b")], "two different records at position 0"),
+                          ([None, (0, b"a"), (2, b"c")], "the runner lost records"),
+                          ([None, (0, b"a")], "the runner lost records")):
+        with pytest.raises(RuntimeError, match=error):
+            list(write.process(((0, 0), values), counts))
     assert os.listdir(tmp_path) == []
-    counts = [(0, pos, 3) for pos in range(len(plan.groups[0].order))] + [(1, 0, 1), (1, 1, 1)]
-    with pytest.raises(RuntimeError, match="counted twice"):
-        augd_beam._slots(counts + [(1, 1, 1)], [len(g.order) for g in plan.groups], [3, 3])
+    six = [(i, bytes([i])) for i in range(len(range(0, sizes[0] * 3, 3)))]      # shard 0 of 3: records 0, 3, 6, ...
+    [row] = write.process(((0, 0), [None, *six, *six[::-1], None]), counts + counts)
+    assert row["records"] == len(six)
+    assert list(read_records(str(tmp_path / write.names[(0, 0)]))) == [r for _, r in six]
+    assert augd_beam._slots(counts + counts[::-1], sizes, [3, 3]) == augd_beam._slots(counts, sizes, [3, 3])
+    with pytest.raises(RuntimeError, match="counted twice with different record counts"):
+        augd_beam._slots(counts + [(1, 1, 2)], sizes, [3, 3])
     with pytest.raises(RuntimeError, match="no record count"):
-        augd_beam._slots(counts[1:], [len(g.order) for g in plan.groups], [3, 3])
+        augd_beam._slots(counts[1:], sizes, [3, 3])
+    rows = [{"g": 0, "pos": 1, "records": 2, "worker": "a"}, {"g": 0, "pos": 0, "records": 2, "worker": "b"},
+            {"g": 0, "pos": 1, "records": 2, "worker": "c"}]
+    assert augd_beam._once(rows, lambda r: (r["g"], r["pos"]), ("records",)) == [rows[1], rows[0]]
+    with pytest.raises(RuntimeError, match="reported twice, differently"):
+        augd_beam._once(rows + [{"g": 0, "pos": 0, "records": 3, "worker": "d"}], lambda r: (r["g"], r["pos"]),
+                        ("records",))
+
+
+class RepeatingProcess(augd_beam._ProcessImage):
+    """Every image's outcome emitted twice, as a runner that re-runs a step and keeps both outputs would."""
+
+    def process(self, unit):
+        for out in super().process(unit):
+            yield out
+            yield out
+
+
+class RepeatingPlace(augd_beam._Place):
+    """Every placed record emitted twice."""
+
+    def process(self, item, counts):
+        for out in super().process(item, counts):
+            yield out
+            yield out
+
+
+class RepeatingWrite(augd_beam._WriteShard):
+    """Every shard written twice, and reported twice."""
+
+    def process(self, item, counts):
+        [row] = super().process(item, counts)
+        [again] = super().process(item, counts)
+        yield row
+        yield again
+
+
+def test_repeated_elements_in_every_step_write_run_jobs_bytes(split_job, tmp_path, monkeypatch):
+    """A runner that repeats elements (the DaskRunner re-evaluates a side input's upstream; Dataflow and Spark may
+    re-run a bundle or a speculative task and, in a faulty runner, keep both outputs): each image's outcome, each
+    placed record and each shard come twice, on the DirectRunner, and the output is still run_job's, its manifest
+    counting every image and record once."""
+    job, spec, local = split_job
+    for name, fake in (("_ProcessImage", RepeatingProcess), ("_Place", RepeatingPlace),
+                       ("_WriteShard", RepeatingWrite)):
+        monkeypatch.setattr(augd_beam, name, fake)
+    run_beam_job(str(job), spec, str(tmp_path / "out"))
+    m = _compare(local, tmp_path / "out" / "job")
+    assert sum(w["images"] for w in m["graph"]["workers"]) == 11   # the repeats are not counted as work done
 
 
 def test_too_many_rejected_inputs_fail_on_the_launcher_with_their_reason(split_job, tmp_path):

@@ -408,17 +408,17 @@ def test_boxes_ragged(box_output):
     assert isinstance(target["boxes"], tf.RaggedTensor) and target["boxes"].shape.as_list() == [3, None, 4]
     assert target["boxes"].row_lengths().numpy().tolist() == [2, 0, 1]
     np.testing.assert_allclose(target["boxes"].flat_values, [[0, 0, 1, 0.25], [0.5, 0.5, 1, 1], [0, 0, 1, 1]])
-    assert target["classes"].to_list() == [[3, 7], [], [5]]
+    assert target["labels"].to_list() == [[3, 7], [], [5]]
     one = elements(augd.data.load(box_output, image_size=8, batch_size=None, boxes="ragged", labels=None))
     assert [t["boxes"].shape for _, t in one] == [(2, 4), (0, 4), (1, 4)] and "label" not in one[0][1]
 
 
 def test_boxes_padded(box_output):
     (_, target), = elements(augd.data.load(box_output, image_size=8, batch_size=3, boxes="padded", max_boxes=3))
-    assert target["boxes"].shape == (3, 3, 4) and target["classes"].shape == (3, 3)
-    assert target["classes"].tolist() == [[3, 7, -1], [-1, -1, -1], [5, -1, -1]]
-    np.testing.assert_allclose(target["boxes"][0], [[0, 0, 1, 0.25], [0.5, 0.5, 1, 1], [0, 0, 0, 0]])
-    assert not target["boxes"][1].any()
+    assert target["boxes"].shape == (3, 3, 4) and target["labels"].shape == (3, 3)
+    assert target["labels"].tolist() == [[3, 7, -1], [-1, -1, -1], [5, -1, -1]]
+    np.testing.assert_allclose(target["boxes"][0], [[0, 0, 1, 0.25], [0.5, 0.5, 1, 1], [-1, -1, -1, -1]])
+    assert (target["boxes"][1] == -1).all()         # padding as keras.layers.MaxNumBoundingBoxes pads
     with pytest.raises(tf.errors.InvalidArgumentError, match="more boxes than max_boxes=1"):
         elements(augd.data.load(box_output, image_size=8, boxes="padded", max_boxes=1))
 
@@ -430,7 +430,7 @@ def test_boxes_follow_pad_and_crop(box_output):
     # crop, 20x40 to 20x20: columns 10..29, so x' = 2x - 0.5, clipped; the first box (x < 0.25) falls outside.
     cropped = elements(augd.data.load(box_output, image_size=20, resize="crop", batch_size=None, boxes="ragged"))
     np.testing.assert_allclose(cropped[0][1]["boxes"], [[0.5, 0.5, 1, 1]])
-    assert list(cropped[0][1]["classes"]) == [7]
+    assert list(cropped[0][1]["labels"]) == [7]
     np.testing.assert_allclose(cropped[2][1]["boxes"], [[0, 0, 1, 1]])
     stretched = elements(augd.data.load(box_output, image_size=(7, 9), batch_size=None, boxes="ragged"))
     np.testing.assert_allclose(stretched[0][1]["boxes"], [[0, 0, 1, 0.25], [0.5, 0.5, 1, 1]])
@@ -463,8 +463,12 @@ def test_info_equals_the_manifest(outputs):
     (dict(image_size=8, resize="fit"), "resize='fit' is not a mode; allowed: 'stretch', 'pad', 'crop'"),
     (dict(image_size=(0, 8)), r"image_size=\(0, 8\) is not a size; allowed: \(height, width\)"),
     (dict(image_size=None), "image_size=None keeps each image's own size, which cannot be batched; allowed"),
-    (dict(image_size=8, unlabeled="drop"), "unlabeled='drop'; allowed: 'skip', 'keep'"),
-    (dict(image_size=8, labels="onehot"), "labels='onehot' is not a label mode; allowed: 'int', 'one_hot', None"),
+    (dict(image_size=8, unlabeled="drop"), "unlabeled='drop'; allowed: 'auto', 'skip', 'keep'"),
+    (dict(image_size=8, labels="onehot"), "labels='onehot' is not a label mode; allowed: 'auto', 'int', "
+                                          "'one_hot', None"),
+    (dict(image_size=8, bounding_box_format="xyxy"), "bounding_box_format='xyxy' without boxes; allowed"),
+    (dict(image_size=8, boxes="ragged", bounding_box_format="yxhw"), "bounding_box_format='yxhw' is not a Keras "
+                                                                     "box format; allowed: 'xyxy'"),
     (dict(image_size=8, dtype="int16"), "dtype='int16' is not an image type; allowed: 'float32'"),
     (dict(image_size=8, batch_size=0), "batch_size=0; allowed: an int >= 1, or None"),
     (dict(image_size=8, shuffle=-1), r"shuffle=-1; allowed: False, True"),

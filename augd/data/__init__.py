@@ -9,16 +9,27 @@
 
 API.
     load(path, split=None, *, image_size, resize="stretch", batch_size=32, shuffle=False, seed=0,
-         reshuffle_each_iteration=True, drop_remainder=False, labels="int", num_classes=None, unlabeled="skip",
-         dtype="float32", boxes=None, max_boxes=None, keypoints=None, repeat=False, prefetch=True,
-         num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
+         reshuffle_each_iteration=True, drop_remainder=False, labels="auto", num_classes=None, unlabeled="auto",
+         dtype="float32", boxes=None, max_boxes=None, bounding_box_format=None, keypoints=None, repeat=False,
+         prefetch=True, num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
         -> tf.data.Dataset, or (tf.data.Dataset, DatasetInfo) with with_info=True
     info(path, split=None) -> DatasetInfo      # frozen: job, split, splits, class_names, num_classes,
         # class_counts, records, unlabeled_records, labeled_records, split_records, pipeline, pipeline_sha256,
-        # variants, image_format, shard_files, compression, manifest (the parsed manifest.json, or None)
+        # variants, image_format, shard_files, compression, manifest (the parsed manifest.json, or None),
+        # bounding_box_format ("rel_yxyx" for a detection output, else None), detection (bool)
+
+A detection output (its manifest has an annotations block) is read for its boxes, as Keras 3 and KerasHub take
+them:
+
+    train, meta = augd.data.load("datasets/detection", "train", image_size=(256, 256), batch_size=8,
+                                 boxes="padded", max_boxes=20, with_info=True)
+    # elements: (float32 [8, 256, 256, 3], {"boxes": float32 [8, 20, 4], "labels": int32 [8, 20]})
+    flip = keras.layers.RandomFlip("horizontal", bounding_box_format=meta.bounding_box_format)
+    train = train.map(lambda x, y: flip({"images": x, "bounding_boxes": y}))
 
 Paths. An output folder (`out/<job>/`, which must hold `_SUCCESS`: a folder without it is refused, as augd
-writes it last) reads the shards its manifest.json lists. A glob (`"out/photos/*.tfrecord.gz"`, or one file)
+writes it last) reads the shards its manifest.json lists; the folder above it (`out/`, what `augd run --out`
+was given) is refused with the outputs it holds. A glob (`"out/photos/*.tfrecord.gz"`, or one file)
 reads every file it matches; a matched file whose folder holds a manifest.json but no `_SUCCESS` is refused too.
 `.gz` shards are read as GZIP. Paths may be any `tf.io.gfile` URL.
 
@@ -34,17 +45,24 @@ Elements, as `model.fit` wants them: `(image, label)`.
   covering the whole output). `image_size=None` keeps each image's own size (then `batch_size` must be None).
   Resizing is bilinear with antialiasing. `dtype="float32"` (default: values in [0, 1]; any float dtype) or
   "uint8" (0..255). Always 3 channels. JPEG and PNG records, and raw-mode records (`image/raw`), decode alike.
-* label: `labels="int"` (int32 class index, the default), "one_hot" (float32 [num_classes]; the count comes from
-  the manifest or labels.txt, or `num_classes=`), or None (elements are the image alone).
-* Unlabeled records (label -1: images at a job's root) are dropped with `unlabeled="skip"` (default) and kept
-  with "keep" (label -1; an all-zero one-hot row). A selection known to hold no labeled record is refused.
+* label: `labels="int"` (int32 class index), "one_hot" (float32 [num_classes]; the count comes from the
+  manifest or labels.txt, or `num_classes=`), or None (elements are the image alone, or (image, boxes)). The
+  default "auto" follows the output: None for a detection output (its records carry boxes, not an image
+  label), "int" otherwise.
+* Unlabeled records (label -1: images at a job's root) are dropped with `unlabeled="skip"` and kept with "keep"
+  (label -1; an all-zero one-hot row). The default "auto": "keep" for a detection output (every record is
+  "unlabeled" there), "skip" otherwise. A selection known to hold no labeled record is refused with "skip".
 * Boxes (TF object-detection keys `image/object/bbox/{ymin,xmin,ymax,xmax}`, `image/object/class/label`):
-  `boxes="ragged"` or "padded" (with `max_boxes=`) turns the target into a dict {"label" (unless labels=None),
-  "boxes": float32 [n, 4] normalized (ymin, xmin, ymax, xmax), "classes": int32 [n]}. Ragged: a batch holds
-  tf.RaggedTensors [batch, None, 4] and [batch, None]. Padded: [max_boxes, 4] zeros and classes -1 after the
-  real ones; a record with more boxes than max_boxes raises when read. Boxes follow the resize: unchanged by
-  "stretch", shifted and scaled by "pad", and with "crop" clipped to the crop, those left without area dropped.
-  Records without boxes give n = 0. The default `boxes=None` ignores them.
+  `boxes="ragged"` or "padded" (with `max_boxes=`) turns the target into Keras 3's bounding-box dict {"boxes":
+  float32 [n, 4], "labels": int32 [n]} (plus "label", the image's class, when labels is not None). The boxes are
+  normalized (ymin, xmin, ymax, xmax), Keras' "rel_yxyx", which DatasetInfo.bounding_box_format names;
+  `bounding_box_format=` another of Keras' formats ("xyxy", "rel_xyxy", "center_xywh", ...; absolute ones in
+  pixels of the output image) converts them with keras.utils.bounding_boxes.convert_format. Ragged: a batch
+  holds tf.RaggedTensors [batch, None, 4] and [batch, None]. Padded: [max_boxes, 4] rows of -1 and labels -1 after
+  the real ones, as keras.layers.MaxNumBoundingBoxes pads; a record with more boxes than max_boxes raises when
+  read. Keras' layers take a padded batch as it comes: `layer({"images": x, "bounding_boxes": y})`. Boxes follow
+  the resize: unchanged by "stretch", shifted and scaled by "pad", and with "crop" clipped to the crop, those
+  left without area dropped. Records without boxes give n = 0. The default `boxes=None` ignores them.
 * Keypoints (a keypoint job's `image/object/keypoint/{y,x,visibility}`, K points per object in the order of
   the manifest's annotations.keypoints.names): `keypoints="padded"` (with `boxes="padded"`) adds "keypoints":
   float32 [max_boxes, K, 2] normalized (y, x) and "keypoint_visibility": int32 [max_boxes, K] (COCO's 0 not
@@ -63,6 +81,7 @@ Errors are DataError (a ValueError): "<path>: what is wrong; allowed: what is".
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 
@@ -78,10 +97,14 @@ AUTOTUNE = tf.data.AUTOTUNE
 SHUFFLE_BYTES = 256 * 1024 * 1024
 #: shuffle=True's buffer when the records' size is unknown (foreign shards).
 SHUFFLE_RECORDS = 10_000
-LABEL_MODES = ("int", "one_hot", None)
-UNLABELED = ("skip", "keep")
+LABEL_MODES = ("auto", "int", "one_hot", None)
+UNLABELED = ("auto", "skip", "keep")
 BOX_MODES = (None, "ragged", "padded")
 KEYPOINT_MODES = (None, "padded")
+#: The records' own box layout, in Keras 3's names; and the others keras.utils.bounding_boxes converts to.
+STORED_BOX_FORMAT = "rel_yxyx"
+BOX_FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx", "rel_xywh",
+               "rel_center_xywh")
 
 
 def info(path: str, split: str | None = None) -> DatasetInfo:
@@ -91,18 +114,26 @@ def info(path: str, split: str | None = None) -> DatasetInfo:
 
 def load(path: str, split: str | None = None, *, image_size, resize: str = "stretch", batch_size: int | None = 32,
          shuffle: bool | int = False, seed: int | None = 0, reshuffle_each_iteration: bool = True,
-         drop_remainder: bool = False, labels: str | None = "int", num_classes: int | None = None,
-         unlabeled: str = "skip", dtype="float32", boxes: str | None = None, max_boxes: int | None = None,
-         keypoints: str | None = None, repeat: bool | int = False, prefetch: bool | int = True,
-         num_parallel_calls: int = AUTOTUNE, with_info: bool = False):
-    """A tf.data.Dataset of (image, label) from an augd output folder or a glob of shards; with
-    `with_info=True`, (dataset, DatasetInfo). See the module docstring for every argument."""
+         drop_remainder: bool = False, labels: str | None = "auto", num_classes: int | None = None,
+         unlabeled: str = "auto", dtype="float32", boxes: str | None = None, max_boxes: int | None = None,
+         bounding_box_format: str | None = None, keypoints: str | None = None, repeat: bool | int = False,
+         prefetch: bool | int = True, num_parallel_calls: int = AUTOTUNE, with_info: bool = False):
+    """A tf.data.Dataset of (image, label), or of (image, boxes) from a detection output, from an augd output
+    folder or a glob of shards; with `with_info=True`, (dataset, DatasetInfo). See the module docstring for every
+    argument."""
     path = str(path)
     size = _image_size(path, image_size, batch_size)
     out_dtype = _dtype(path, dtype)
     _check_args(path, resize=resize, batch_size=batch_size, labels=labels, unlabeled=unlabeled, boxes=boxes,
                 max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls)
+    box_format = _box_format(path, bounding_box_format, boxes)
     meta = resolve(path, split)
+    if labels == "auto":     # a detection output's records carry boxes; their image label is -1
+        labels = None if meta.detection else "int"
+    if unlabeled == "auto":
+        unlabeled = "keep" if meta.detection else "skip"
+    if boxes is not None:
+        meta = dataclasses.replace(meta, bounding_box_format=box_format)
     k = _num_keypoints(path, meta, keypoints, boxes)
     classes = _num_classes(path, meta, labels, num_classes)
     if unlabeled == "skip" and meta.labeled_records == 0:
@@ -113,7 +144,7 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
                 num_parallel_calls=num_parallel_calls)
     if unlabeled == "skip":
         ds = ds.filter(lambda f: f["image/class/label"] >= 0)
-    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes, k)
+    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes, k, box_format)
     ds = ds.map(element, num_parallel_calls=num_parallel_calls)
     count = meta.records if unlabeled == "keep" else meta.labeled_records
     if count is not None:  # checked while reading: a wrong count raises rather than mislead Keras
@@ -159,7 +190,7 @@ def _num_keypoints(path: str, meta: DatasetInfo, keypoints, boxes) -> int:
     return len(found["names"])
 
 
-def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=0):
+def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=0, box_format=STORED_BOX_FORMAT):
     too_many = (f"{path}: a record has more boxes than max_boxes={max_boxes}; allowed: max_boxes >= the most "
                 f"boxes in one record")
     wrong_k = f"{path}: a record's keypoint lists are not {k} points per box"
@@ -176,9 +207,11 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
         mode = resize if size is not None else "stretch"
         points = images.keypoints_of(f, k, wrong_k) if k else ()
         b, c, *points = images.fit_boxes(*images.boxes_of(f), transform, mode, *points)
+        if box_format != STORED_BOX_FORMAT:
+            b = _convert_boxes(b, box_format, image)
         if boxes == "padded":
             b, c = images.pad_boxes(b, c, max_boxes, too_many)
-        target = {"boxes": b, "classes": c}
+        target = {"boxes": b, "labels": c}
         if k:
             p, v = images.fit_keypoints(*points, transform, mode)
             target["keypoints"], target["keypoint_visibility"] = images.pad_keypoints(p, v, max_boxes, k)
@@ -187,6 +220,14 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
         return image, target
 
     return element
+
+
+def _convert_boxes(b: tf.Tensor, box_format: str, image: tf.Tensor) -> tf.Tensor:
+    """Normalized (ymin, xmin, ymax, xmax) boxes in Keras' `box_format`, absolute ones in the output image's
+    pixels, by Keras' own converter (imported here: only a conversion needs Keras)."""
+    from keras.utils import bounding_boxes
+    h, w = tf.unstack(tf.shape(image)[:2])
+    return bounding_boxes.convert_format(b, source=STORED_BOX_FORMAT, target=box_format, height=h, width=w)
 
 
 def _to_dtype(image: tf.Tensor, dtype: tf.DType, *, resized: bool) -> tf.Tensor:
@@ -255,9 +296,9 @@ def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes
     if resize not in images.RESIZE_MODES:
         refuse(f"resize={resize!r} is not a mode", ", ".join(map(repr, images.RESIZE_MODES)))
     if labels not in LABEL_MODES:
-        refuse(f"labels={labels!r} is not a label mode", "'int', 'one_hot', None")
+        refuse(f"labels={labels!r} is not a label mode", "'auto', 'int', 'one_hot', None")
     if unlabeled not in UNLABELED:
-        refuse(f"unlabeled={unlabeled!r}", "'skip', 'keep'")
+        refuse(f"unlabeled={unlabeled!r}", "'auto', 'skip', 'keep'")
     if boxes not in BOX_MODES:
         refuse(f"boxes={boxes!r} is not a box mode", "None, 'ragged', 'padded'")
     if boxes == "padded" and not _count_ok(max_boxes):
@@ -272,6 +313,18 @@ def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes
         refuse(f"prefetch={prefetch!r}", "True (AUTOTUNE), False or an int >= 1")
     if not _count_ok(num_parallel_calls, autotune=True):
         refuse(f"num_parallel_calls={num_parallel_calls!r}", "tf.data.AUTOTUNE or an int >= 1")
+
+
+def _box_format(path: str, box_format, boxes) -> str:
+    if box_format is None:
+        return STORED_BOX_FORMAT
+    if boxes is None:
+        raise DataError(f"{path}: bounding_box_format={box_format!r} without boxes; allowed: bounding_box_format "
+                        f"with boxes='ragged' or 'padded'")
+    if not isinstance(box_format, str) or box_format.lower() not in BOX_FORMATS:
+        raise DataError(f"{path}: bounding_box_format={box_format!r} is not a Keras box format; allowed: "
+                        f"{', '.join(map(repr, BOX_FORMATS))}")
+    return box_format.lower()
 
 
 def _shuffle_buffer(path: str, meta: DatasetInfo, shuffle) -> int:

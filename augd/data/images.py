@@ -128,12 +128,12 @@ def pad_keypoints(points: tf.Tensor, vis: tf.Tensor, max_boxes: int, k: int):
 
 
 def pad_boxes(boxes: tf.Tensor, classes: tf.Tensor, max_boxes: int, message: str):
-    """[max_boxes, 4] zeros-padded boxes and [max_boxes] classes padded with -1; more boxes is an error (never
-    silently truncated)."""
+    """[max_boxes, 4] boxes and [max_boxes] classes, padded with -1 as keras.layers.MaxNumBoundingBoxes pads;
+    more boxes is an error (never silently truncated)."""
     n = tf.shape(boxes)[0]
     check = tf.debugging.assert_less_equal(n, max_boxes, message=message)
     with tf.control_dependencies([check]):
         pad = max_boxes - n
-        boxes = tf.pad(boxes, [[0, pad], [0, 0]])
+        boxes = tf.pad(boxes, [[0, pad], [0, 0]], constant_values=-1.0)
         classes = tf.pad(classes, [[0, pad]], constant_values=-1)
     return tf.ensure_shape(boxes, [max_boxes, 4]), tf.ensure_shape(classes, [max_boxes])

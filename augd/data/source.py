@@ -49,6 +49,14 @@ class DatasetInfo:
     shard_files: tuple[str, ...]             # full paths, sorted
     compression: str                         # none | gzip
     manifest: dict | None = field(default=None, hash=False, compare=False, repr=False)
+    #: Keras 3's name for the boxes' layout: "rel_yxyx" (normalized ymin, xmin, ymax, xmax) as the records store
+    #: them, or what load(bounding_box_format=) converted them to; None when the output holds no detection job.
+    bounding_box_format: str | None = None
+
+    @property
+    def detection(self) -> bool:
+        """True for a detection job's output (its manifest has an annotations block): boxes, not image labels."""
+        return bool((self.manifest or {}).get("annotations"))
 
     @property
     def num_classes(self) -> int:
@@ -104,10 +112,26 @@ def _read_labels(folder: str) -> tuple[str, ...]:
     return tuple(names[i] for i in range(len(names)))
 
 
+def _outputs_below(folder: str) -> list[str]:
+    """The complete augd outputs one level below `folder` (what `augd run --out folder` made), sorted."""
+    try:
+        names = sorted(n.rstrip("/") for n in tf.io.gfile.listdir(folder))
+    except tf.errors.OpError:
+        return []
+    return [_join(folder, n) for n in names
+            if not n.startswith(".") and tf.io.gfile.exists(_join(_join(folder, n), SUCCESS))]
+
+
 def _refuse_incomplete(folder: str) -> None:
-    if not tf.io.gfile.exists(_join(folder, SUCCESS)):
-        raise DataError(f"{folder}: incomplete output (no {SUCCESS}): the job is still running, failed or "
-                        f"crashed; allowed: a folder holding {SUCCESS}, which augd writes last")
+    if tf.io.gfile.exists(_join(folder, SUCCESS)):
+        return
+    below = [] if tf.io.gfile.exists(_join(folder, MANIFEST)) else _outputs_below(folder)
+    if below:   # the --out folder, not an output: say which outputs it holds
+        shown = ", ".join(below[:10]) + (f" and {len(below) - 10} more" if len(below) > 10 else "")
+        raise DataError(f"{folder}: not an output folder but a folder of {len(below)} output(s): {shown}; allowed: "
+                        f"one of them, e.g. augd.data.load({below[0]!r}, ...), or a glob of their shards")
+    raise DataError(f"{folder}: incomplete output (no {SUCCESS}): the job is still running, failed or "
+                    f"crashed; allowed: a folder holding {SUCCESS}, which augd writes last")
 
 
 def _split_of(name: str, job: str | None, wanted: str | None = None) -> str | None:
@@ -241,4 +265,5 @@ def _info(path, split, folder, manifest, job, files, seen, of) -> DatasetInfo:
         pipeline=pipeline.get("name"), pipeline_sha256=manifest.get("pipeline_sha256"),
         variants=tuple((manifest.get("records") or {}).get("variants", ())),
         image_format=(pipeline.get("output") or {}).get("format"), shard_files=tuple(files),
-        compression=compression, manifest=manifest)
+        compression=compression, manifest=manifest,
+        bounding_box_format="rel_yxyx" if manifest.get("annotations") else None)

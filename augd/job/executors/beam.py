@@ -11,10 +11,20 @@ executor; `write` then builds and runs a pipeline of these steps, every one safe
 3. `_Place`: record counts need a global view: `record_slots` over every image's count (the side input) gives
    each record its shard and its position there, as on every executor (augd.job.units).
 4. GroupByKey on (group, shard), with one empty marker per shard so that empty shards are written too;
-   `_WriteShard` sorts a shard's records by position, checks that none is missing or doubled, writes them with
+   `_WriteShard` sorts a shard's records by position, checks that none is missing, writes them with
    ShardWriter (the local executor's writer: same compression, same bytes) under a unique hidden name in the
    temp folder and renames that into place. A retried attempt rewrites the same bytes.
 5. `_gather`: every summary and every shard written go into one JSON file in the temp folder.
+
+Repeated elements. Beam promises that a bundle's outputs are committed once, however often it runs (a failed
+attempt's outputs are dropped; its side effects are not). Runners do not all keep that promise for every step:
+the DaskRunner re-evaluates a side input's upstream inside the task that reads it, so the same image's outcome
+reaches the counts twice; a speculative or re-run task elsewhere can do the same. So augd adds its own rule:
+every element carries its key (an image's (group, position); a record's (group, shard, position); a shard's
+(group, shard)), and every step that counts or places keeps a repeated key once, after checking that the two
+copies agree (the per-image work is a pure function of its key, so a disagreement is a bug, and fails the
+step). Every write is idempotent: a shard is renamed into place from its own attempt folder, the outcomes file
+likewise, so a repeated write leaves the same bytes.
 
 Then, on the launcher, after wait_until_finish(): read that file and tally the images in the local order; run_job
 finishes as for every executor (check_outcome, build_report, write_sidecars, AtomicOutput.commit: _SUCCESS last).
@@ -126,17 +136,40 @@ def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: fl
             "stage_devices": c.stage_devices}
 
 
-def _slots(counts, plan_sizes: list[int], plan_shards: list[int]) -> list[list]:
-    """Per group, per position: its records' (shard, position in shard), by record_slots over all counts."""
+def _record_counts(counts, plan_sizes: list[int]) -> list[list[int]]:
+    """Per group, per position: the image's record count, from the counts side input. A runner may repeat an
+    element (Dask re-evaluates a side input's upstream; Dataflow and Spark re-run bundles and speculative tasks):
+    a repeated (group, position) is kept once, as the per-image work is a pure function of it; two counts that
+    disagree, or a position with none, fail the step rather than place a record wrongly."""
     per_group = [[None] * n for n in plan_sizes]
     for g, pos, n in counts:
-        if per_group[g][pos] is not None:
-            raise RuntimeError(f"image {pos} of group {g} was counted twice: the runner repeated an output")
+        seen = per_group[g][pos]
+        if seen is not None and seen != n:
+            raise RuntimeError(f"image {pos} of group {g} was counted twice with different record counts ({seen}, "
+                               f"{n}): a repeated element is not the same")
         per_group[g][pos] = n
     for g, ns in enumerate(per_group):
         if None in ns:
             raise RuntimeError(f"image {ns.index(None)} of group {g} has no record count: the runner lost an output")
-    return [record_slots(ns, shards) for ns, shards in zip(per_group, plan_shards)]
+    return per_group
+
+
+def _slots(counts, plan_sizes: list[int], plan_shards: list[int]) -> list[list]:
+    """Per group, per position: its records' (shard, position in shard), by record_slots over all counts."""
+    return [record_slots(ns, shards) for ns, shards in zip(_record_counts(counts, plan_sizes), plan_shards)]
+
+
+def _once(rows: list[dict], key, same) -> list[dict]:
+    """`rows` sorted by `key`, a repeated key kept once (the first); the fields `same` names must agree between
+    repeats (others, a worker's name or its seconds, may differ between two runs of the same element)."""
+    out: dict = {}
+    for row in rows:
+        k = key(row)
+        if k in out and [out[k][f] for f in same] != [row[f] for f in same]:
+            raise RuntimeError(f"{k} was reported twice, differently ({[out[k][f] for f in same]} and "
+                               f"{[row[f] for f in same]}): a repeated element is not the same")
+        out.setdefault(k, row)
+    return [out[k] for k in sorted(out)]
 
 
 class _Place(beam.DoFn):
@@ -166,19 +199,28 @@ class _WriteShard(beam.DoFn):
     def __init__(self, plan: JobPlan, out_dir: str):
         self.out_dir, self.compression = out_dir, plan.spec.output.compression
         self.names = {(g, s): name for g in range(len(plan.groups)) for s, name in enumerate(_names(plan, g))}
+        self.sizes = [len(g.order) for g in plan.groups]
         self.shards = [g.shards for g in plan.groups]
+        self.totals = None
 
-    def process(self, item, totals):
+    def process(self, item, counts):
         import tensorflow as tf
 
         from augd.io import ShardWriter
+        if self.totals is None:   # from the counts side input, repeats kept once, as _Place reads it
+            self.totals = [sum(ns) for ns in _record_counts(counts, self.sizes)]
         (g, s), values = item
         name = self.names[(g, s)]
-        records = sorted((v for v in values if v is not None), key=lambda v: v[0])
-        want = len(range(s, totals.get(g, 0), self.shards[g]))
+        at_position: dict = {}
+        for at, record in (v for v in values if v is not None):
+            if at_position.setdefault(at, record) != record:   # a repeated record is kept once; it must be the same
+                raise RuntimeError(f"{name}: two different records at position {at}: a repeated element is not "
+                                   f"the same")
+        records = sorted(at_position.items())
+        want = len(range(s, self.totals[g], self.shards[g]))
         if [at for at, _ in records] != list(range(want)):
             raise RuntimeError(f"{name}: records at positions {[at for at, _ in records][:20]}, expected 0..{want - 1}:"
-                               f" the runner lost or repeated records")
+                               f" the runner lost records")
         t0 = time.perf_counter()
         # ShardWriter writes (and fsyncs) the shard in a folder of this attempt's own; a retry or a second
         # attempt running at the same time writes its own, and each renames the same bytes into place.
@@ -200,8 +242,11 @@ def _gather(_, out_dir: str, summaries, shards) -> None:
 
     from augd.io import write_text
     tmp = f"{out_dir}/{OUTCOMES}.{uuid.uuid4().hex}"
-    write_text(tmp, json.dumps({"images": sorted(summaries, key=lambda s: (s["g"], s["pos"])),
-                                "shards": sorted(shards, key=lambda s: (s["g"], s["shard"]))}))
+    images = _once(summaries, lambda s: (s["g"], s["pos"]), ("records", "rejected", "bytes_read", "objects"))
+    written = _once(shards, lambda s: (s["g"], s["shard"]), ("records", "bytes"))
+    write_text(tmp, json.dumps({"images": images, "shards": written,
+                                "repeated": {"images": len(summaries) - len(images),
+                                             "shards": len(shards) - len(written)}}))
     tf.io.gfile.rename(tmp, f"{out_dir}/{OUTCOMES}", overwrite=True)
 
 
@@ -211,14 +256,17 @@ def _build(p, plan: JobPlan, engine_options: EngineOptions, out_dir: str) -> Non
                  | "Process" >> beam.ParDo(_ProcessImage(plan, engine_options)))
     summaries = processed | "Summaries" >> beam.Map(lambda item: item[0])
     counts = summaries | "Counts" >> beam.Map(lambda s: (s["g"], s["pos"], s["records"]))
-    totals = (counts | "ByGroup" >> beam.Map(lambda c: (c[0], c[2])) | "Totals" >> beam.CombinePerKey(sum))
     placed = processed | "Place" >> beam.ParDo(_Place(plan), beam.pvalue.AsList(counts))
     markers = p | "EveryShard" >> beam.Create([((g, s), None) for g, group in enumerate(plan.groups)
                                                for s in range(group.shards)])
     written = ((placed, markers) | "Join" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
-               | "Write" >> beam.ParDo(_WriteShard(plan, out_dir), beam.pvalue.AsDict(totals)))
+               | "Write" >> beam.ParDo(_WriteShard(plan, out_dir), beam.pvalue.AsList(counts)))
     (p | "Once" >> beam.Create([None])
      | "Gather" >> beam.Map(_gather, out_dir, beam.pvalue.AsList(summaries), beam.pvalue.AsList(written)))
+
+
+#: Runners Beam ships but does not know by a short name: `--runner=DaskRunner` works as Beam's own names do.
+_QUALIFIED = {"daskrunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 
 
 def _pipeline(args: list[str]):
@@ -227,8 +275,14 @@ def _pipeline(args: list[str]):
     and falls back; online: a different runner than the one asked for)."""
     options = PipelineOptions(args)
     name = options.view_as(StandardOptions).runner or "DirectRunner"
+    if name.lower() in _QUALIFIED:
+        name = options.view_as(StandardOptions).runner = _QUALIFIED[name.lower()]
     if name.lower() not in _DIRECT:
-        return beam.Pipeline(options=options), name
+        try:
+            return beam.Pipeline(options=options), name.rsplit(".", 1)[-1]
+        except (ValueError, ImportError) as exc:   # an unknown runner, or one whose extra is missing
+            raise JobFailed(f"Beam cannot make the runner {name!r}: {str(exc).splitlines()[0][:400]}",
+                            reason=FailureReason.CRASHED) from exc
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
@@ -307,6 +361,9 @@ def _read_outcomes(plan: JobPlan, out_dir: str, tally: Tally, metrics: dict):
     with tf.io.gfile.GFile(path) as f:
         data = json.load(f)
     images, shard_rows = data["images"], data["shards"]
+    if any(data["repeated"].values()):
+        log.info("beam: the runner repeated %(images)d image outcome(s) and %(shards)d shard(s); each was kept once",
+                 data["repeated"])
     want = [(g, pos) for g, group in enumerate(plan.groups) for pos in range(len(group.order))]
     if [(s["g"], s["pos"]) for s in images] != want:
         raise JobFailed(f"the Beam pipeline returned {len(images)} image outcomes for {len(want)} images",
@@ -363,6 +420,12 @@ class Beam:
             log.debug("beam: the pipeline failed", exc_info=True)
             raise JobFailed(f"the Beam pipeline failed on the {runner}: {lines[-1].strip()[:500]}",
                             reason=FailureReason.CRASHED) from exc
+        finally:
+            # The DaskRunner's result holds the dask Client it opened and Beam never closes; left open, it keeps
+            # reconnecting to a cluster that may be gone (the daemon runs job after job).
+            client = getattr(result, "client", None)
+            if client is not None and callable(getattr(client, "close", None)):
+                client.close()
         if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
             raise JobFailed(f"the Beam pipeline ended {state} on the {runner}", reason=FailureReason.CRASHED)
         metrics = _metrics(result)

@@ -1,0 +1,60 @@
+"""The Beam executor on a real cluster engine: Beam's DaskRunner over a dask.distributed LocalCluster of two
+worker processes on loopback, started here. The DaskRunner re-evaluates a side input's upstream inside the task
+that reads it, so the same image's outcome reaches the record counts more than once: before augd kept repeated
+elements once, this job failed ("image 0 of group 0 was counted twice"). Now the output is run_job's, byte for
+byte, for a split classification job and a VOC detection job (tests/test_beam.py holds the shared fixtures)."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+pytest.importorskip("apache_beam")
+distributed = pytest.importorskip("dask.distributed")
+
+from augd.job import run_job  # noqa: E402
+from augd.spec import parse_pipeline  # noqa: E402
+from tests.annotated import Img, voc_job  # noqa: E402
+from tests.test_beam import DETECTION, _compare, run_beam_job, split_job  # noqa: E402,F401 (a fixture)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """(scheduler address, the two workers' pids): a LocalCluster of two single-threaded worker processes."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  scheduler_port=0, host="127.0.0.1") as c, distributed.Client(c) as client:
+        pids = set(client.run(lambda: __import__("os").getpid()).values())
+        assert len(pids) == 2
+        yield c.scheduler_address, pids
+
+
+def dask_args(address: str) -> list[str]:
+    # four partitions, so that both workers get images
+    return ["--runner=DaskRunner", f"--dask_client_address={address}", "--dask_npartitions=4"]
+
+
+def test_a_split_classification_job_on_a_dask_cluster_writes_run_jobs_bytes(split_job, cluster, tmp_path, caplog):
+    job, spec, local = split_job
+    address, pids = cluster
+    with caplog.at_level(logging.INFO, logger="augd.job"):
+        run_beam_job(str(job), spec, str(tmp_path), pipeline_args=dask_args(address))
+    m = _compare(local, tmp_path / "job")
+    workers = {w["pid"] for w in m["graph"]["workers"]}
+    assert workers <= pids, (workers, pids)                 # the images ran on the cluster's worker processes
+    assert sum(w["images"] for w in m["graph"]["workers"]) == 11   # each image once in the report
+    assert "on the DaskRunner" in caplog.text
+
+
+def test_a_voc_detection_job_on_a_dask_cluster_writes_run_jobs_bytes(cluster, tmp_path):
+    red, green = (230, 30, 30), (30, 220, 30)
+    images = [Img(f"im{i}.{'jpg' if i % 3 == 0 else 'png'}", 48 + 2 * i, 64,
+                  [("cat", (4 + i, 6, 24 + i, 30), red), ("dog", (34, 10 + i, 58, 40), green)][:1 + i % 2],
+                  split="train" if i < 5 else "val") for i in range(7)]
+    voc_job(str(tmp_path / "job"), images)
+    spec = parse_pipeline(DETECTION)
+    run_job(str(tmp_path / "job"), spec, str(tmp_path / "local"))
+    run_beam_job(str(tmp_path / "job"), spec, str(tmp_path / "dask"), pipeline_args=dask_args(cluster[0]))
+    m = _compare(tmp_path / "local" / "job", tmp_path / "dask" / "job")
+    assert m["annotations"]["objects"]["out"] > 0 and (tmp_path / "dask" / "job" / "label_map.pbtxt").exists()
+    assert json.loads((tmp_path / "dask" / "job" / "manifest.json").read_text())["graph"]["executor"] == "beam"
