@@ -150,9 +150,9 @@ class FlakyProcess(augd_beam._ProcessImage):
 class FlakyPlace(augd_beam._Place):
     """The second image of each group: its records placed and emitted, then the bundle fails."""
 
-    def process(self, item, counts):
-        yield from super().process(item, counts)
-        g, pos = item[0]["g"], item[0]["pos"]
+    def process(self, item):
+        yield from super().process(item)
+        g, pos = item[0]
         if pos == 1 and _first_attempt(f"place-{g}"):
             raise Injected(f"after placing image {pos} of group {g}")
 
@@ -161,14 +161,14 @@ class FlakyWrite(augd_beam._WriteShard):
     """Shard 0 of each group: written, renamed into place and reported, then the bundle fails. Shard 1 of group 0:
     the attempt dies half way, leaving its folder with a partial file behind (as a killed worker would)."""
 
-    def process(self, item, totals):
+    def process(self, item):
         (g, s), _ = item
         if (g, s) == (0, 1) and _first_attempt("write-0-1"):
             stray = Path(self.out_dir) / f".{self.names[(0, 1)]}.attempt-dead"
             stray.mkdir()
             (stray / "shard-00000-of-00001.tfrecord.gz").write_bytes(b"\x1f\x8b partial")
             raise Injected("half way through shard 1 of group 0")
-        yield from super().process(item, totals)
+        yield from super().process(item)
         if s == 0 and _first_attempt(f"write-{g}-0"):
             raise Injected(f"after writing shard 0 of group {g}")
 
@@ -176,12 +176,12 @@ class FlakyWrite(augd_beam._WriteShard):
 _gather = augd_beam._gather   # the real one, which the test replaces with flaky_gather
 
 
-def flaky_gather(unit, out_dir, summaries, shards):
+def flaky_gather(item, out_dir):
     """The first attempt leaves an outcomes file that says nothing, then fails."""
     if _first_attempt("gather"):
-        Path(out_dir, augd_beam.OUTCOMES).write_text('{"images": [], "shards": []}')
+        Path(out_dir, augd_beam.OUTCOMES).write_text('{"images": [], "shards": [], "repeated": {}}')
         raise Injected("after writing an empty outcomes file")
-    _gather(unit, out_dir, summaries, shards)
+    _gather(item, out_dir)
 
 
 class FailingProcess(augd_beam._ProcessImage):
@@ -237,30 +237,47 @@ def test_a_failed_bundle_fails_the_job_on_the_direct_runner_and_keeps_the_old_ou
 
 def test_a_lost_or_differing_record_fails_the_step_and_a_repeated_one_is_kept_once(split_job, tmp_path):
     """The checks behind "nothing lost, nothing twice" when a runner misbehaves: a shard's positions must be
-    exactly 0..n-1 for the split's record count; an element seen twice is kept once, and only when both copies
-    are the same (the per-image work is a pure function of the image): two different records at one position or
-    two different counts for one image fail the step rather than write a wrong shard."""
-    from augd.job.units import plan_job
+    exactly 0..n-1 for its record count; an element seen twice is kept once, and only when both copies are the
+    same (the per-image work is a pure function of the image): two different records at one position or two
+    different counts for one image fail the step rather than write a wrong shard."""
+    from augd.job.units import plan_job, record_slots
     job, spec, _ = split_job
     plan = plan_job(str(job), spec, None, JobOptions().max_pixels)
-    sizes = [len(g.order) for g in plan.groups]
-    counts = [(0, pos, 3) for pos in range(sizes[0])] + [(1, 0, 1), (1, 1, 1)]   # group 0: 6 records a shard
-    write = augd_beam._WriteShard(plan, str(tmp_path))
-    for values, error in (([None, (0, b"a"), (0, b"b")], "two different records at position 0"),
-                          ([None, (0, b"a"), (2, b"c")], "the runner lost records"),
-                          ([None, (0, b"a")], "the runner lost records")):
-        with pytest.raises(RuntimeError, match=error):
-            list(write.process(((0, 0), values), counts))
-    assert os.listdir(tmp_path) == []
-    six = [(i, bytes([i])) for i in range(len(range(0, sizes[0] * 3, 3)))]      # shard 0 of 3: records 0, 3, 6, ...
-    [row] = write.process(((0, 0), [None, *six, *six[::-1], None]), counts + counts)
-    assert row["records"] == len(six)
-    assert list(read_records(str(tmp_path / write.names[(0, 0)]))) == [r for _, r in six]
-    assert augd_beam._slots(counts + counts[::-1], sizes, [3, 3]) == augd_beam._slots(counts, sizes, [3, 3])
+    size = len(plan.groups[0].order)
+    counts = [(pos, 3) for pos in range(size)]                      # group 0: 3 records an image, 3 shards
+    count = augd_beam._Count(plan)
+    out = list(count.process((0, counts)))
+    assert out == list(count.process((0, counts + counts[::-1])))  # repeated counts are kept once
+    slots = record_slots([3] * size, 3)
+    assert [v for k, v in out if v[0] == "slots"] == [("slots", sl) for sl in slots]
+    assert [(k, v) for k, v in out if v[0] == "expect"] == [((0, s), ("expect", size)) for s in range(3)]
     with pytest.raises(RuntimeError, match="counted twice with different record counts"):
-        augd_beam._slots(counts + [(1, 1, 2)], sizes, [3, 3])
+        list(count.process((0, counts + [(1, 2)])))
     with pytest.raises(RuntimeError, match="no record count"):
-        augd_beam._slots(counts[1:], sizes, [3, 3])
+        list(count.process((0, counts[1:])))
+
+    write = augd_beam._WriteShard(plan, str(tmp_path))
+    expect = ("expect", 3)
+    for values, error in (([expect, ("record", 0, b"a"), ("record", 0, b"b")], "two different records at position 0"),
+                          ([expect, ("record", 0, b"a"), ("record", 2, b"c")], "the runner lost records"),
+                          ([("record", 0, b"a")], "no record count arrived"),
+                          ([expect, ("expect", 4)], "record count arrived twice, differently")):
+        with pytest.raises(RuntimeError, match=error):
+            list(write.process(((0, 0), values)))
+    assert os.listdir(tmp_path) == []
+    three = [("record", i, bytes([i])) for i in range(3)]
+    [row] = write.process(((0, 0), [expect, *three, expect, *three[::-1]]))
+    assert row["records"] == 3
+    assert list(read_records(str(tmp_path / write.names[(0, 0)]))) == [bytes([i]) for i in range(3)]
+
+    place = augd_beam._Place()
+    two = (("slots", [(0, 0), (1, 0)]), ("records", (b"x", b"y")))
+    assert list(place.process(((0, 5), [*two, *two]))) == [((0, 0), ("record", 0, b"x")), ((0, 1), ("record", 0, b"y"))]
+    with pytest.raises(RuntimeError, match="records of image 5 of group 0 arrived twice, differently"):
+        list(place.process(((0, 5), [*two, ("records", (b"x", b"z"))])))
+    with pytest.raises(RuntimeError, match="no records arrived"):
+        list(place.process(((0, 5), [two[0]])))
+
     rows = [{"g": 0, "pos": 1, "records": 2, "worker": "a"}, {"g": 0, "pos": 0, "records": 2, "worker": "b"},
             {"g": 0, "pos": 1, "records": 2, "worker": "c"}]
     assert augd_beam._once(rows, lambda r: (r["g"], r["pos"]), ("records",)) == [rows[1], rows[0]]
@@ -281,8 +298,17 @@ class RepeatingProcess(augd_beam._ProcessImage):
 class RepeatingPlace(augd_beam._Place):
     """Every placed record emitted twice."""
 
-    def process(self, item, counts):
-        for out in super().process(item, counts):
+    def process(self, item):
+        for out in super().process(item):
+            yield out
+            yield out
+
+
+class RepeatingCount(augd_beam._Count):
+    """Every image's slots and every shard's count emitted twice."""
+
+    def process(self, item):
+        for out in super().process(item):
             yield out
             yield out
 
@@ -290,20 +316,20 @@ class RepeatingPlace(augd_beam._Place):
 class RepeatingWrite(augd_beam._WriteShard):
     """Every shard written twice, and reported twice."""
 
-    def process(self, item, counts):
-        [row] = super().process(item, counts)
-        [again] = super().process(item, counts)
+    def process(self, item):
+        [row] = super().process(item)
+        [again] = super().process(item)
         yield row
         yield again
 
 
 def test_repeated_elements_in_every_step_write_run_jobs_bytes(split_job, tmp_path, monkeypatch):
-    """A runner that repeats elements (the DaskRunner re-evaluates a side input's upstream; Dataflow and Spark may
-    re-run a bundle or a speculative task and, in a faulty runner, keep both outputs): each image's outcome, each
-    placed record and each shard come twice, on the DirectRunner, and the output is still run_job's, its manifest
-    counting every image and record once."""
+    """A runner that repeats elements (Dataflow and Spark may re-run a bundle or a speculative task and, in a
+    faulty runner, keep both outputs; the DaskRunner did, through side inputs, when augd's pipeline had them):
+    each image's outcome, each image's slots and shard's count, each placed record and each shard come twice, on
+    the DirectRunner, and the output is still run_job's, its manifest counting every image and record once."""
     job, spec, local = split_job
-    for name, fake in (("_ProcessImage", RepeatingProcess), ("_Place", RepeatingPlace),
+    for name, fake in (("_ProcessImage", RepeatingProcess), ("_Count", RepeatingCount), ("_Place", RepeatingPlace),
                        ("_WriteShard", RepeatingWrite)):
         monkeypatch.setattr(augd_beam, name, fake)
     run_beam_job(str(job), spec, str(tmp_path / "out"))

@@ -1,12 +1,17 @@
 """The Beam executor on a real cluster engine: Beam's DaskRunner over a dask.distributed LocalCluster of two
-worker processes on loopback, started here. The DaskRunner re-evaluates a side input's upstream inside the task
-that reads it, so the same image's outcome reaches the record counts more than once: before augd kept repeated
-elements once, this job failed ("image 0 of group 0 was counted twice"). Now the output is run_job's, byte for
-byte, for a split classification job and a VOC detection job (tests/test_beam.py holds the shared fixtures)."""
+worker processes on loopback, started here. Before augd's pipeline kept repeated elements once, this job failed
+("image 0 of group 0 was counted twice": the DaskRunner computes a side input by running its upstream again in
+each task that reads it); with side inputs, every image was processed five times. Now the output is run_job's,
+byte for byte, for a split classification job and a VOC detection job, and every image is processed once
+(tests/test_beam.py holds the shared fixtures)."""
 from __future__ import annotations
 
+import collections
 import json
 import logging
+import os
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +19,7 @@ pytest.importorskip("apache_beam")
 distributed = pytest.importorskip("dask.distributed")
 
 from augd.job import run_job  # noqa: E402
+from augd.job.executors import beam as augd_beam  # noqa: E402
 from augd.spec import parse_pipeline  # noqa: E402
 from tests.annotated import Img, voc_job  # noqa: E402
 from tests.test_beam import DETECTION, _compare, run_beam_job, split_job  # noqa: E402,F401 (a fixture)
@@ -29,17 +35,38 @@ def cluster():
         yield c.scheduler_address, pids
 
 
+class CountingProcess(augd_beam._ProcessImage):
+    """Leaves a file per image it processes, in `folder` (set before the pipeline is built; it travels to the
+    Dask workers in each instance)."""
+    folder: str = ""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.marks = CountingProcess.folder
+
+    def process(self, unit):
+        Path(self.marks, f"{unit[0]}-{unit[1]}-{uuid.uuid4().hex}").touch()
+        yield from super().process(unit)
+
+
 def dask_args(address: str) -> list[str]:
     # four partitions, so that both workers get images
     return ["--runner=DaskRunner", f"--dask_client_address={address}", "--dask_npartitions=4"]
 
 
-def test_a_split_classification_job_on_a_dask_cluster_writes_run_jobs_bytes(split_job, cluster, tmp_path, caplog):
+def test_a_split_classification_job_on_a_dask_cluster_writes_run_jobs_bytes_processing_each_image_once(
+        split_job, cluster, tmp_path, caplog, monkeypatch):
     job, spec, local = split_job
     address, pids = cluster
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(CountingProcess, "folder", str(marks))
+    monkeypatch.setattr(augd_beam, "_ProcessImage", CountingProcess)
     with caplog.at_level(logging.INFO, logger="augd.job"):
-        run_beam_job(str(job), spec, str(tmp_path), pipeline_args=dask_args(address))
-    m = _compare(local, tmp_path / "job")
+        run_beam_job(str(job), spec, str(tmp_path / "out"), pipeline_args=dask_args(address))
+    m = _compare(local, tmp_path / "out" / "job")
+    processed = collections.Counter(name.rsplit("-", 1)[0] for name in os.listdir(marks))
+    assert len(processed) == 11 and set(processed.values()) == {1}, processed   # every image once, no more
     workers = {w["pid"] for w in m["graph"]["workers"]}
     assert workers <= pids, (workers, pids)                 # the images ran on the cluster's worker processes
     assert sum(w["images"] for w in m["graph"]["workers"]) == 11   # each image once in the report

@@ -7,24 +7,30 @@ executor; `write` then builds and runs a pipeline of these steps, every one safe
 1. Create the job's work units, (group, position in the group's seeded order), and Reshuffle them over workers.
 2. `_ProcessImage`: each DoFn instance builds its Engine and compiles the job's graph once, in setup();
    `process_images` turns one image into its records, or a rejection. Besides the records, each image yields a
-   small summary (counts, rejection, seconds, objects), and its record count goes to a side input.
-3. `_Place`: record counts need a global view: `record_slots` over every image's count (the side input) gives
-   each record its shard and its position there, as on every executor (augd.job.units).
-4. GroupByKey on (group, shard), with one empty marker per shard so that empty shards are written too;
+   small summary (counts, rejection, seconds, objects).
+3. `_Count`: record counts need a global view: each image's count is grouped by group (a GroupByKey of small
+   tuples), and `record_slots` over them gives each record its shard and its position there, as on every
+   executor (augd.job.units), and each shard its record count.
+4. `_Place`: each image's records meet their slots in a GroupByKey by image, and go out keyed by shard.
+5. GroupByKey on (group, shard), with the shard's count (so that empty shards are written too);
    `_WriteShard` sorts a shard's records by position, checks that none is missing, writes them with
    ShardWriter (the local executor's writer: same compression, same bytes) under a unique hidden name in the
    temp folder and renames that into place. A retried attempt rewrites the same bytes.
-5. `_gather`: every summary and every shard written go into one JSON file in the temp folder.
+6. `_gather`: every summary and every shard written meet in one GroupByKey and go into one JSON file in the
+   temp folder.
+
+No step reads a side input: the DaskRunner computes a side input by running its whole upstream again inside
+every task that reads one, which processed every image five times on the demo when the counts were a side
+input; joined by GroupByKeys, every image is processed once there too.
 
 Repeated elements. Beam promises that a bundle's outputs are committed once, however often it runs (a failed
-attempt's outputs are dropped; its side effects are not). Runners do not all keep that promise for every step:
-the DaskRunner re-evaluates a side input's upstream inside the task that reads it, so the same image's outcome
-reaches the counts twice; a speculative or re-run task elsewhere can do the same. So augd adds its own rule:
-every element carries its key (an image's (group, position); a record's (group, shard, position); a shard's
-(group, shard)), and every step that counts or places keeps a repeated key once, after checking that the two
-copies agree (the per-image work is a pure function of its key, so a disagreement is a bug, and fails the
-step). Every write is idempotent: a shard is renamed into place from its own attempt folder, the outcomes file
-likewise, so a repeated write leaves the same bytes.
+attempt's outputs are dropped; its side effects are not). Runners do not all keep that promise for every step
+(the DaskRunner's re-evaluated side inputs repeated them; a speculative or re-run task elsewhere can), so augd
+adds its own rule: every element carries its key (an image's (group, position); a record's (group, shard,
+position); a shard's (group, shard)), and every step that counts or places keeps a repeated key once, after
+checking that the copies agree (the per-image work is a pure function of its key, so a disagreement is a bug,
+and fails the step). Every write is idempotent: a shard is renamed into place from its own attempt folder, the
+outcomes file likewise, so a repeated write leaves the same bytes.
 
 Then, on the launcher, after wait_until_finish(): read that file and tally the images in the local order; run_job
 finishes as for every executor (check_outcome, build_report, write_sidecars, AtomicOutput.commit: _SUCCESS last).
@@ -136,27 +142,20 @@ def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: fl
             "stage_devices": c.stage_devices}
 
 
-def _record_counts(counts, plan_sizes: list[int]) -> list[list[int]]:
-    """Per group, per position: the image's record count, from the counts side input. A runner may repeat an
-    element (Dask re-evaluates a side input's upstream; Dataflow and Spark re-run bundles and speculative tasks):
-    a repeated (group, position) is kept once, as the per-image work is a pure function of it; two counts that
-    disagree, or a position with none, fail the step rather than place a record wrongly."""
-    per_group = [[None] * n for n in plan_sizes]
-    for g, pos, n in counts:
-        seen = per_group[g][pos]
-        if seen is not None and seen != n:
-            raise RuntimeError(f"image {pos} of group {g} was counted twice with different record counts ({seen}, "
-                               f"{n}): a repeated element is not the same")
-        per_group[g][pos] = n
-    for g, ns in enumerate(per_group):
-        if None in ns:
-            raise RuntimeError(f"image {ns.index(None)} of group {g} has no record count: the runner lost an output")
-    return per_group
-
-
-def _slots(counts, plan_sizes: list[int], plan_shards: list[int]) -> list[list]:
-    """Per group, per position: its records' (shard, position in shard), by record_slots over all counts."""
-    return [record_slots(ns, shards) for ns, shards in zip(_record_counts(counts, plan_sizes), plan_shards)]
+def _record_counts(counts, size: int, g: int) -> list[int]:
+    """A group's record count per position, from its (position, count) pairs. A runner may repeat an element
+    (Dataflow and Spark re-run bundles and speculative tasks): a repeated position is kept once, as the
+    per-image work is a pure function of it; two counts that disagree, or a position with none, fail the step
+    rather than place a record wrongly."""
+    per_pos = [None] * size
+    for pos, n in counts:
+        if per_pos[pos] is not None and per_pos[pos] != n:
+            raise RuntimeError(f"image {pos} of group {g} was counted twice with different record counts "
+                               f"({per_pos[pos]}, {n}): a repeated element is not the same")
+        per_pos[pos] = n
+    if None in per_pos:
+        raise RuntimeError(f"image {per_pos.index(None)} of group {g} has no record count: the runner lost an output")
+    return per_pos
 
 
 def _once(rows: list[dict], key, same) -> list[dict]:
@@ -172,52 +171,75 @@ def _once(rows: list[dict], key, same) -> list[dict]:
     return [out[k] for k in sorted(out)]
 
 
-class _Place(beam.DoFn):
-    """(summary, records) -> ((group, shard), (position in shard, record)) for each record. The slots are computed once
-    per instance from the side input, which is one value for the whole (batch, global-window) pipeline."""
+def _the_same(values: list, what: str):
+    """The one value of copies that must agree (a repeated element), or RuntimeError."""
+    if any(v != values[0] for v in values[1:]):
+        raise RuntimeError(f"{what} arrived twice, differently: a repeated element is not the same")
+    return values[0]
+
+
+class _Count(beam.DoFn):
+    """(group, [(position, record count), ...]) -> each image's record slots, ((group, position), ("slots",
+    [(shard, position in shard), ...])), and each shard's record count, ((group, shard), ("expect", n)): the
+    placement every executor uses (record_slots), from the group's counts gathered by a GroupByKey."""
 
     def __init__(self, plan: JobPlan):
         self.sizes = [len(g.order) for g in plan.groups]
         self.shards = [g.shards for g in plan.groups]
-        self.slots = None
 
-    def process(self, item, counts):
-        if self.slots is None:
-            self.slots = _slots(counts, self.sizes, self.shards)
-        summary, records = item
-        g, pos = summary["g"], summary["pos"]
-        slots = self.slots[g][pos]
+    def process(self, item):
+        g, counts = item
+        per_pos = _record_counts(counts, self.sizes[g], g)
+        for pos, slots in enumerate(record_slots(per_pos, self.shards[g])):
+            yield (g, pos), ("slots", slots)
+        total = sum(per_pos)
+        for s in range(self.shards[g]):
+            yield (g, s), ("expect", len(range(s, total, self.shards[g])))
+
+
+class _Place(beam.DoFn):
+    """((group, position), [("slots", ...), ("records", ...)]) -> ((group, shard), ("record", position in shard,
+    record)) for each of the image's records."""
+
+    def process(self, item):
+        (g, pos), values = item
+        slots = [v[1] for v in values if v[0] == "slots"]
+        records = [v[1] for v in values if v[0] == "records"]
+        if not slots or not records:
+            raise RuntimeError(f"image {pos} of group {g}: {'no records' if not records else 'no record count'} "
+                               f"arrived: the runner lost an output")
+        slots = _the_same(slots, f"the slots of image {pos} of group {g}")
+        records = _the_same(records, f"the records of image {pos} of group {g}")
         if len(slots) != len(records):
             raise RuntimeError(f"image {pos} of group {g}: {len(records)} records, {len(slots)} counted")
         for (shard, at), record in zip(slots, records):
-            yield (g, shard), (at, record)
+            yield (g, shard), ("record", at, record)
 
 
 class _WriteShard(beam.DoFn):
-    """((group, shard), [marker, (position, record), ...]) -> the shard file, and what was written."""
+    """((group, shard), [("expect", n), ("record", position, record), ...]) -> the shard file, and what was
+    written."""
 
     def __init__(self, plan: JobPlan, out_dir: str):
         self.out_dir, self.compression = out_dir, plan.spec.output.compression
         self.names = {(g, s): name for g in range(len(plan.groups)) for s, name in enumerate(_names(plan, g))}
-        self.sizes = [len(g.order) for g in plan.groups]
-        self.shards = [g.shards for g in plan.groups]
-        self.totals = None
 
-    def process(self, item, counts):
+    def process(self, item):
         import tensorflow as tf
 
         from augd.io import ShardWriter
-        if self.totals is None:   # from the counts side input, repeats kept once, as _Place reads it
-            self.totals = [sum(ns) for ns in _record_counts(counts, self.sizes)]
         (g, s), values = item
         name = self.names[(g, s)]
+        expected = [v[1] for v in values if v[0] == "expect"]
+        if not expected:
+            raise RuntimeError(f"{name}: no record count arrived: the runner lost an output")
+        want = _the_same(expected, f"{name}'s record count")
         at_position: dict = {}
-        for at, record in (v for v in values if v is not None):
+        for _, at, record in (v for v in values if v[0] == "record"):
             if at_position.setdefault(at, record) != record:   # a repeated record is kept once; it must be the same
                 raise RuntimeError(f"{name}: two different records at position {at}: a repeated element is not "
                                    f"the same")
         records = sorted(at_position.items())
-        want = len(range(s, self.totals[g], self.shards[g]))
         if [at for at, _ in records] != list(range(want)):
             raise RuntimeError(f"{name}: records at positions {[at for at, _ in records][:20]}, expected 0..{want - 1}:"
                                f" the runner lost records")
@@ -236,11 +258,15 @@ class _WriteShard(beam.DoFn):
                "seconds": time.perf_counter() - t0}
 
 
-def _gather(_, out_dir: str, summaries, shards) -> None:
-    """Every image's summary and every shard written, into the outcomes file (written aside, renamed in)."""
+def _gather(item, out_dir: str) -> None:
+    """(key, [("image", summary), ("shard", row), ...]): every image's summary and every shard written, into the
+    outcomes file (written aside, renamed in)."""
     import tensorflow as tf
 
     from augd.io import write_text
+    _, values = item
+    summaries = [v[1] for v in values if v[0] == "image"]
+    shards = [v[1] for v in values if v[0] == "shard"]
     tmp = f"{out_dir}/{OUTCOMES}.{uuid.uuid4().hex}"
     images = _once(summaries, lambda s: (s["g"], s["pos"]), ("records", "rejected", "bytes_read", "objects"))
     written = _once(shards, lambda s: (s["g"], s["shard"]), ("records", "bytes"))
@@ -251,18 +277,27 @@ def _gather(_, out_dir: str, summaries, shards) -> None:
 
 
 def _build(p, plan: JobPlan, engine_options: EngineOptions, out_dir: str) -> None:
+    """The pipeline, joined by GroupByKeys and no side input: a runner that computes a side input by running its
+    upstream again (the DaskRunner does, in every task that reads it) would process every image again."""
     units = [(g, pos) for g, group in enumerate(plan.groups) for pos in range(len(group.order))]
     processed = (p | "Units" >> beam.Create(units) | "Spread" >> beam.Reshuffle()
                  | "Process" >> beam.ParDo(_ProcessImage(plan, engine_options)))
-    summaries = processed | "Summaries" >> beam.Map(lambda item: item[0])
-    counts = summaries | "Counts" >> beam.Map(lambda s: (s["g"], s["pos"], s["records"]))
-    placed = processed | "Place" >> beam.ParDo(_Place(plan), beam.pvalue.AsList(counts))
-    markers = p | "EveryShard" >> beam.Create([((g, s), None) for g, group in enumerate(plan.groups)
-                                               for s in range(group.shards)])
-    written = ((placed, markers) | "Join" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
-               | "Write" >> beam.ParDo(_WriteShard(plan, out_dir), beam.pvalue.AsList(counts)))
-    (p | "Once" >> beam.Create([None])
-     | "Gather" >> beam.Map(_gather, out_dir, beam.pvalue.AsList(summaries), beam.pvalue.AsList(written)))
+    counted = (processed | "Counts" >> beam.Map(lambda it: (it[0]["g"], (it[0]["pos"], it[0]["records"])))
+               | "ByGroup" >> beam.GroupByKey() | "Count" >> beam.ParDo(_Count(plan)))
+    slots = counted | "Slots" >> beam.Filter(lambda kv: kv[1][0] == "slots")
+    expected = counted | "Expected" >> beam.Filter(lambda kv: kv[1][0] == "expect")
+    records = processed | "Records" >> beam.Map(lambda it: ((it[0]["g"], it[0]["pos"]), ("records", it[1])))
+    placed = ((slots, records) | "JoinImage" >> beam.Flatten() | "ByImage" >> beam.GroupByKey()
+              | "Place" >> beam.ParDo(_Place()))
+    # a group without an image has no counts to say that its shards are empty: say it here
+    empty = p | "EmptyGroups" >> beam.Create([((g, s), ("expect", 0)) for g, group in enumerate(plan.groups)
+                                              if not group.order for s in range(group.shards)])
+    written = ((placed, expected, empty) | "JoinShard" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
+               | "Write" >> beam.ParDo(_WriteShard(plan, out_dir)))
+    images = processed | "Summaries" >> beam.Map(lambda it: (None, ("image", it[0])))
+    shards = written | "Written" >> beam.Map(lambda row: (None, ("shard", row)))
+    ((images, shards) | "JoinAll" >> beam.Flatten() | "Together" >> beam.GroupByKey()
+     | "Gather" >> beam.Map(_gather, out_dir))
 
 
 #: Runners Beam ships but does not know by a short name: `--runner=DaskRunner` works as Beam's own names do.
