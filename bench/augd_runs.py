@@ -95,10 +95,13 @@ def environment() -> dict:
 def _warm_up(spec, data_dir: str, files: list[str], workers: int, tmp: str) -> None:
     """One small job first, so TensorFlow's one-off process start-up (kernel registration, thread pools,
     oneDNN) is not charged to the measured job. Each measured job still pays its own compile."""
+    from augd.engine import Engine, EngineOptions
     from augd.job import JobOptions, run_job
     job = os.path.join(tmp, "warmup-in")
     link_tree(data_dir, job, files)
-    run_job(job, spec, os.path.join(tmp, "warmup-out"), JobOptions(name="warmup", workers=workers, overwrite=True))
+    # the measured job's engine options (AUGD_* and MALLOC_*): a process holds one set (EngineOptions.process_key)
+    run_job(job, spec, os.path.join(tmp, "warmup-out"), JobOptions(name="warmup", workers=workers, overwrite=True),
+            engine=Engine(EngineOptions.from_env()))
     shutil.rmtree(job)
     shutil.rmtree(os.path.join(tmp, "warmup-out"))
 

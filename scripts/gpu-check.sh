@@ -7,8 +7,8 @@
 # AUGD_GPU_CHECK_SETUP=0 uses .venv as it is (no install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-report="${1:-gpu-check.json}"
-[ $# -gt 0 ] && shift
+report="gpu-check.json"
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then report="$1"; shift; fi   # a first argument that is no option
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   extras="gpu,test,bench"          # tensorflow[and-cuda]: TensorFlow's own CUDA and cuDNN wheels
 else

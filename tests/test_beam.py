@@ -337,6 +337,14 @@ def test_repeated_elements_in_every_step_write_run_jobs_bytes(split_job, tmp_pat
     assert sum(w["images"] for w in m["graph"]["workers"]) == 11   # the repeats are not counted as work done
 
 
+def test_an_unknown_runner_fails_the_job_naming_it_and_what_augd_adds(split_job, tmp_path):
+    job, spec, _ = split_job
+    with pytest.raises(JobFailed, match="Beam cannot make the runner 'NoSuchRunner': Unexpected pipeline runner: "
+                                        "NoSuchRunner.*; augd also knows DaskRunner") as e:
+        run_beam_job(str(job), spec, str(tmp_path), pipeline_args=["--runner=NoSuchRunner"])
+    assert e.value.reason is FailureReason.CRASHED and os.listdir(tmp_path) == []
+
+
 def test_too_many_rejected_inputs_fail_on_the_launcher_with_their_reason(split_job, tmp_path):
     job, spec, _ = split_job
     with pytest.raises(JobFailed, match="2 of 12 inputs were rejected") as e:

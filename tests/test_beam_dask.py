@@ -10,6 +10,7 @@ import collections
 import json
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -27,12 +28,29 @@ from tests.test_beam import DETECTION, _compare, run_beam_job, split_job  # noqa
 
 @pytest.fixture(scope="module")
 def cluster():
-    """(scheduler address, the two workers' pids): a LocalCluster of two single-threaded worker processes."""
+    """(scheduler address, the two workers' pids, the cluster): a LocalCluster of two single-threaded worker
+    processes. dask.distributed sets MALLOC_TRIM_THRESHOLD_ in this process' environment for its workers; it is
+    put back afterwards, so later tests' child processes (augd turns its malloc tuning off for a user's MALLOC_*)
+    do not inherit it."""
+    saved = dict(os.environ)
+    try:
+        yield from _cluster()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _cluster():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   scheduler_port=0, host="127.0.0.1") as c, distributed.Client(c) as client:
         pids = set(client.run(lambda: __import__("os").getpid()).values())
         assert len(pids) == 2
-        yield c.scheduler_address, pids
+        yield c.scheduler_address, pids, c
+
+
+def clients(cluster) -> int:
+    """Clients connected to the cluster's scheduler (it runs in this process)."""
+    return len(cluster.scheduler.clients)
 
 
 class CountingProcess(augd_beam._ProcessImage):
@@ -57,7 +75,8 @@ def dask_args(address: str) -> list[str]:
 def test_a_split_classification_job_on_a_dask_cluster_writes_run_jobs_bytes_processing_each_image_once(
         split_job, cluster, tmp_path, caplog, monkeypatch):
     job, spec, local = split_job
-    address, pids = cluster
+    address, pids, c = cluster
+    before = clients(c)
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setattr(CountingProcess, "folder", str(marks))
@@ -71,6 +90,10 @@ def test_a_split_classification_job_on_a_dask_cluster_writes_run_jobs_bytes_proc
     assert workers <= pids, (workers, pids)                 # the images ran on the cluster's worker processes
     assert sum(w["images"] for w in m["graph"]["workers"]) == 11   # each image once in the report
     assert "on the DaskRunner" in caplog.text
+    deadline = time.monotonic() + 30          # the runner's own client is closed, not left to reconnect forever
+    while clients(c) > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert clients(c) == before
 
 
 def test_a_voc_detection_job_on_a_dask_cluster_writes_run_jobs_bytes(cluster, tmp_path):

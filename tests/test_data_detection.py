@@ -6,6 +6,8 @@ box the loader (and each Keras layer after it) gives must enclose the pixels of 
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -162,6 +164,19 @@ def test_a_small_keras_detection_model_fits_one_epoch(det):
     model.compile("adam", loss={"boxes": "mse", "labels": label_loss})
     history = model.fit(train, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all() and len(history.history["loss"]) == 1
+
+
+def test_a_glob_of_detection_shards_without_one_manifest_is_read_for_its_boxes(det, tmp_path):
+    """Shards without a manifest (copied out of their output folder, as foreign shards come) read with boxes= are
+    taken for detection records (image label -1) rather than filtered down to nothing."""
+    _, out, names = det
+    for shard in Path(out).glob("det-train-*.tfrecord"):
+        shutil.copy(shard, tmp_path)
+    assert augd.data.info(f"{tmp_path}/*.tfrecord").manifest is None
+    (x, y), = list(augd.data.load(f"{tmp_path}/*.tfrecord", image_size=SIZE, batch_size=100,
+                                  boxes="padded", max_boxes=MAX_BOXES).as_numpy_iterator())
+    assert set(y) == {"boxes", "labels"} and len(x) == 12
+    assert assert_boxes_on_their_pixels(x, y, names) == 18
 
 
 def test_the_folder_above_the_outputs_says_which_outputs_it_holds(det, tmp_path):

@@ -48,7 +48,7 @@ Elements, as `model.fit` wants them: `(image, label)`.
 * label: `labels="int"` (int32 class index), "one_hot" (float32 [num_classes]; the count comes from the
   manifest or labels.txt, or `num_classes=`), or None (elements are the image alone, or (image, boxes)). The
   default "auto" follows the output: None for a detection output (its records carry boxes, not an image
-  label), "int" otherwise.
+  label, and so are shards without a manifest read with `boxes=`), "int" otherwise.
 * Unlabeled records (label -1: images at a job's root) are dropped with `unlabeled="skip"` and kept with "keep"
   (label -1; an all-zero one-hot row). The default "auto": "keep" for a detection output (every record is
   "unlabeled" there), "skip" otherwise. A selection known to hold no labeled record is refused with "skip".
@@ -66,7 +66,8 @@ Elements, as `model.fit` wants them: `(image, label)`.
 * Keypoints (a keypoint job's `image/object/keypoint/{y,x,visibility}`, K points per object in the order of
   the manifest's annotations.keypoints.names): `keypoints="padded"` (with `boxes="padded"`) adds "keypoints":
   float32 [max_boxes, K, 2] normalized (y, x) and "keypoint_visibility": int32 [max_boxes, K] (COCO's 0 not
-  visible, 1 occluded, 2 visible), zeros for padding and for points not visible. They follow the resize as the
+  visible, 1 occluded, 2 visible), zeros for padding and for points not visible; normalized whatever
+  `bounding_box_format` the boxes are converted to. They follow the resize as the
   boxes do; with "crop" a point outside the crop becomes not visible.
 
 Order. `shuffle=False` (default) reads the shards round robin, which is the writer's own (seeded, classes
@@ -88,7 +89,7 @@ import numbers
 import tensorflow as tf
 
 from augd.data import images
-from augd.data.source import DataError, DatasetInfo, resolve
+from augd.data.source import STORED_BOX_FORMAT, DataError, DatasetInfo, resolve
 
 __all__ = ["DataError", "DatasetInfo", "info", "load"]
 
@@ -101,8 +102,7 @@ LABEL_MODES = ("auto", "int", "one_hot", None)
 UNLABELED = ("auto", "skip", "keep")
 BOX_MODES = (None, "ragged", "padded")
 KEYPOINT_MODES = (None, "padded")
-#: The records' own box layout, in Keras 3's names; and the others keras.utils.bounding_boxes converts to.
-STORED_BOX_FORMAT = "rel_yxyx"
+#: Keras 3's box formats, which keras.utils.bounding_boxes converts between (the records store STORED_BOX_FORMAT).
 BOX_FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx", "rel_xywh",
                "rel_center_xywh")
 
@@ -128,10 +128,13 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
                 max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls)
     box_format = _box_format(path, bounding_box_format, boxes)
     meta = resolve(path, split)
-    if labels == "auto":     # a detection output's records carry boxes; their image label is -1
-        labels = None if meta.detection else "int"
+    # A detection output's records carry boxes and image label -1: its manifest says so, and shards without one
+    # (a glob over several outputs, foreign shards) read for their boxes are taken to be such records too.
+    detection = meta.detection or (meta.manifest is None and boxes is not None)
+    if labels == "auto":
+        labels = None if detection else "int"
     if unlabeled == "auto":
-        unlabeled = "keep" if meta.detection else "skip"
+        unlabeled = "keep" if detection else "skip"
     if boxes is not None:
         meta = dataclasses.replace(meta, bounding_box_format=box_format)
     k = _num_keypoints(path, meta, keypoints, boxes)

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from augd.errors import AugdError
 
-__all__ = ["DataError", "DatasetInfo", "resolve"]
+__all__ = ["STORED_BOX_FORMAT", "DataError", "DatasetInfo", "resolve"]
 
 SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
@@ -22,6 +22,8 @@ _SPLIT = re.compile(r"^[A-Za-z0-9_]+$")
 _TAIL = (r"(?:-(?P<split>[A-Za-z0-9_]+))?-\d{5}-of-\d{5}\.tfrecord(?:\.gz)?",
          r"-(?P<split>[A-Za-z0-9_]+)\.tfrecord-\d{5}-of-\d{5}(?:\.gz)?")
 ALLOWED_PATHS = "an augd output folder holding _SUCCESS, or a glob of .tfrecord[.gz] shard files"
+#: The records' own box layout, in Keras 3's names: normalized (ymin, xmin, ymax, xmax).
+STORED_BOX_FORMAT = "rel_yxyx"
 
 
 class DataError(AugdError, ValueError):
@@ -266,4 +268,4 @@ def _info(path, split, folder, manifest, job, files, seen, of) -> DatasetInfo:
         variants=tuple((manifest.get("records") or {}).get("variants", ())),
         image_format=(pipeline.get("output") or {}).get("format"), shard_files=tuple(files),
         compression=compression, manifest=manifest,
-        bounding_box_format="rel_yxyx" if manifest.get("annotations") else None)
+        bounding_box_format=STORED_BOX_FORMAT if manifest.get("annotations") else None)

@@ -118,8 +118,7 @@ class _ProcessImage(beam.DoFn):
                                self.plan.detection)
         _counter("images").inc()
         _counter("rejected" if out.rejected else "records").inc(1 if out.rejected else len(out.records))
-        # one element, not two tagged outputs: the BundleBasedDirectRunner mixes up tagged outputs read as
-        # side inputs (seen with Beam 2.77)
+        # one element, (summary, records): the steps below key it as they need
         yield _summary(g, pos, out, self, time.perf_counter() - t0), out.records
 
     def teardown(self):
@@ -289,10 +288,8 @@ def _build(p, plan: JobPlan, engine_options: EngineOptions, out_dir: str) -> Non
     records = processed | "Records" >> beam.Map(lambda it: ((it[0]["g"], it[0]["pos"]), ("records", it[1])))
     placed = ((slots, records) | "JoinImage" >> beam.Flatten() | "ByImage" >> beam.GroupByKey()
               | "Place" >> beam.ParDo(_Place()))
-    # a group without an image has no counts to say that its shards are empty: say it here
-    empty = p | "EmptyGroups" >> beam.Create([((g, s), ("expect", 0)) for g, group in enumerate(plan.groups)
-                                              if not group.order for s in range(group.shards)])
-    written = ((placed, expected, empty) | "JoinShard" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
+    # every group has an image (plan_job makes none without), so its counts name every shard, empty ones too
+    written = ((placed, expected) | "JoinShard" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
                | "Write" >> beam.ParDo(_WriteShard(plan, out_dir)))
     images = processed | "Summaries" >> beam.Map(lambda it: (None, ("image", it[0])))
     shards = written | "Written" >> beam.Map(lambda row: (None, ("shard", row)))
@@ -316,7 +313,13 @@ def _pipeline(args: list[str]):
         try:
             return beam.Pipeline(options=options), name.rsplit(".", 1)[-1]
         except (ValueError, ImportError) as exc:   # an unknown runner, or one whose extra is missing
-            raise JobFailed(f"Beam cannot make the runner {name!r}: {str(exc).splitlines()[0][:400]}",
+            if not isinstance(exc, ImportError):
+                hint = "; augd also knows DaskRunner"
+            elif "dask" in name.lower():
+                hint = "; the DaskRunner needs dask: pip install 'apache-beam[dask]'"
+            else:
+                hint = "; install the runner's extra (pip install 'apache-beam[...]')"
+            raise JobFailed(f"Beam cannot make the runner {name!r}: {str(exc).splitlines()[0][:400]}{hint}",
                             reason=FailureReason.CRASHED) from exc
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -460,7 +463,10 @@ class Beam:
             # reconnecting to a cluster that may be gone (the daemon runs job after job).
             client = getattr(result, "client", None)
             if client is not None and callable(getattr(client, "close", None)):
-                client.close()
+                try:
+                    client.close()
+                except Exception as exc:  # noqa: BLE001 - never hide the pipeline's own outcome behind this
+                    log.warning("beam: closing the runner's dask client failed: %s", exc)
         if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
             raise JobFailed(f"the Beam pipeline ended {state} on the {runner}", reason=FailureReason.CRASHED)
         metrics = _metrics(result)
