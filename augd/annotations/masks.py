@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from augd.annotations.indexpng import index_pixels
 from augd.annotations.model import AnnotationError
 from augd.annotations.reading import VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, voc_sets
 from augd.annotations.tree import IMAGE_EXTENSIONS, pair, stem, under
@@ -60,9 +61,12 @@ def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str, *, max_p
     AnnotationError naming `where` when it is not a one-channel PNG, holds a value outside 0..255, has more than
     `max_pixels` (the job's) or more than Pillow allows, or its size differs from `expect_hw` (the image's upright
     height and width)."""
+    data = _read(path, where)
+    fast = index_pixels(data, max_pixels, expect_hw)   # the common mask, ~5x faster; None: Pillow decodes it
+    if fast is not None:
+        return fast
     from PIL import Image
 
-    data = _read(path, where)
     try:
         with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
             w, h = img.size
