@@ -61,11 +61,15 @@ def read_mask(path: str, expect_hw: tuple[int, int] | None, where: str, *, max_p
     AnnotationError naming `where` when it is not a one-channel PNG, holds a value outside 0..255, has more than
     `max_pixels` (the job's) or more than Pillow allows, or its size differs from `expect_hw` (the image's upright
     height and width)."""
+    from PIL import Image
+
     data = _read(path, where)
-    fast = index_pixels(data, max_pixels, expect_hw)   # the common mask, ~5x faster; None: Pillow decodes it
+    # the common mask, ~5x faster; None: Pillow decodes it. Pillow's own pixel limit (DecompressionBombError
+    # above twice MAX_IMAGE_PIXELS) bounds the fast path too, so both refuse the same masks.
+    bomb = 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else max_pixels
+    fast = index_pixels(data, min(max_pixels, bomb), expect_hw)
     if fast is not None:
         return fast
-    from PIL import Image
 
     try:
         with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
