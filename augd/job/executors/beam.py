@@ -188,12 +188,13 @@ class _Count(beam.DoFn):
 
     def process(self, item):
         g, counts = item
-        per_pos = _record_counts(counts, self.sizes[g], g)
-        for pos, slots in enumerate(record_slots(per_pos, self.shards[g])):
+        per_shard = [0] * self.shards[g]   # counted from the slots: record_slots alone says where records go
+        for pos, slots in enumerate(record_slots(_record_counts(counts, self.sizes[g], g), self.shards[g])):
+            for shard, _ in slots:
+                per_shard[shard] += 1
             yield (g, pos), ("slots", slots)
-        total = sum(per_pos)
-        for s in range(self.shards[g]):
-            yield (g, s), ("expect", len(range(s, total, self.shards[g])))
+        for s, n in enumerate(per_shard):
+            yield (g, s), ("expect", n)
 
 
 class _Place(beam.DoFn):
