@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from augd.ops import REGISTRY, Kind, Op, SeededOp
+from augd.ops import REGISTRY, Kind, Op, PartnerOp, SeededOp
 from tests.helpers import make_image, run, spec_for
 
 H, W = 48, 64
@@ -46,8 +46,14 @@ def _op(name, **extra):
     return {name: {**OP_CASES[name][0], **extra}}
 
 
+#: ops that combine the image with partner images of its job: tested through jobs, by their pixels
+#: (tests/test_mixing.py), as no single image can run them
+PARTNER_OPS = {"mosaic", "mixup", "cutmix"}
+
+
 def test_every_registered_op_has_a_case():
-    assert set(OP_CASES) == set(REGISTRY), "add the new op to OP_CASES (and to its tests)"
+    assert set(OP_CASES) | PARTNER_OPS == set(REGISTRY), "add the new op to OP_CASES (and to its tests)"
+    assert {n for n, c in REGISTRY.items() if issubclass(c, PartnerOp)} == PARTNER_OPS
     assert len([n for n, c in REGISTRY.items() if c.kind is not Kind.COMPOSITE]) >= 20
 
 

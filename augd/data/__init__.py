@@ -143,7 +143,8 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
         raise DataError(f"{path}: every record is unlabeled (label -1: images at the job's root), and "
                         f"unlabeled='skip' drops them; allowed: unlabeled='keep'")
     ds = _records(meta, _shuffle_buffer(path, meta, shuffle), seed, reshuffle_each_iteration, num_parallel_calls)
-    ds = ds.map(lambda r: tf.io.parse_single_example(r, images.features(boxes is not None, k > 0)),
+    ds = ds.map(lambda r: tf.io.parse_single_example(r, images.features(boxes is not None, k > 0,
+                                                                         labels == "one_hot")),
                 num_parallel_calls=num_parallel_calls)
     if unlabeled == "skip":
         ds = ds.filter(lambda f: f["image/class/label"] >= 0)
@@ -204,7 +205,7 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
         if size is not None:
             image, transform = images.resize(tf.cast(image, tf.float32), size, resize)
         image = _to_dtype(image, dtype, resized=size is not None)
-        label = _label(f["image/class/label"], labels, classes, path)
+        label = _label(f, labels, classes, path)
         if boxes is None:
             return image if label is None else (image, label)
         mode = resize if size is not None else "stretch"
@@ -240,16 +241,24 @@ def _to_dtype(image: tf.Tensor, dtype: tf.DType, *, resized: bool) -> tf.Tensor:
     return tf.cast(tf.cast(image, tf.float32) / 255.0, dtype)
 
 
-def _label(label: tf.Tensor, mode: str | None, classes: int | None, path: str):
+def _label(f: dict, mode: str | None, classes: int | None, path: str):
+    """The element's label: the image's class (int), its one-hot row, or for a record a partner op mixed (mixup,
+    cutmix, mosaic: augd/mix/label and augd/mix/weight) the soft one-hot of its sources' classes by their
+    shares."""
     if mode is None:
         return None
-    label = tf.cast(label, tf.int32)
+    label = tf.cast(f["image/class/label"], tf.int32)
     if mode == "int":
         return label
-    check = tf.debugging.assert_less(label, classes, message=f"{path}: a label is >= num_classes={classes}; "
-                                                             f"allowed: labels in 0..num_classes-1")
+    mixed = tf.cast(tf.sparse.to_dense(f["augd/mix/label"]), tf.int32)
+    share = tf.sparse.to_dense(f["augd/mix/weight"])
+    check = tf.debugging.assert_less(tf.concat([label[tf.newaxis], mixed], 0), classes,
+                                     message=f"{path}: a label is >= num_classes={classes}; allowed: labels in "
+                                             f"0..num_classes-1")
     with tf.control_dependencies([check]):
-        return tf.one_hot(label, classes)  # label -1 (kept unlabeled): all zeros
+        hard = tf.one_hot(label, classes)  # label -1 (kept unlabeled): all zeros
+        soft = tf.reduce_sum(tf.one_hot(mixed, classes) * share[:, tf.newaxis], axis=0)
+        return tf.cond(tf.size(mixed) > 0, lambda: soft, lambda: hard)
 
 
 # --- argument checks: each error names the path, the bad value and what is allowed ---

@@ -18,9 +18,10 @@ KEYPOINT_KEYS = ("image/object/keypoint/y", "image/object/keypoint/x")
 VISIBILITY_KEY = "image/object/keypoint/visibility"
 
 
-def features(with_boxes: bool, with_keypoints: bool = False) -> dict:
+def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = False) -> dict:
     """The parse spec: augd's own features, with defaults where foreign (TF-slim) records may lack a key
-    (no format: decode sniffs it; no label: unlabeled)."""
+    (no format: decode sniffs it; no label: unlabeled); `with_mix`: a mixed record's labels and shares (empty in
+    any other record)."""
     spec = {k: FEATURES[k] for k in ("image/encoded", "image/raw")}
     spec["image/format"] = tf.io.FixedLenFeature([], tf.string, default_value=b"")
     spec.update({k: tf.io.FixedLenFeature([], tf.int64, default_value=d)
@@ -31,6 +32,9 @@ def features(with_boxes: bool, with_keypoints: bool = False) -> dict:
     if with_keypoints:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in KEYPOINT_KEYS})
         spec[VISIBILITY_KEY] = tf.io.VarLenFeature(tf.int64)
+    if with_mix:
+        spec["augd/mix/label"] = tf.io.VarLenFeature(tf.int64)
+        spec["augd/mix/weight"] = tf.io.VarLenFeature(tf.float32)
     return spec
 
 

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from augd.engine.kernels import box_shrink_matrix
-from augd.ops import REGISTRY, ColourOp, CompositeOp, GeometryOp, Op, SeededOp
+from augd.ops import REGISTRY, ColourOp, CompositeOp, GeometryOp, Op, PartnerOp, SeededOp
 from augd.ops.base import Fill, Interpolation
 from augd.ops.sampling import coin, generator, tf_seed
 from augd.spec import OpNode
@@ -129,12 +129,21 @@ class Decision:
     in_size: tuple = ()                # geometry: the (h, w) it was drawn for
     out_size: tuple = ()               # geometry: the (h, w) it gives when applied
     chosen: tuple = ()                 # composites: the names of the children chosen, in order
+    mix: object = None                 # partner ops: the augd.ops.base.Mix drawn
+    partners: tuple = ()               # partner ops: the partners' relative paths, in placement order
 
 
 class Program:
     """A chain flattened into steps, and the per-image planner that fills in their values."""
 
     def __init__(self, nodes):
+        nodes = list(nodes)
+        #: a leading PartnerOp (mosaic, mixup, cutmix) with p > 0, or None. It is not a step: the job draws its
+        #: partners and lays out the canvas (augd/job/mixing.py) that the steps below then run on.
+        self.mix: PartnerOp | None = None
+        if nodes and issubclass(REGISTRY[nodes[0].name], PartnerOp):
+            node = nodes.pop(0)
+            self.mix = REGISTRY[node.name](node.params) if node.params.p > 0 else None
         self.steps: list[Geo | Colour | Seeded] = []
         self.n_floats, self.n_ints = 0, _HEADER_INTS
         self.tree = [leaf for n in nodes if (leaf := self._add(n)) is not None]
@@ -165,6 +174,8 @@ class Program:
             self.steps[-1].ops.append(leaf.slot)
             self.n_floats += op.n_params
             self.n_ints += 1
+        elif isinstance(op, PartnerOp):
+            raise TypeError(f"op {node.name!r} combines images: it must lead the chain (the spec checks this)")
         elif isinstance(op, SeededOp):
             leaf.slot, ni, nf = Seeded.at(self.n_ints, self.n_floats, op, sum(isinstance(s, Geo) for s in self.steps))
             self.steps.append(leaf.slot)

@@ -9,8 +9,8 @@ import os
 import struct
 from typing import Iterator
 
-__all__ = ["KEYPOINT_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "decode_example", "feature_value",
-           "iter_records"]
+__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "decode_example",
+           "feature_value", "iter_records"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
@@ -25,7 +25,12 @@ KEYPOINT_KEYS = ("image/object/keypoint/x", "image/object/keypoint/y", "image/ob
 #: object, class texts as str.
 OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
                "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
-               "image/object/difficult", "image/object/truncated", "image/object/mask", *KEYPOINT_KEYS)
+               "image/object/difficult", "image/object/truncated", "image/object/mask", "image/object/weight",
+               *KEYPOINT_KEYS)
+
+#: A mixed record's keys (partner ops: mosaic, mixup, cutmix), always read back as lists: its partners'
+#: image/source_id, and for classification each source's label, class text and share (the image first).
+MIX_KEYS = ("augd/partners", "augd/mix/label", "augd/mix/text", "augd/mix/weight")
 
 #: DeepLab's semantic mask keys: the PNG and its format ("png").
 SEGMENTATION_KEYS = ("image/segmentation/class/encoded", "image/segmentation/class/format")
@@ -142,8 +147,8 @@ def _decode_example(serialized: bytes) -> dict:
 def feature_value(key: str, values: list):
     """A feature's Python value, the same from both readers: one value bare, several as a list, text keys as str;
     the per-object keys always as a list."""
-    if key in OBJECT_KEYS:
-        if key == "image/object/class/text":
+    if key in OBJECT_KEYS or key in MIX_KEYS:
+        if key in ("image/object/class/text", "augd/partners", "augd/mix/text"):
             return [v.decode("utf-8", "surrogateescape") for v in values]
         return list(values)
     value = values[0] if len(values) == 1 else values

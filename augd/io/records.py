@@ -47,6 +47,7 @@ DETECTION_FEATURES = {
     "image/object/difficult": tf.io.VarLenFeature(tf.int64),
     "image/object/truncated": tf.io.VarLenFeature(tf.int64),
     "image/object/mask": tf.io.VarLenFeature(tf.string),
+    "image/object/weight": tf.io.VarLenFeature(tf.float32),
     "image/object/keypoint/x": tf.io.VarLenFeature(tf.float32),
     "image/object/keypoint/y": tf.io.VarLenFeature(tf.float32),
     "image/object/keypoint/visibility": tf.io.VarLenFeature(tf.int64),
@@ -68,10 +69,11 @@ class RecordObjects:
     segmentation: bytes | None = None         # the semantic mask PNG, or None
     num_keypoints: int = 0                    # K of a keypoint job (0: no keypoint keys)
     keypoints: tuple = ()                     # per object, K (x, y, visibility), x and y NORMALIZED
+    weights: tuple[float, ...] = ()           # per object (image/object/weight: mixup's shares), or () for none
 
     @classmethod
     def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
-                     segmentation: bytes | None = None, num_keypoints: int = 0) -> "RecordObjects":
+                     segmentation: bytes | None = None, num_keypoints: int = 0, weights=()) -> "RecordObjects":
         """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
         normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`). A keypoint
         job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0)."""
@@ -85,7 +87,7 @@ class RecordObjects:
                          norm(o.box[3], height)) for o in objects),
             labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
             difficult=tuple(int(o.difficult) for o in objects), truncated=tuple(int(o.truncated) for o in objects),
-            masks=tuple(masks), segmentation=segmentation)
+            masks=tuple(masks), segmentation=segmentation, weights=tuple(float(v) for v in weights))
 
     def check(self) -> None:
         """ValueError naming the object when the record would not say what the annotations say."""
@@ -93,6 +95,8 @@ class RecordObjects:
         for name in ("labels", "texts", "difficult", "truncated"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"RecordObjects: {len(getattr(self, name))} {name} for {n} boxes")
+        if self.weights and len(self.weights) != n:
+            raise ValueError(f"RecordObjects: {len(self.weights)} weights for {n} boxes")
         if self.masks and len(self.masks) != n:
             raise ValueError(f"RecordObjects: {len(self.masks)} instance masks for {n} boxes")
         for k, box in enumerate(self.boxes):
@@ -134,9 +138,13 @@ def make_example(
     pipeline: str,
     pipeline_sha256: str,
     objects: RecordObjects | None = None,
+    partners: tuple[str, ...] = (),
+    mix: tuple[tuple[int, str, float], ...] = (),
 ) -> bytes:
     """Serialized tf.train.Example for one stored image; `objects` adds the detection keys (None: a
-    classification record, byte for byte as before detection existed)."""
+    classification record, byte for byte as before detection existed). A record made by a partner op names its
+    `partners` (their image/source_id) and, for classification, its `mix`: each source's (label, text, share),
+    the image first."""
     if fmt not in PAYLOAD_FORMATS:
         raise ValueError(f"fmt must be one of {PAYLOAD_FORMATS}; got {fmt!r}")
     if fmt == "raw" and len(encoded) != height * width * channels:
@@ -158,6 +166,12 @@ def make_example(
         f[key].int64_list.value.append(int(value))
     if objects is not None:
         _add_objects(f, objects)
+    if partners:
+        f["augd/partners"].bytes_list.value.extend(_text(p) for p in partners)
+    if mix:
+        f["augd/mix/label"].int64_list.value.extend(int(m[0]) for m in mix)
+        f["augd/mix/text"].bytes_list.value.extend(_text(m[1]) for m in mix)
+        f["augd/mix/weight"].float_list.value.extend(float(m[2]) for m in mix)
     # deterministic=True: map fields serialize in key order, so equal records give equal bytes everywhere.
     return ex.SerializeToString(deterministic=True)
 
@@ -176,6 +190,8 @@ def _add_objects(f, objects: RecordObjects) -> None:
         f[key].int64_list.value.extend(int(v) for v in values)
     f["image/object/class/text"].bytes_list.SetInParent()
     f["image/object/class/text"].bytes_list.value.extend(_text(t) for t in objects.texts)
+    if objects.weights:
+        f["image/object/weight"].float_list.value.extend(objects.weights)
     if objects.masks:
         f["image/object/mask"].bytes_list.value.extend(objects.masks)
     if objects.num_keypoints:

@@ -9,6 +9,7 @@ never the job (only annotations that cannot be read as a whole fail it, in `prep
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -116,12 +117,16 @@ class ImageObjects:
         self.points_out = 0
 
     def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
-                steps=None, covers=None):
+                steps=None, covers=None, mixed=None):
         """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the graph re-planned
         the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
         is not the one drawn here), or the stored size is not the one the plan gives. `steps`: the Geo steps the
         graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here, and
-        `covers` (Result.covers: the cutouts' rectangles) with them."""
+        `covers` (Result.covers: the cutouts' rectangles) with them. `mixed` (augd.job.mixing.Mixed): the variant
+        ran on a partner op's canvas, and `steps` start from it: the objects of the image and its partners each
+        move into their tile first."""
+        if mixed is not None:
+            return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None)
         from augd.annotations.targets import instance_masks
         from augd.engine.seeds import image_seed
         if variant == 0:
@@ -142,24 +147,69 @@ class ImageObjects:
         if variant and want != (out_h, out_w):
             raise AnnotationError(f"{self.img.relpath}: variant {variant} decoded to {out_w}x{out_h}, not the "
                                   f"{want[1]}x{want[0]} its header's size plans for; its boxes would not match")
+        return self._written(ann, seg, masks, out_h, out_w, (1.0,) * len(ann.objects) if program.mix else ())
+
+    def _written(self, ann, seg, masks, out_h, out_w, weights=()):
         self.out.update(o.name for o in ann.objects)
         self.points_out += _labelled(ann)
         kp = self.det.keypoints
         return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath,
-                               len(kp.names) if kp else 0)
+                               len(kp.names) if kp else 0, weights)
 
-    def _moved(self, steps, covers=()):
+    def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True):
+        """(the annotation through `steps`, its semantic mask, its objects' instance masks). `ann`: this image's
+        annotation as a mix left it (augd.annotations.targets.uncover), its objects' masks from it; `masks`:
+        instance masks even for an annotation without polygons or RLE (a mix with one that has them);
+        `semantic`: False leaves the semantic mask out (None)."""
         from augd.annotations.targets import KEPT, instance_masks, transform
         s = self.det.settings
         kp = self.det.keypoints
-        ann, seg, dropped = transform(self.ann, steps, min_visibility=s.value("min_visibility"),
-                                      min_size=s.value("min_size"), mask=self.mask, flip=kp.flip if kp else None,
-                                      min_keypoints=s.value("min_keypoints"), covers=covers)
+        src = self.ann if ann is None else ann
+        out, seg, dropped = transform(src, steps, min_visibility=s.value("min_visibility"),
+                                      min_size=s.value("min_size"), mask=self.mask if semantic else None,
+                                      flip=kp.flip if kp else None, min_keypoints=s.value("min_keypoints"),
+                                      covers=covers)
         self.dropped += dropped
-        if not self.instances:
-            return ann, seg, []
-        masks = instance_masks(self.ann, self.h, self.w, steps)   # one per input object: keep the survivors'
-        return ann, seg, [masks[i] for i in ann.extra[KEPT]] if masks else []
+        if not (self.instances or masks) or not src.objects:
+            return out, seg, []
+        if masks and not self.instances:   # boxes only, beside objects with masks: each box's own rectangle
+            from augd.annotations.geometry import corners
+            src = dataclasses.replace(src, objects=tuple(dataclasses.replace(o, polygons=(corners(o.box),))
+                                                         for o in src.objects))
+        got = instance_masks(src, self.h, self.w, steps)   # one per input object: keep the survivors'
+        return out, seg, [got[i] for i in out.extra[KEPT]]
+
+    def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool):
+        """The RecordObjects of a variant made on a mix's canvas: each placed source's objects through its tile
+        and then the steps after the partner op (a paste hides what it lands on: augd.annotations.targets.uncover);
+        a blend's objects weighted by their image's share (image/object/weight); the semantic masks laid on the
+        canvas as the pixels are (a blend's: the heavier image's where both have one), then moved once."""
+        from augd.annotations.targets import uncover
+        from augd.job.mixing import placement_steps
+        mix, drawn = mixed.drawn.mix, mixed.drawn
+        total = sum(p.weight for p, ok in zip(mix.placements, mixed.placed) if ok) or 1.0
+        parts = [(k, p, self if k == 0 else self.det.for_image(img))
+                 for k, (p, img, ok) in enumerate(zip(mix.placements, drawn.sources, mixed.placed)) if ok]
+        any_masks = any(part.instances for _, _, part in parts)
+        shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps
+        objects, masks, weights = [], [], []
+        for k, p, part in parts:
+            ann = None
+            later = [q.rect for j, q in enumerate(mix.placements) if j > k and mixed.placed[j]] if not mix.blend else []
+            if later:   # pastes over this source, in its own pixels (its placement is a scale and a shift)
+                rects = [_rect_in_source(p, r) for r in later]
+                ann, gone = uncover(part.ann, rects, part.h, part.w, self.det.settings.value("min_visibility"))
+                part.dropped += gone
+            part_steps = placement_steps(p, mix) + list(steps)
+            moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False)
+            objects += moved.objects
+            masks += got
+            weights += [p.weight / total if mix.blend else 1.0] * len(moved.objects)
+            if part is not self:
+                self.dropped += part.dropped
+        seg = _canvas_mask(mix, parts, steps) if any(part.mask is not None for _, _, part in parts) else None
+        ann = dataclasses.replace(self.ann, objects=tuple(objects))
+        return self._written(ann, seg, masks, out_h, out_w, tuple(weights) if weighted else ())
 
     def counts(self):
         """What the image adds to the manifest's annotations block."""
@@ -173,14 +223,49 @@ def _labelled(ann: Annotation) -> int:
     return sum(p[2] > 0 for o in ann.objects for p in o.keypoints)
 
 
-def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0):
+def _canvas_mask(mix, parts, steps):
+    """The semantic mask of a mix, laid on its canvas as the pixels are (each tile its source's mask, 255 where a
+    source has none or does not reach; a blend: the heavier source's where both have a class), then moved by the
+    steps after the partner op."""
+    import numpy as np
+    from augd.annotations.geometry import warp_mask
+    from augd.annotations.targets import SEMANTIC_MASK
+    canvas = np.full((mix.height, mix.width), 255, np.uint8)
+    for _, p, part in sorted(parts, key=lambda t: t[1].weight) if mix.blend else parts:
+        x0, y0, x1, y1 = p.rect
+        if part.mask is None:
+            if not mix.blend:   # a paste without a mask hides the classes under it
+                canvas[y0:y1, x0:x1] = 255
+            continue
+        tile = warp_mask(part.mask, [(p.matrix, y1 - y0, x1 - x0)], fill=255)
+        if mix.blend:
+            region = canvas[y0:y1, x0:x1]
+            region[tile != 255] = tile[tile != 255]
+        else:
+            canvas[y0:y1, x0:x1] = tile
+    return SEMANTIC_MASK.move(canvas, steps) if steps else canvas
+
+
+def _rect_in_source(p, rect):
+    """A canvas rectangle seen in the pixel edges of the source placed by `p` (a scale and a shift: a rectangle
+    stays one)."""
+    pts = []
+    for x, y in ((rect[0] - p.rect[0], rect[1] - p.rect[1]), (rect[2] - p.rect[0], rect[3] - p.rect[1])):
+        q = p.matrix @ (x - 0.5, y - 0.5, 1.0)
+        pts.append((q[0] / q[2] + 0.5, q[1] / q[2] + 0.5))
+    (ax, ay), (bx, by) = pts
+    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
+
+
+def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0,
+                    weights=()):
     from augd.annotations.masks import mask_png
     from augd.io.records import RecordObjects
     objs: tuple[Object, ...] = ann.objects
     return RecordObjects.from_objects(objs, h, w, {o.name: label_map.id_of(o.name, where) for o in objs},
                                       masks=tuple(mask_png(m) for m in masks),
                                       segmentation=mask_png(seg) if seg is not None else None,
-                                      num_keypoints=num_keypoints)
+                                      num_keypoints=num_keypoints, weights=weights)
 
 
 def fixed_label_map(settings: Annotations, input_dir: str):

@@ -14,6 +14,7 @@ from augd.errors import Rejected, RejectReason, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, RejectedInput, make_example, read_bytes
 from augd.job.detection import Detection
+from augd.job.mixing import Partners, mixed_variant
 from augd.job.report import ObjectCounts
 from augd.job.units import variants_of
 from augd.spec import PipelineSpec
@@ -75,10 +76,11 @@ def graph_variants(spec: PipelineSpec, img: InputImage, variants: list[int] | No
 
 
 def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[int] | None = None,
-                   detection: Detection | None = None) -> list[ImageOutcome]:
+                   detection: Detection | None = None, partners: Partners | None = None) -> list[ImageOutcome]:
     """All records of a few images, with one graph call for all of their variants. Never raises for bad
     input: a bad image becomes a rejection and the others are unaffected. `detection`: each record also carries
-    its image's objects, moved with its pixels (augd.job.detection)."""
+    its image's objects, moved with its pixels (augd.job.detection). `partners`: the job's pools when its chain
+    leads with a partner op (mosaic, mixup, cutmix): each augmented variant runs on its mix's canvas."""
     fmt = spec.output.format
     work, outcomes = [], {}
     for k, img in enumerate(imgs):
@@ -94,8 +96,18 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     # Box-aware ops (random_crop's min_object_covered) draw from the image's boxes: the graph's plan gets the
     # same ones as the annotations' geometry (ImageObjects.variant), so both draw the same windows.
     boxed = detection is not None and compiled.program.uses_boxes
-    items = [(data, img.relpath, v, img.header, detection.boxes(img) if boxed else None)
-             for _, img, data, _, vs, _ in work for v in vs]
+    mix = compiled.program.mix if partners is not None else None
+    items, mixes = [], {}
+    for k, img, data, stages, vs, _ in work:
+        for v in vs:
+            m = mixed_variant(mix, spec.seed, img, data, v, partners, detection) if mix is not None and v else None
+            if m is None:
+                items.append((data, img.relpath, v, img.header, detection.boxes(img) if boxed else None))
+                continue
+            mixes[k, v] = m
+            stages["read"] += m.read_seconds
+            stages["decode"] += m.compose_seconds
+            items.append((m.data, img.relpath, v, m.header, m.boxes if boxed else None))
     # A detection job's results carry the Geo steps their plan used: the annotations move by them, unplanned.
     results = iter(compiled.process_many(items, geometry=True) if detection is not None else
                    compiled.process_many(items))
@@ -120,10 +132,13 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                     h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
                 else:
                     payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
+                m = mixes.get((k, v))
                 extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
                                                     steps=r.geometry if r is not None else None,
-                                                    covers=r.covers if r is not None else None)
+                                                    covers=r.covers if r is not None else None, mixed=m)
                          } if objects else {}
+                if m is not None:
+                    extra.update(m.record_keys(objects is None))
                 records.append(make_example(
                     encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
                     filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,

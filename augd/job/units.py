@@ -16,6 +16,7 @@ from augd import jobfolder
 from augd.errors import FailureReason, JobFailed
 from augd.io import SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
 from augd.job.detection import Detection, prepare
+from augd.job.mixing import Partners
 from augd.spec import PipelineSpec
 
 __all__ = ["Group", "JobPlan", "plan_job", "record_slots", "variants_of"]
@@ -50,6 +51,7 @@ class JobPlan:
     groups: tuple[Group, ...]
     detection: Detection | None = None
     negatives_rejected: int = 0
+    partners: Partners | None = None     # a chain led by a partner op (mosaic, mixup, cutmix): its splits' pools
 
     @property
     def images(self) -> list[InputImage]:
@@ -122,4 +124,24 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
         count = shard_count(_estimate_bytes(spec, order, len(variants)), spec.output.shards)
         groups.append(Group(split, order, count, tuple(variants)))
     return JobPlan(input_dir, name or os.path.basename(input_dir), spec, scan, tuple(groups), detection,
-                   negatives_rejected)
+                   negatives_rejected, _partners(spec, groups, detection))
+
+
+def _partners(spec: PipelineSpec, groups, detection: Detection | None) -> Partners | None:
+    """The pools a leading partner op draws from: each split's own images (a validation pixel in a train record
+    would inflate every metric), in the seeded order every executor shares; with `partners: rare`, each image
+    weighted by 1 / its split's count of its rarest class (objects' classes, or the image's own class)."""
+    from augd.ops import Kind
+    if not spec.ops or spec.ops[0].kind is not Kind.MIX or spec.ops[0].params.p <= 0:
+        return None
+    pools = {g.split: g.order for g in groups}
+    if spec.ops[0].params.partners != "rare":
+        return Partners(pools)
+    if detection is not None:
+        def classes_of(img):
+            ann = detection.annotations.get(img.relpath)
+            return [o.name for o in ann.objects] if ann is not None else []
+    else:
+        def classes_of(img):
+            return [img.label_text] if img.label >= 0 else []
+    return Partners(pools, {s: Partners.rare_weights(pool, classes_of) for s, pool in pools.items()})

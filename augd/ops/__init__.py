@@ -1,9 +1,10 @@
 """The op library. Importing it registers every op; TensorFlow loads only when a graph is traced."""
-from augd.ops.base import (REGISTRY, ColourOp, CompositeOp, Domain, GeometryOp, Kind, Op, OpParams, SeededOp,
-                           register_op)
-from augd.ops import colour, compose, geometry, pixel  # noqa: F401  (registration side effects)
+from augd.ops.base import (REGISTRY, ColourOp, CompositeOp, Domain, GeometryOp, Kind, Mix, Op, OpParams, PartnerOp,
+                           Placement, SeededOp, register_op)
+from augd.ops import colour, compose, geometry, mixing, pixel  # noqa: F401  (registration side effects)
 
-__all__ = ["REGISTRY", "ColourOp", "CompositeOp", "Domain", "GeometryOp", "Kind", "Op", "OpParams", "SeededOp",
+__all__ = ["REGISTRY", "ColourOp", "CompositeOp", "Domain", "GeometryOp", "Kind", "Mix", "Op", "OpParams", "PartnerOp",
+           "Placement", "SeededOp",
            "describe_ops", "register_op"]
 
 

@@ -7,20 +7,22 @@ serialized form) on one of four bases, each a contract the engine relies on:
   ColourOp     draw() -> parameters, applied by apply_tf / apply_np (and affine for `colour: fast`)
   SeededOp     apply(image, seed) in the graph, on its declared domain (per-pixel noise, pixel ops)
   CompositeOp  choose() -> which of its children apply to this image
+  PartnerOp    sample() -> how the image and partner images of its split make one canvas (leads the chain)
 
 Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 __all__ = [
-    "ColourOp", "CompositeOp", "Domain", "Fill", "GeometryOp", "Interpolation", "Kind", "Op", "OpParams",
-    "Probability", "REGISTRY", "SeededOp", "Size", "range_of", "register_op",
+    "ColourOp", "CompositeOp", "Domain", "Fill", "GeometryOp", "Interpolation", "Kind", "Mix", "Op", "OpParams",
+    "PartnerOp", "Placement", "Probability", "REGISTRY", "SeededOp", "Size", "range_of", "register_op",
 ]
 
 
@@ -30,6 +32,7 @@ class Kind(str, enum.Enum):
     COLOUR = "colour"        # ColourOp, or a SeededOp on float [0, 1] (noise, blur): changes values
     PIXEL = "pixel"          # SeededOp on uint8: bit-level, histogram, cutout, JPEG
     COMPOSITE = "composite"  # CompositeOp: holds child ops
+    MIX = "mix"              # PartnerOp: combines the image with partner images (mosaic, mixup)
 
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0, description="probability that the op applies")]
@@ -212,8 +215,47 @@ class CompositeOp(Op):
         return [True] * n
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where one source image of a mix lands: the tile `rect` (x0, y0, x1, y1: whole pixels of the canvas) shows
+    the source through `matrix` (3x3, the tile's pixel centres -> the source's upright pixel centres, as a
+    GeometryOp's), with `weight` (1.0 pasted; a blend's share)."""
+    matrix: np.ndarray
+    rect: tuple[int, int, int, int]
+    weight: float = 1.0
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """The tile's (height, width)."""
+        return self.rect[3] - self.rect[1], self.rect[2] - self.rect[0]
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One image's mix: a height x width canvas of `fill`, the sources placed in order (0: the image itself, k: its
+    partner k), pasted over one another, or summed with their weights when `blend`."""
+    height: int
+    width: int
+    placements: tuple[Placement, ...]
+    blend: bool = False
+    fill: int = 0
+
+
+class PartnerOp(Op):
+    """Combines the image with `partners` other images of its split into one canvas (augd/job/mixing.py draws the
+    partners, reads and decodes them, and lays out the canvas). It leads the chain: the ops after it run on the
+    canvas, fused as ever; the spec refuses one anywhere else."""
+    #: how many partner images one mix takes
+    partners: ClassVar[int] = 1
+
+    def sample(self, rng, sizes: list[tuple[float, float]]) -> Mix:
+        """The mix of an image and its partners, from their upright (h, w): sizes[0] the image's, sizes[k] partner
+        k's; drawn from the mix's own generator."""
+        raise NotImplementedError
+
+
 REGISTRY: dict[str, type[Op]] = {}
-_CONTRACTS = (GeometryOp, ColourOp, SeededOp, CompositeOp)
+_CONTRACTS = (GeometryOp, ColourOp, SeededOp, CompositeOp, PartnerOp)
 
 
 def register_op(name: str, kind: Kind):

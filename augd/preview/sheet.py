@@ -138,13 +138,54 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
     own = compiled is None
     compiled = (engine or Engine()).compile(spec) if own else compiled
     try:
-        return [_row(compiled, spec, path, rel, n, max_pixels, decode_full) for path, rel in zip(paths, rels)]
+        partners = _partners(compiled, paths, rels, max_pixels)
+        return [_row(compiled, spec, path, rel, n, max_pixels, decode_full, partners)
+                for path, rel in zip(paths, rels)]
     finally:
         if own:
             compiled.close()
 
 
-def _row(compiled, spec, path, rel, n, max_pixels, decode_full) -> PreviewRow:
+def _partners(compiled, paths, rels, max_pixels):
+    """A chain led by a partner op (mosaic, mixup, cutmix): the sheet's own images are its partners (one split),
+    so the sheet shows what a job of those images writes. None otherwise."""
+    if compiled.program.mix is None:
+        return None
+    from augd.io import InputImage
+    from augd.job.mixing import Partners
+    pool = []
+    for path, rel in zip(paths, rels):
+        try:
+            data, header = _source(path, max_pixels)
+        except Rejected:
+            continue
+        pool.append(InputImage(rel, path, len(data), -1, "", header))
+    return Partners({"": tuple(pool)}) if pool else None
+
+
+def _mixed_items(compiled, spec, data, header, path, rel, wanted, partners):
+    """(graph items, per variant the lines naming its mix and partners) for the variants of one image."""
+    if partners is None:
+        return [(data, rel, v, header) for v in wanted], {}
+    from augd.engine.plan import Decision
+    from augd.io import InputImage
+    from augd.job.mixing import mixed_variant
+    img = InputImage(rel, path, len(data), -1, "", header)
+    items, lines = [], {}
+    for v in wanted:
+        m = mixed_variant(compiled.program.mix, spec.seed, img, data, v, partners)
+        if m is None:
+            items.append((data, rel, v, header))
+            continue
+        items.append((m.data, rel, v, m.header))
+        op = compiled.program.mix
+        lines[v] = op.describe(Decision(op.name, op.params, 0, True, True, mix=m.drawn.mix)) + \
+            ["+ " + p.relpath.rsplit("/", 1)[-1] + ("" if ok else " (unreadable)")
+             for p, ok in zip(m.drawn.partners, m.placed[1:])]
+    return items, lines
+
+
+def _row(compiled, spec, path, rel, n, max_pixels, decode_full, partners=None) -> PreviewRow:
     from augd.ops._tf import tf
     try:
         data, header = _source(path, max_pixels)
@@ -163,13 +204,16 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full) -> PreviewRow:
         original = f"v0: re-encoded as {spec.output.format}"
     tiles = [Tile(rel, upright, [f"input {size((h, w))}", original])]
     wanted = list(range(1, n + 1))
-    results = compiled.process_many([(data, rel, v, header) for v in wanted])
-    for v, r in zip(wanted, results):
+    items, mixed = _mixed_items(compiled, spec, data, header, path, rel, wanted, partners)
+    results = compiled.process_many(items)
+    for v, item, r in zip(wanted, items, results):
         if isinstance(r, Exception):
             tiles.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
             continue
         pixels = _decode_record(r.payload, spec.output.format, r.height, r.width)
-        # The graph plans from the decoded upright size (re-planning if the header disagreed): so does this.
+        # The graph plans from the decoded upright size (re-planning if the header disagreed): so does this; a
+        # mixed variant's steps ran on its canvas.
+        ih, iw = (item[3].height, item[3].width) if v in mixed else (h, w)
         tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels,
-                          describe_variant(compiled, rel, v, h, w), variant=v))
+                          mixed.get(v, []) + describe_variant(compiled, rel, v, ih, iw), variant=v))
     return PreviewRow(path, rel, tiles)

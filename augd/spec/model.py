@@ -183,6 +183,19 @@ def _parse_ops(doc: YamlDoc, raws: list, loc: tuple) -> tuple[OpNode, ...]:
     return tuple(nodes)
 
 
+def _partner_ops_lead(doc: YamlDoc, ops: tuple[OpNode, ...], loc: tuple = ("ops",)) -> list[SpecError]:
+    """A partner op (mosaic, mixup, cutmix) lays out the canvas the rest of the chain runs on: only ops[0] may be
+    one (augd.ops.base.PartnerOp)."""
+    errors = []
+    for i, node in enumerate(ops):
+        if node.kind is Kind.MIX and (loc != ("ops",) or i > 0):
+            errors.append(doc.error(loc + (i, node.name), f"{node.name} combines the image with partner images, so it "
+                                    f"must be the first op of the chain (ops[0], not inside a composite); move it "
+                                    f"there: the ops after it run on its canvas"))
+        errors += _partner_ops_lead(doc, node.children, loc + (i, node.name, "ops"))
+    return errors
+
+
 def parse_doc(doc: YamlDoc) -> PipelineSpec:
     if not isinstance(doc.data, dict):
         raise doc.error((), f"a pipeline must be a YAML mapping with at least 'name' and 'ops'; "
@@ -214,6 +227,7 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
             ops = _parse_ops(doc, raws, ("ops",))
         except SpecError as exc:
             errors.append(exc)
+        errors += _partner_ops_lead(doc, ops)
     if errors:
         raise combine(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,

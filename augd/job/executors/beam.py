@@ -115,7 +115,7 @@ class _ProcessImage(beam.DoFn):
         group = self.plan.groups[g]
         t0 = time.perf_counter()
         [out] = process_images(self.compiled, self.plan.spec, [group.order[pos]], list(group.variants),
-                               self.plan.detection)
+                               self.plan.detection, self.plan.partners)
         _counter("images").inc()
         _counter("rejected" if out.rejected else "records").inc(1 if out.rejected else len(out.records))
         # one element, (summary, records): the steps below key it as they need

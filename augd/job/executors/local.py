@@ -29,9 +29,9 @@ class Batches:
     cancellation and the spread over workers stay fine-grained). Starts at one image until timed."""
 
     def __init__(self, order, spec: PipelineSpec, cost: Callable[[InputImage], int] | None = None,
-                 variants: list[int] | None = None, detection: Detection | None = None):
+                 variants: list[int] | None = None, detection: Detection | None = None, partners=None):
         self.order, self.next_index = order, 0
-        self.detection = detection
+        self.detection, self.partners = detection, partners
         self.variants = variants_of(spec) if variants is None else variants
         self.per_image = max(1, len(self.variants))
         self.seconds_per_record: float | None = None
@@ -63,7 +63,7 @@ class Batches:
     def timed(self, compiled, spec, batch):
         """process_images, timed for the next batches' size (run on a worker thread)."""
         t0 = time.perf_counter()
-        out = process_images(compiled, spec, batch, self.variants, self.detection)
+        out = process_images(compiled, spec, batch, self.variants, self.detection, self.partners)
         self.observe(time.perf_counter() - t0, len(batch))
         return out
 
@@ -73,12 +73,18 @@ class Batches:
         self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
 
 
-def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]]):
+def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]], partners=None):
+    """Memory budgeted per image: its decode and outputs for each variant in the graph call; with a partner op,
+    also the largest image of its split (partners are decoded one at a time) and each variant's canvas."""
     largest = output_bound(spec.ops)
+    biggest = {s: max(i.header.width * i.header.height for i in pool) for s, pool in partners.pools.items()
+               if pool} if partners is not None else {}
 
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
-        return image_memory(pixels, largest(pixels), len(graph_variants(spec, img, variants_for(img.split))[0]))
+        n = len(graph_variants(spec, img, variants_for(img.split))[0])
+        mixing = image_memory(biggest[img.split], largest(pixels), n) if img.split in biggest else 0
+        return image_memory(pixels, largest(pixels), n) + mixing
     return cost
 
 
@@ -91,9 +97,11 @@ class LocalExecutor:
 
     def __init__(self, plan: JobPlan, memory_limit: int | None):
         self.spec, self.detection, self.memory_limit = plan.spec, plan.detection, memory_limit
+        self.partners = plan.partners
         self.cost = self.budget = None
         if memory_limit:
-            self.cost = _image_cost(plan.spec, {g.split: list(g.variants) for g in plan.groups}.__getitem__)
+            self.cost = _image_cost(plan.spec, {g.split: list(g.variants) for g in plan.groups}.__getitem__,
+                                    plan.partners)
             self.budget = int(memory_limit * defaults.MEMORY_BUDGET_SHARE)
             check_memory(self.cost, plan.images, self.budget, memory_limit)
 
@@ -119,8 +127,8 @@ class LocalExecutor:
         with (MemoryGuard(self.memory_limit) if self.memory_limit else nullcontext()) as guard:
             for g in plan.groups:  # one shard set per split
                 with ShardWriter(out_dir, g.prefix(plan.name), g.shards, plan.spec.output.compression) as writer:
-                    self._write_all(Batches(list(g.order), plan.spec, self.cost, list(g.variants), self.detection),
-                                    writer, tally, watch, guard, check)
+                    self._write_all(Batches(list(g.order), plan.spec, self.cost, list(g.variants), self.detection,
+                                            self.partners), writer, tally, watch, guard, check)
                 shards.add(g.split, writer)
         return shards
 

@@ -16,7 +16,7 @@ class Processes(LocalExecutor):
         self.pool = launch.pool or ProcessPool(launch.workers, launch.engine_options)
         self.workers, self.device = self.pool.size, launch.engine.device
         try:
-            self.job = self.pool.start_job(self.spec, self.detection)
+            self.job = self.pool.start_job(self.spec, self.detection, self.partners)
         except BaseException:
             if self.own:
                 self.pool.close()

@@ -44,7 +44,8 @@ SIGTERM_GRACE_SECONDS = 1.0
 
 @dataclass
 class JobContext:
-    """One job as the workers see it: an id, and (spec, detection) pickled once and sent to each worker once."""
+    """One job as the workers see it: an id, and (spec, detection, partners) pickled once and sent to each worker
+    once."""
     id: int
     payload: bytes
     #: per worker pid: {"pid", "builds", "traces", "batches", "images", "seconds"}; stage_devices from the first
@@ -106,8 +107,8 @@ class ProcessPool:
         atexit.register(self.drain)
 
     # -- the parent's API --------------------------------------------------------------------------------------
-    def start_job(self, spec, detection) -> JobContext:
-        return JobContext(next(_ids), pickle.dumps((spec, detection), protocol=pickle.HIGHEST_PROTOCOL))
+    def start_job(self, spec, detection, partners=None) -> JobContext:
+        return JobContext(next(_ids), pickle.dumps((spec, detection, partners), protocol=pickle.HIGHEST_PROTOCOL))
 
     def submit(self, job: JobContext, batch: list, variants: list) -> Future:
         task = _Task(job, batch, variants, Future())

@@ -22,7 +22,7 @@ def serve(conn, options: dict) -> None:
         from augd.engine import Engine, EngineOptions, release_memory
         engine = Engine(EngineOptions(**options))
     from augd.job.images import process_images
-    jobs: dict = {}   # job id -> (spec, detection, compiled)
+    jobs: dict = {}   # job id -> (spec, detection, partners, compiled)
     conn.send(("ready",))
     while True:
         try:
@@ -34,20 +34,20 @@ def serve(conn, options: dict) -> None:
         if msg[0] == "forget":
             job = jobs.pop(msg[1], None)
             if job is not None:
-                job[2].close()
+                job[3].close()
                 release_memory()
             continue
         _, job_id, payload, batch, variants = msg
         try:
             if job_id not in jobs:
                 jobs[job_id] = None   # a graph that fails to build fails each of the job's batches the same way
-                spec, detection = pickle.loads(payload)
-                jobs[job_id] = (spec, detection, engine.compile(spec))
+                spec, detection, partners = pickle.loads(payload)
+                jobs[job_id] = (spec, detection, partners, engine.compile(spec))
             if jobs[job_id] is None:
                 raise RuntimeError("this worker could not build the job's graph (see its first batch's error)")
-            spec, detection, compiled = jobs[job_id]
+            spec, detection, partners, compiled = jobs[job_id]
             t0 = time.perf_counter()
-            outcomes = process_images(compiled, spec, batch, variants, detection)
+            outcomes = process_images(compiled, spec, batch, variants, detection, partners)
             stats = {"builds": compiled.builds, "traces": compiled.traces, "stage_devices": compiled.stage_devices}
             conn.send(("done", outcomes, time.perf_counter() - t0, stats))
         except Exception as exc:  # noqa: BLE001 - the parent decides; this worker stays up for the next batch

@@ -1,0 +1,295 @@
+"""Partner ops on the job's side (mosaic, mixup, cutmix: augd/ops/mixing.py): which partners each variant draws,
+and the canvas the rest of the chain runs on.
+
+Partners come from the image's own split only (a validation pixel in a train record would inflate every metric
+silently), drawn from the mix's own counter-based generator, a pure function of (pipeline seed, the image's path,
+variant): every executor draws the same partners and writes the same bytes. Each partner is decoded with OpenCV at
+the coarsest JPEG DCT scale (1/2, 1/4, 1/8) that still gives its tile a source pixel per pixel, warped into its
+tile with the engine's own kernel, and the canvas goes to the job's graph as an uncompressed BMP (a memcpy both
+ways), where the ops after the partner op run on it as on any image: one graph per job still does all of them.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from augd.engine.kernels import box_shrink_matrix, warp_np
+from augd.engine.seeds import image_seed
+from augd.formats import ImageHeader, read_header
+from augd.io import InputImage, read_bytes
+from augd.ops import Mix, PartnerOp, Placement
+from augd.ops.sampling import coin, generator
+
+__all__ = ["Drawn", "Mixed", "Partners", "canvas_boxes", "compose", "draw", "mixed_variant", "placement_steps",
+           "upright"]
+
+#: JPEG DCT scales OpenCV decodes at, with their imread flags (colour, EXIF orientation left to us)
+_REDUCED = ((8, 65), (4, 33), (2, 17))
+_ORIENT = {2: (0, 0, 1), 3: (0, 1, 1), 4: (0, 1, 0), 5: (1, 0, 0), 6: (1, 0, 1), 7: (1, 1, 1), 8: (1, 1, 0)}
+
+
+def upright(img: InputImage) -> tuple[int, int]:
+    """(h, w) as decoded: EXIF orientations 5-8 swap the stored sides."""
+    h, w = img.header.height, img.header.width
+    return (w, h) if img.header.orientation in (5, 6, 7, 8) else (h, w)
+
+
+@dataclass(frozen=True)
+class Partners:
+    """The images partner ops draw from, per split, in the job's seeded order, with each one's draw weight
+    (uniform, or towards images holding rare classes: `rare_weights`)."""
+    pools: dict[str, tuple[InputImage, ...]]
+    weights: dict[str, tuple[float, ...]] | None = None
+    _index: dict = field(default_factory=dict, compare=False, repr=False)
+    _cum: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def pick(self, rng, img: InputImage, k: int) -> tuple[InputImage, ...]:
+        """`k` partners of `img` from its split: never itself, and no image twice, while the split has enough
+        others (a split of one image partners it with itself)."""
+        pool = self.pools[img.split]
+        index = self._index.get(img.split)
+        if index is None:
+            index = self._index[img.split] = {p.relpath: j for j, p in enumerate(pool)}
+        taken = {index[img.relpath]} if img.relpath in index else set()
+        out = []
+        for _ in range(k):
+            if len(taken) >= len(pool):   # every image taken: repeat the others (or the image itself, alone)
+                taken = {index[img.relpath]} if img.relpath in index and len(pool) > 1 else set()
+            out.append(pool[self._draw(rng, img.split, taken)])
+            taken.add(index[out[-1].relpath])
+        return tuple(out)
+
+    def _draw(self, rng, split: str, taken: set) -> int:
+        """One index into the split's pool outside `taken`, by its weights (uniform without), from the generator's
+        next draws: deterministic for a given generator."""
+        n = len(self.pools[split])
+        if self.weights is None:
+            # among the n - len(taken) free slots, skipping over the taken ones in order
+            j = min(int(rng.random() * (n - len(taken))), n - len(taken) - 1)
+            for t in sorted(taken):
+                if j >= t:
+                    j += 1
+            return j
+        cum = self._cum.get(split)
+        if cum is None:
+            cum = self._cum[split] = np.cumsum(self.weights[split])
+        for _ in range(64):   # rejection: the taken are a few images of many
+            j = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), n - 1)
+            if j not in taken:
+                return j
+        return next(j for j in range(n) if j not in taken)
+
+    @staticmethod
+    def rare_weights(pool, classes_of) -> tuple[float, ...]:
+        """Each image's weight: 1 / the split's count of its rarest class (`classes_of(img)`: its class names;
+        an image with none weighs as the most common class)."""
+        counts = collections.Counter(c for img in pool for c in set(classes_of(img)))
+        top = max(counts.values(), default=1)
+        return tuple(1.0 / min((counts[c] for c in set(classes_of(img))), default=top) for img in pool)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a variant's partner op drew: its Mix, and its partners in placement order (after the image)."""
+    image: InputImage
+    mix: Mix
+    partners: tuple[InputImage, ...]
+
+    @property
+    def sources(self) -> tuple[InputImage, ...]:
+        """The image and its partners, in placement order."""
+        return (self.image, *self.partners)
+
+
+def draw(op: PartnerOp, spec_seed: int, img: InputImage, variant: int, partners: Partners) -> Drawn | None:
+    """The variant's mix, or None when its p coin says no. Its own generator (the path prefixed by a NUL, which no
+    path holds), so the ops after it draw exactly what they draw without it."""
+    rng = generator(image_seed(spec_seed, "\0mix\0" + img.relpath, variant))
+    if not coin(rng, op.params.p):
+        return None
+    picks = partners.pick(rng, img, op.partners)
+    return Drawn(img, op.sample(rng, [tuple(map(float, upright(i))) for i in (img, *picks)]), picks)
+
+
+def placement_steps(p: Placement, mix: Mix) -> list[tuple[np.ndarray, float, float]]:
+    """A placement as annotation steps (Program.geometry's form): the source into its tile (clipped to it), then
+    the tile into the canvas."""
+    th, tw = p.size
+    shift = np.array([[1, 0, -p.rect[0]], [0, 1, -p.rect[1]], [0, 0, 1]], np.float64)
+    return [(p.matrix, float(th), float(tw)), (shift, float(mix.height), float(mix.width))]
+
+
+def _decode(data: bytes, img: InputImage, m: np.ndarray):
+    """(upright BGR pixels, m re-expressed for them): a JPEG at the coarsest DCT scale whose pixels are still no
+    larger than the tile's. None when OpenCV cannot decode it, or decodes a size other than the scan's (a file
+    changed since: its placement would be wrong)."""
+    import cv2
+    header = img.header
+    ratio = min(np.hypot(m[0, 0], m[1, 0]), np.hypot(m[0, 1], m[1, 1]))
+    r, flag = next(((r, f) for r, f in _REDUCED if r <= ratio), (1, cv2.IMREAD_COLOR))
+    if header.format != "jpeg":
+        r, flag = 1, cv2.IMREAD_COLOR
+    pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flag | cv2.IMREAD_IGNORE_ORIENTATION)
+    if pixels is None or pixels.shape[:2] != (-(-header.height // r), -(-header.width // r)):
+        return None, m
+    t, fy, fx = _ORIENT.get(header.orientation, (0, 0, 0))
+    if t:
+        pixels = pixels.transpose(1, 0, 2)
+    if fy or fx:
+        pixels = cv2.flip(pixels, -1 if fy and fx else 0 if fy else 1)
+    return np.ascontiguousarray(pixels), (box_shrink_matrix(r) @ m if r > 1 else m)
+
+
+def _tile(pixels: np.ndarray, m: np.ndarray, p: Placement, img: InputImage, fill: int) -> np.ndarray:
+    """A source's tile: the source resampled into its footprint (the scaled image's extent in the tile, to whole
+    pixels), with its own edge pixels repeated where a sample falls a fraction past it (as a resize then a paste
+    gives: no fill bleeds into its border), and `fill` where the source does not reach."""
+    th, tw = p.size
+    if pixels.shape[:2] == (th, tw) and np.allclose(m, np.eye(3)):
+        return pixels
+    h, w = upright(img)
+    x0, y0, x1, y1 = (int(round(v)) for v in _in_canvas(p, np.array([[0.0, 0.0, w, h]]))[0])
+    x0, y0, x1, y1 = x0 - p.rect[0], y0 - p.rect[1], x1 - p.rect[0], y1 - p.rect[1]
+    tile = np.full((th, tw, 3), fill, np.uint8)
+    if x1 > x0 and y1 > y0:
+        shift = np.array([[1, 0, x0], [0, 1, y0], [0, 0, 1]], np.float64)
+        tile[y0:y1, x0:x1] = warp_np(pixels, m @ shift, y1 - y0, x1 - x0, "nearest", "bilinear")
+    return tile
+
+
+def compose(drawn: Drawn, sources: list[tuple[bytes, InputImage] | None]) -> tuple[np.ndarray, tuple[bool, ...]]:
+    """(the canvas (BGR uint8) of a mix, whether each source was placed): each source (None: one that could not
+    be read) into its tile. A source that cannot be decoded leaves its tile as the fill (a blend shares its weight
+    out to the others) and brings no object."""
+    mix = drawn.mix
+    out = np.full((mix.height, mix.width, 3), mix.fill, np.uint8)
+    tiles, placed = [], []
+    for p, src in zip(mix.placements, sources):
+        pixels, m = _decode(src[0], src[1], p.matrix) if src is not None else (None, None)
+        placed.append(pixels is not None)
+        if pixels is None:
+            continue
+        tiles.append((p, _tile(pixels, m, p, src[1], mix.fill)))
+    if mix.blend and tiles:
+        total = sum(p.weight for p, _ in tiles) or 1.0
+        acc = np.zeros(out.shape, np.float32)
+        for p, tile in tiles:
+            x0, y0, x1, y1 = p.rect
+            acc[y0:y1, x0:x1] += (p.weight / total) * tile
+        return np.clip(np.rint(acc), 0, 255).astype(np.uint8), tuple(placed)
+    for p, tile in tiles:
+        x0, y0, x1, y1 = p.rect
+        out[y0:y1, x0:x1] = tile
+    return out, tuple(placed)
+
+
+def read_sources(img: InputImage, data: bytes, drawn: Drawn) -> tuple[list, tuple[str, ...], float]:
+    """([(bytes, image) or None per placement], the partners' source ids (sha256 of their bytes; '' for one that
+    could not be read), seconds reading them). The image's own bytes are already read."""
+    t0 = time.perf_counter()
+    sources, ids = [(data, img)], []
+    for partner in drawn.partners:
+        try:
+            got = read_bytes(partner)
+        except OSError:
+            sources.append(None)
+            ids.append("")
+            continue
+        sources.append((got, partner))
+        ids.append(hashlib.sha256(got).hexdigest())
+    return sources, tuple(ids), time.perf_counter() - t0
+
+
+def as_bmp(canvas: np.ndarray) -> tuple[bytes, ImageHeader]:
+    """The canvas as the graph's input: an uncompressed BMP (OpenCV writes BGR; TF decodes it to RGB)."""
+    import cv2
+    ok, buf = cv2.imencode(".bmp", canvas)
+    if not ok:
+        raise RuntimeError("OpenCV could not write a BMP of the canvas")
+    data = buf.tobytes()
+    return data, read_header(data)
+
+
+def _in_canvas(p: Placement, boxes: np.ndarray) -> np.ndarray:
+    """Boxes (xmin, ymin, xmax, ymax: pixel edges of the source) through a placement, clipped to its tile; rows
+    with nothing left inside it have max <= min."""
+    inv = np.linalg.inv(p.matrix)
+    xs, ys = boxes[:, [0, 2, 2, 0]] - 0.5, boxes[:, [1, 1, 3, 3]] - 0.5
+    q = inv @ np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)])
+    px, py = (q[0] / q[2]).reshape(xs.shape) + 0.5 + p.rect[0], (q[1] / q[2]).reshape(ys.shape) + 0.5 + p.rect[1]
+    x0, y0, x1, y1 = p.rect
+    return np.column_stack([np.clip(px.min(1), x0, x1), np.clip(py.min(1), y0, y1), np.clip(px.max(1), x0, x1),
+                            np.clip(py.max(1), y0, y1)])
+
+
+def canvas_boxes(drawn: Drawn, placed, boxes_of) -> tuple:
+    """Every placed source's boxes ((xmin, ymin, xmax, ymax) in its upright pixel edges: `boxes_of(img)`) on the
+    canvas, clipped to their tiles (for box-aware ops after the partner op)."""
+    out = []
+    for p, img, ok in zip(drawn.mix.placements, drawn.sources, placed):
+        b = np.asarray(boxes_of(img), np.float64).reshape(-1, 4)
+        if ok and len(b):
+            out += [tuple(v) for v in _in_canvas(p, b) if v[2] > v[0] and v[3] > v[1]]
+    return tuple(out)
+
+
+def shares(drawn: Drawn, placed) -> tuple[float, ...]:
+    """Each source's share of the canvas (summing to 1; 0 for one not placed): its weight times the area it
+    shows, for a classification record's mixed label. A paste hides what it lands on: cutmix's patch is taken
+    off the image's area."""
+    mix = drawn.mix
+    area = []
+    for p, img, ok in zip(mix.placements, drawn.sources, placed):
+        h, w = upright(img)
+        x0, y0, x1, y1 = _in_canvas(p, np.array([[0.0, 0.0, w, h]]))[0]
+        area.append(p.weight * max(x1 - x0, 0.0) * max(y1 - y0, 0.0) if ok else 0.0)
+    if not mix.blend:   # later placements cover earlier ones (a mosaic's tiles are disjoint: nothing changes)
+        for k in range(1, len(area)):
+            if placed[k]:
+                for j in range(k):
+                    a, b = mix.placements[j].rect, mix.placements[k].rect
+                    ow = max(min(a[2], b[2]) - max(a[0], b[0]), 0) * max(min(a[3], b[3]) - max(a[1], b[1]), 0)
+                    area[j] = max(area[j] - ow * mix.placements[j].weight, 0.0)
+    total = sum(area) or 1.0
+    return tuple(a / total for a in area)
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """One variant's mix, ready for the graph: the canvas as a BMP and its header, the boxes on it (box-aware ops
+    draw from them), and what its record says of it."""
+    drawn: Drawn
+    placed: tuple[bool, ...]
+    ids: tuple[str, ...]              # the partners' source ids ('' for one that could not be read)
+    data: bytes
+    header: ImageHeader
+    boxes: tuple
+    read_seconds: float
+    compose_seconds: float
+
+    def record_keys(self, classification: bool) -> dict:
+        """make_example's keyword arguments for the mix: its partners, and for a classification record each
+        source's label and share."""
+        out = {"partners": self.ids}
+        if classification:
+            out["mix"] = tuple((img.label, img.label_text, w) for img, w in
+                               zip(self.drawn.sources, shares(self.drawn, self.placed)))
+        return out
+
+
+def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, variant: int, partners: Partners,
+                  detection=None) -> Mixed | None:
+    """The variant's canvas (None when its p coin says the op does not apply: it runs on the image alone)."""
+    drawn = draw(op, spec_seed, img, variant, partners)
+    if drawn is None:
+        return None
+    sources, ids, read_s = read_sources(img, data, drawn)
+    t0 = time.perf_counter()
+    canvas, placed = compose(drawn, sources)
+    bmp, header = as_bmp(canvas)
+    boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None else ()
+    return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0)

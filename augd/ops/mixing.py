@@ -1,0 +1,123 @@
+"""Ops that combine an image with partner images of its split (augd.ops.base.PartnerOp): mosaic, mixup, cutmix.
+
+Each samples a Mix: the canvas size and, for the image and each partner, the tile it shows and the matrix from
+that tile's pixels to the source's, the same 3x3 convention as a GeometryOp's. The job (augd/job/mixing.py)
+draws the partners, decodes each one at the scale its tile needs and lays out the canvas; boxes, masks and
+keypoints move through the same matrices (augd/job/detection.py)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from typing import Literal
+
+from pydantic import Field
+
+from augd.ops.base import Kind, Mix, OpParams, PartnerOp, Placement, Size, range_of, register_op
+from augd.ops.sampling import uniform
+
+
+def _placed(scale: float, ix0: float, iy0: float, rect) -> np.ndarray:
+    """Tile pixel centres -> source pixel centres, for a source scaled by `scale` whose top-left edge lands at
+    (ix0, iy0) of the canvas, seen through the tile `rect` (its x0, y0 in the canvas)."""
+    return np.array([[1 / scale, 0, (rect[0] + 0.5 - ix0) / scale - 0.5],
+                     [0, 1 / scale, (rect[1] + 0.5 - iy0) / scale - 0.5], [0, 0, 1]], np.float64)
+
+
+def _covering(h: float, w: float, ph: float, pw: float, rect) -> np.ndarray:
+    """A ph x pw partner scaled to cover an h x w canvas, centred (its aspect kept, the overhang cut), seen through
+    the tile `rect`."""
+    s = max(h / ph, w / pw)
+    return _placed(s, (w - pw * s) / 2, (h - ph * s) / 2, rect)
+
+
+class PartnerParams(OpParams):
+    partners: Literal["uniform", "rare"] = Field(
+        "uniform", description="how partners are drawn from the image's split: uniform, or rare (an image's "
+                               "chance 1 / the split's count of its rarest class: rare classes come more often)")
+
+
+@register_op("mosaic", Kind.MIX)
+class Mosaic(PartnerOp):
+    """Four images on one canvas (YOLOv4's mosaic): the image and 3 partners in a 2x2 grid around a random centre."""
+    example = "- mosaic: {size: [640, 640], center: [0.25, 0.75], scale: [1.0, 1.0]}"
+    partners = 3
+
+    class Params(PartnerParams):
+        size: Size = Field(description="the canvas [height, width]")
+        center: range_of(0.05, 0.95) = Field(
+            (0.25, 0.75), description="where the tiles meet, as a fraction of each side (uniform): YOLOv5's range, "
+                                      "so no tile is under a quarter of a side")
+        scale: range_of(0.1, 4.0) = Field(
+            (1.0, 1.0), description="each image's size against a half canvas (1: its longer side fills half the "
+                                    "canvas), drawn per tile")
+        fill: int = Field(114, ge=0, le=255, description="grey level where no image lands (YOLO's 114)")
+
+    @property
+    def size_limit(self):
+        return self.params.size
+
+    def sample(self, rng, sizes) -> Mix:
+        H, W = self.params.size
+        cx = min(max(round(uniform(rng, *self.params.center) * W), 1), W - 1)
+        cy = min(max(round(uniform(rng, *self.params.center) * H), 1), H - 1)
+        out = []
+        # tile k: its rect, and which corner of the image sits on the centre (-1: the image ends there, +1: starts)
+        for (h, w), (rect, sx, sy) in zip(sizes, (((0, 0, cx, cy), -1, -1), ((cx, 0, W, cy), 1, -1),
+                                                  ((0, cy, cx, H), -1, 1), ((cx, cy, W, H), 1, 1))):
+            s = min(H / 2 / h, W / 2 / w) * uniform(rng, *self.params.scale)
+            ix0 = cx - w * s if sx < 0 else cx
+            iy0 = cy - h * s if sy < 0 else cy
+            out.append(Placement(_placed(s, ix0, iy0, rect), rect))
+        return Mix(H, W, tuple(out), fill=self.params.fill)
+
+    def describe(self, drawn):
+        mix = drawn.mix
+        cx, cy = mix.placements[0].rect[2:]
+        return [f"{self.label} {mix.width}x{mix.height}", f"centre {cx},{cy}"]
+
+
+@register_op("mixup", Kind.MIX)
+class MixUp(PartnerOp):
+    """A weighted blend with one partner (scaled to cover the image); the objects of both, each weighted."""
+    example = "- mixup: {weight: [0.3, 0.5]}"
+
+    class Params(PartnerParams):
+        weight: range_of(0.0, 1.0) = Field(
+            (0.4, 0.6), description="the partner's share of each pixel (uniform); the image keeps the rest")
+
+    def sample(self, rng, sizes) -> Mix:
+        (h, w), (ph, pw) = sizes
+        lam = uniform(rng, *self.params.weight)
+        full = (0, 0, int(w), int(h))
+        return Mix(int(h), int(w), (Placement(np.eye(3), full, 1.0 - lam),
+                                    Placement(_covering(h, w, ph, pw, full), full, lam)), blend=True)
+
+    def describe(self, drawn):
+        return [f"{self.label} {drawn.mix.placements[1].weight:.2f}"]
+
+
+@register_op("cutmix", Kind.MIX)
+class CutMix(PartnerOp):
+    """A rectangle of one partner (scaled to cover the image) pasted over the image (CutMix)."""
+    example = "- cutmix: {area: [0.1, 0.4]}"
+
+    class Params(PartnerParams):
+        area: range_of(0.01, 1.0) = Field((0.1, 0.4), description="the patch's area as a fraction of the image")
+        aspect: range_of(0.1, 10.0) = Field((0.5, 2.0), description="the patch's width/height (log-uniform)")
+
+    def sample(self, rng, sizes) -> Mix:
+        (h, w), (ph, pw) = sizes
+        area = uniform(rng, *self.params.area) * h * w
+        r = math.exp(uniform(rng, *map(math.log, self.params.aspect)))
+        cw = max(1, min(round(math.sqrt(area * r)), int(w)))
+        ch = max(1, min(round(math.sqrt(area / r)), int(h)))
+        x0 = min(int(uniform(rng, 0.0, 1.0) * (w - cw + 1)), int(w) - cw)
+        y0 = min(int(uniform(rng, 0.0, 1.0) * (h - ch + 1)), int(h) - ch)
+        patch = (x0, y0, x0 + cw, y0 + ch)
+        return Mix(int(h), int(w), (Placement(np.eye(3), (0, 0, int(w), int(h))),
+                                    Placement(_covering(h, w, ph, pw, patch), patch)))
+
+    def describe(self, drawn):
+        x0, y0, x1, y1 = drawn.mix.placements[1].rect
+        return [f"{self.label} {x1 - x0}x{y1 - y0}", f"at {x0},{y0}"]
