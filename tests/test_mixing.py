@@ -62,7 +62,7 @@ def _extent(hit: np.ndarray):
     return None if not len(xs) else np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], float)
 
 
-def check_boxes(recs, objects) -> int:
+def check_boxes(recs, objects, slack: float = SLACK) -> int:
     """Each box holds pixels of one object colour of its class whose extent (within the box and SLACK around it)
     is the box, within SLACK; each patch of an object colour of more than a sliver lies in such a box of its class
     (an image may show twice in a mosaic of a small split). `objects`: {colour: class}. Returns the boxes checked."""
@@ -80,12 +80,12 @@ def check_boxes(recs, objects) -> int:
             if min(b[2] - b[0], b[3] - b[1]) < 3:   # a sliver: its pixels are edges, blended
                 matched.append((texts[k], b))
                 continue
-            x0, y0 = (max(int(v - SLACK - 1), 0) for v in b[:2])
-            x1, y1 = int(min(b[2] + SLACK + 1, w)), int(min(b[3] + SLACK + 1, h))
+            x0, y0 = (max(int(v - slack - 1), 0) for v in b[:2])
+            x1, y1 = int(min(b[2] + slack + 1, w)), int(min(b[3] + slack + 1, h))
             ok = False
             for colour, cls in objects.items():
                 ext = _extent(hits[colour][y0:y1, x0:x1]) if cls == texts[k] else None
-                if ext is not None and np.abs(ext + [x0, y0, x0, y0] - b).max() <= SLACK:
+                if ext is not None and np.abs(ext + [x0, y0, x0, y0] - b).max() <= slack:
                     ok = True
                     matched.append((cls, b))
                     break
@@ -97,7 +97,7 @@ def check_boxes(recs, objects) -> int:
                 if area < 9:
                     continue
                 ext = np.array([x, y, x + cw, y + ch], float)
-                assert any(c == cls and np.all(ext[:2] >= b[:2] - SLACK) and np.all(ext[2:] <= b[2:] + SLACK)
+                assert any(c == cls and np.all(ext[:2] >= b[:2] - slack) and np.all(ext[2:] <= b[2:] + slack)
                            for c, b in matched), f"{where}: {cls} {colour} shows at {ext} in no {cls} box"
     return checked
 
@@ -403,3 +403,74 @@ def test_rare_partners_draw_the_rare_class_more_often(tmp_path):
         out = run(root, spec, tmp_path / how, executor="threads")
         counts[how] = sum(r["augd/partners"].count(blue) for r in records(out))
     assert counts["rare"] >= 2 * counts["uniform"] and counts["rare"] >= 15, counts
+
+
+# --- copy_paste: objects of partners pasted by their masks ------------------------------------------------------
+
+def polygon_scenes() -> list[Img]:
+    """The scenes with each image's second object a pentagon (its instance mask is not its box)."""
+    out = []
+    for img in scenes():
+        first, second = img.objects()
+        x0, y0, x1, y1 = second.geom
+        w, h = x1 - x0, y1 - y0     # a blunt pentagon: no vertex so sharp that its tip is all edge pixels
+        quad = ((x0, y0 + h // 3), (x0 + w // 3, y0), (x1, y0 + h // 4), (x1 - w // 4, y1), (x0, y1 - h // 5))
+        out.append(dataclasses.replace(img, split="", shapes=(first, dataclasses.replace(second, geom=quad))))
+    return out
+
+
+def png_scenes(imgs) -> list[Img]:
+    """The scenes as PNGs in one split: a paste can leave a 1-px strip of an object showing, which JPEG's
+    subsampled chroma would blur past the colour tolerance."""
+    return [dataclasses.replace(i, name=i.name.replace(".jpg", ".png"), split="") for i in imgs]
+
+
+@pytest.mark.parametrize("layout", ["coco", "voc"])
+def test_copy_paste_boxes_and_masks_agree_with_the_pixels(tmp_path, layout):
+    """COCO polygons paste by their masks, VOC boxes by their crops: every box (pasted or under a paste) is its
+    object's visible pixels; each instance mask covers its object's pixels."""
+    import tensorflow as tf
+    imgs = png_scenes(polygon_scenes() if layout == "coco" else scenes())
+    (coco_job if layout == "coco" else voc_job)(str(tmp_path / "job"), imgs)
+    spec = parse_pipeline("name: cp\nseed: 3\nvariants: 3\noutput: {format: png}\nops:\n"
+                          "  - copy_paste: {objects: [2, 3], scale: [0.6, 1.2]}\n  - random_flip_left_right: {}\n")
+    out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
+    recs = [r for r in records(out) if r["augd/variant"] > 0]
+    # a polygon's vertex shows as a few edge pixels, blended: its box (the polygon's extent) may lie 3 px out
+    assert check_boxes(recs, colours_of(imgs), 3.0 if layout == "coco" else SLACK) >= len(recs) * 2
+    own = {img.name: len(img.objects()) for img in imgs}
+    pasted = [len(r["image/object/class/text"]) - own[r["image/filename"].rsplit("/", 1)[-1]] for r in recs]
+    # 2 or 3 drawn; one that fits nowhere without overlapping another paste is left out (and not read)
+    assert sum(pasted) >= len(recs) and all(len(r["augd/partners"]) <= 3 for r in recs)
+    assert sum(len(r["augd/partners"]) for r in recs) >= len(recs) * 1.5
+    if layout == "coco":
+        for r in recs:
+            px = r["pixels"].astype(int)
+            masks = [tf.io.decode_png(m, channels=1).numpy()[..., 0] for m in r["image/object/mask"]]
+            assert len(masks) == len(r["image/object/class/text"])
+            for colour in colours_of(imgs):
+                hit = np.all(np.abs(px - colour) <= TOL, axis=2).astype(np.uint8)
+                n, parts = cv2.connectedComponents(cv2.erode(hit, np.ones((3, 3), np.uint8)))
+                for k in range(1, n):
+                    core = parts == k
+                    if core.sum() >= 9:
+                        assert max(float(np.mean(m[core] > 0)) for m in masks) >= 0.98
+
+
+def test_copy_paste_feathers_edges_and_refuses_a_job_without_annotations(voc, classes_job, tmp_path):
+    from augd.errors import FailureReason, JobFailed
+    spec = parse_pipeline("name: cp\nseed: 3\nvariants: 1\nkeep_original: false\noutput: {format: png}\nops:\n"
+                          "  - copy_paste: {objects: [1, 1], scale: [2.0, 2.0], feather: 2}\n")
+    out = run(voc, spec, tmp_path / "out", executor="threads")
+    soft = 0
+    for r in records(out):
+        px = r["pixels"].astype(int)
+        for colour in colours_of(scenes()):
+            if np.all(np.abs(px - colour) <= TOL, axis=2).sum() < 9:
+                continue
+            d = np.abs(px - colour).max(axis=2)
+            soft += int(((d > TOL) & (d < 80) & (np.abs(px - GREY).max(axis=2) > 20)).sum())   # blended edges
+    assert soft > 100
+    with pytest.raises(JobFailed) as err:
+        run(classes_job, spec, tmp_path / "cls", executor="threads")
+    assert err.value.reason is FailureReason.BAD_PIPELINE and "copy_paste" in str(err.value)

@@ -48,7 +48,7 @@ def _op(name, **extra):
 
 #: ops that combine the image with partner images of its job: tested through jobs, by their pixels
 #: (tests/test_mixing.py), as no single image can run them
-PARTNER_OPS = {"mosaic", "mixup", "cutmix"}
+PARTNER_OPS = {"mosaic", "mixup", "cutmix", "copy_paste"}
 
 
 def test_every_registered_op_has_a_case():

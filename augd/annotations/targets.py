@@ -28,7 +28,7 @@ from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, 
 from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.rle import rle_decode, rle_encode
 
-__all__ = ["INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES", "Moved", "Shape",
+__all__ = ["INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved", "Shape",
            "instance_masks", "transform", "uncover"]
 
 #: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
@@ -143,12 +143,19 @@ class _SemanticMask:
         return warp_mask(mask, steps, fill=255)
 
 
+class _Weights:
+    """Each object's weight, 1 or its image's share of a blend (mixup: augd/job/mixing.py); it rides along with
+    its object unchanged."""
+    name, keys = "weights", ("image/object/weight",)
+
+
 SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
 KEYPOINTS = _Keypoints()
 INSTANCE_MASKS = _InstanceMasks()
 SEMANTIC_MASK = _SemanticMask()
 #: Every kind, for what holds them all against the records (their keys).
-KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK)
+WEIGHTS = _Weights()
+KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
 def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> Object | None:
@@ -226,16 +233,16 @@ def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> li
     return out
 
 
-def uncover(ann: Annotation, rects, h: int, w: int, min_visibility: float = 0.0) -> tuple[Annotation, int]:
-    """(the annotation with what `rects` (x0, y0, x1, y1 in its h x w image's pixel edges: pastes over it) hide
-    taken off each object, objects dropped). An object with polygons or an RLE mask keeps the pixels still showing
-    (as an RLE mask: its box becomes their extent); a box alone keeps the extent of its visible part. One with
-    nothing left, or less than `min_visibility` of it, is dropped; one cut becomes truncated. `extra[KEPT]`
-    lists the survivors' input indices, as transform's does."""
-    rects = [tuple(map(float, r)) for r in rects]
+def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0) -> tuple[Annotation, int]:
+    """(the annotation with what `hidden` (its image's HxW bool: the pixels a paste covers) hides taken off each
+    object, objects dropped). An object with polygons or an RLE mask keeps the pixels still showing (as an RLE
+    mask: its box becomes their extent); a box alone keeps the extent of its pixels still showing (its own edges
+    where they show). One with nothing left, or less than `min_visibility` of it (pixels), is dropped; one cut
+    becomes truncated, and its keypoints under the paste are no longer labelled. `extra[KEPT]` lists the
+    survivors' input indices, as transform's does."""
     kept, objects = [], []
     for k, obj in enumerate(ann.objects):
-        new = _uncovered(obj, rects, h, w, min_visibility)
+        new = _uncovered(obj, hidden, min_visibility)
         if new is not None:
             kept.append(k)
             objects.append(new)
@@ -243,43 +250,36 @@ def uncover(ann: Annotation, rects, h: int, w: int, min_visibility: float = 0.0)
     return out, len(ann.objects) - len(objects)
 
 
-def _uncovered(obj: Object, rects, h: int, w: int, min_visibility: float) -> Object | None:
-    x0, y0, x1, y1 = obj.box
-    if not any(r[0] < x1 and r[2] > x0 and r[1] < y1 and r[3] > y0 for r in rects):
+def _pixels(box, h: int, w: int) -> tuple[int, int, int, int]:
+    """The rows and columns whose pixel centres lie inside a box in pixel edges: (c0, r0, c1, r1), half-open."""
+    return (min(max(int(np.ceil(box[0] - 0.5)), 0), w), min(max(int(np.ceil(box[1] - 0.5)), 0), h),
+            min(max(int(np.ceil(box[2] - 0.5)), 0), w), min(max(int(np.ceil(box[3] - 0.5)), 0), h))
+
+
+def _uncovered(obj: Object, hidden: np.ndarray, min_visibility: float) -> Object | None:
+    h, w = hidden.shape
+    c0, r0, c1, r1 = _pixels(obj.box, h, w)
+    under = hidden[r0:r1, c0:c1]
+    if not under.any():
         return obj
+
+    def shown(p) -> bool:
+        return p[2] > 0 and not hidden[min(max(int(p[1]), 0), h - 1), min(max(int(p[0]), 0), w - 1)]
+
+    points = tuple(p if shown(p) else (0.0, 0.0, 0) for p in obj.keypoints)
     if obj.polygons or obj.rle is not None:
         src = rasterise(obj.polygons, h, w) if obj.polygons else rle_decode(obj.rle)
         full = int(src.sum())
-        for r in rects:
-            src[max(int(np.ceil(r[1] - 0.5)), 0):max(int(np.ceil(r[3] - 0.5)), 0),
-                max(int(np.ceil(r[0] - 0.5)), 0):max(int(np.ceil(r[2] - 0.5)), 0)] = 0
-        left = int(src.sum())
+        src[hidden] = 0
         box = mask_extent(src)
-        if box is None or not full or left / full < max(min_visibility, 1e-9):
+        if box is None or not full or src.sum() / full < max(min_visibility, 1e-9):
             return None
-        points = tuple(p if p[2] > 0 and src[min(max(int(p[1]), 0), h - 1), min(max(int(p[0]), 0), w - 1)]
-                       else (0.0, 0.0, 0) for p in obj.keypoints)
         return dataclasses.replace(obj, box=box, polygons=(), rle=rle_encode(src), truncated=True, keypoints=points)
-    # a box alone: the extent of the box minus each rectangle (a rectangle across the whole box on one axis cuts
-    # it back on the other; one inside it leaves the extent as it was), its visible area from the pixel grid
-    whole = (x1 - x0) * (y1 - y0)
-    for r in rects:
-        if r[0] <= x0 and r[2] >= x1:
-            if r[1] <= y0 < r[3]:
-                y0 = min(r[3], y1)
-            if r[1] < y1 <= r[3]:
-                y1 = max(r[1], y0)
-        if r[1] <= y0 and r[3] >= y1:
-            if r[0] <= x0 < r[2]:
-                x0 = min(r[2], x1)
-            if r[0] < x1 <= r[2]:
-                x1 = max(r[0], x0)
-    if x1 <= x0 or y1 <= y0:
+    visible = ~under
+    if not visible.any() or visible.mean() < min_visibility:
         return None
-    hidden = sum(max(min(r[2], x1) - max(r[0], x0), 0.0) * max(min(r[3], y1) - max(r[1], y0), 0.0) for r in rects)
-    visible = ((x1 - x0) * (y1 - y0) - hidden) / whole if whole > 0 else 0.0
-    if visible <= 0.0 or visible < min_visibility:
-        return None
-    points = tuple(p if p[2] > 0 and not any(r[0] <= p[0] <= r[2] and r[1] <= p[1] <= r[3] for r in rects)
-                   else (0.0, 0.0, 0) for p in obj.keypoints)
-    return dataclasses.replace(obj, box=(x0, y0, x1, y1), truncated=True, keypoints=points)
+    rows, cols = np.flatnonzero(visible.any(axis=1)), np.flatnonzero(visible.any(axis=0))
+    x0, y0, x1, y1 = obj.box
+    box = (max(x0, float(c0 + cols[0])), max(y0, float(r0 + rows[0])), min(x1, float(c0 + cols[-1] + 1)),
+           min(y1, float(r0 + rows[-1] + 1)))
+    return dataclasses.replace(obj, box=box, truncated=True, keypoints=points)

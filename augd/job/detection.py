@@ -194,11 +194,12 @@ class ImageObjects:
         shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps
         objects, masks, weights = [], [], []
         for k, p, part in parts:
-            ann = None
-            later = [q.rect for j, q in enumerate(mix.placements) if j > k and mixed.placed[j]] if not mix.blend else []
-            if later:   # pastes over this source, in its own pixels (its placement is a scale and a shift)
-                rects = [_rect_in_source(p, r) for r in later]
-                ann, gone = uncover(part.ann, rects, part.h, part.w, self.det.settings.value("min_visibility"))
+            # a pasted object alone (copy_paste), or the whole source; what later pastes hide, taken off
+            ann = part.ann if p.obj < 0 else dataclasses.replace(part.ann, objects=(part.ann.objects[p.obj],))
+            hidden = mixed.hidden(k)
+            if hidden is not None and hidden.any():
+                ann, gone = uncover(ann, _in_source(hidden, p, part.h, part.w),
+                                    self.det.settings.value("min_visibility"))
                 part.dropped += gone
             part_steps = placement_steps(p, mix) + list(steps)
             moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False)
@@ -207,7 +208,8 @@ class ImageObjects:
             weights += [p.weight / total if mix.blend else 1.0] * len(moved.objects)
             if part is not self:
                 self.dropped += part.dropped
-        seg = _canvas_mask(mix, parts, steps) if any(part.mask is not None for _, _, part in parts) else None
+        seg = _canvas_mask(mix, parts, steps, mixed.alphas) if any(part.mask is not None for _, _, part in parts) \
+            else None
         ann = dataclasses.replace(self.ann, objects=tuple(objects))
         return self._written(ann, seg, masks, out_h, out_w, tuple(weights) if weighted else ())
 
@@ -223,22 +225,24 @@ def _labelled(ann: Annotation) -> int:
     return sum(p[2] > 0 for o in ann.objects for p in o.keypoints)
 
 
-def _canvas_mask(mix, parts, steps):
+def _canvas_mask(mix, parts, steps, alphas):
     """The semantic mask of a mix, laid on its canvas as the pixels are (each tile its source's mask, 255 where a
-    source has none or does not reach; a blend: the heavier source's where both have a class), then moved by the
-    steps after the partner op."""
+    source has none or does not reach; a blend: the heavier source's where both have a class; a pasted object:
+    its own pixels), then moved by the steps after the partner op."""
     import numpy as np
     from augd.annotations.geometry import warp_mask
     from augd.annotations.targets import SEMANTIC_MASK
     canvas = np.full((mix.height, mix.width), 255, np.uint8)
-    for _, p, part in sorted(parts, key=lambda t: t[1].weight) if mix.blend else parts:
+    for k, p, part in sorted(parts, key=lambda t: t[1].weight) if mix.blend else parts:
         x0, y0, x1, y1 = p.rect
-        if part.mask is None:
-            if not mix.blend:   # a paste without a mask hides the classes under it
-                canvas[y0:y1, x0:x1] = 255
+        tile = np.full((y1 - y0, x1 - x0), 255, np.uint8) if part.mask is None else \
+            warp_mask(part.mask, [(p.matrix, y1 - y0, x1 - x0)], fill=255)   # a paste without a mask hides
+        if k in alphas:
+            shows = alphas[k] > 0.5
+            canvas[y0:y1, x0:x1][shows] = tile[shows]
+        elif part.mask is None and mix.blend:
             continue
-        tile = warp_mask(part.mask, [(p.matrix, y1 - y0, x1 - x0)], fill=255)
-        if mix.blend:
+        elif mix.blend:
             region = canvas[y0:y1, x0:x1]
             region[tile != 255] = tile[tile != 255]
         else:
@@ -246,15 +250,12 @@ def _canvas_mask(mix, parts, steps):
     return SEMANTIC_MASK.move(canvas, steps) if steps else canvas
 
 
-def _rect_in_source(p, rect):
-    """A canvas rectangle seen in the pixel edges of the source placed by `p` (a scale and a shift: a rectangle
-    stays one)."""
-    pts = []
-    for x, y in ((rect[0] - p.rect[0], rect[1] - p.rect[1]), (rect[2] - p.rect[0], rect[3] - p.rect[1])):
-        q = p.matrix @ (x - 0.5, y - 0.5, 1.0)
-        pts.append((q[0] / q[2] + 0.5, q[1] / q[2] + 0.5))
-    (ax, ay), (bx, by) = pts
-    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
+def _in_source(hidden, p, h: int, w: int):
+    """Canvas pixels (bool) seen in the h x w source placed by `p` (nearest)."""
+    import numpy as np
+    from augd.annotations.geometry import warp_mask
+    to_canvas = np.array([[1, 0, p.rect[0]], [0, 1, p.rect[1]], [0, 0, 1]], np.float64) @ np.linalg.inv(p.matrix)
+    return warp_mask(hidden.astype(np.uint8), [(to_canvas, h, w)], fill=0) > 0
 
 
 def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0,

@@ -105,14 +105,18 @@ class Drawn:
         return (self.image, *self.partners)
 
 
-def draw(op: PartnerOp, spec_seed: int, img: InputImage, variant: int, partners: Partners) -> Drawn | None:
+def draw(op: PartnerOp, spec_seed: int, img: InputImage, variant: int, partners: Partners,
+         boxes_of=None) -> Drawn | None:
     """The variant's mix, or None when its p coin says no. Its own generator (the path prefixed by a NUL, which no
-    path holds), so the ops after it draw exactly what they draw without it."""
+    path holds), so the ops after it draw exactly what they draw without it. `boxes_of(img)`: each source's boxes,
+    for an op that picks objects (copy_paste)."""
     rng = generator(image_seed(spec_seed, "\0mix\0" + img.relpath, variant))
     if not coin(rng, op.params.p):
         return None
     picks = partners.pick(rng, img, op.partners)
-    return Drawn(img, op.sample(rng, [tuple(map(float, upright(i))) for i in (img, *picks)]), picks)
+    sources = (img, *picks)
+    boxes = [boxes_of(i) for i in sources] if op.needs_boxes and boxes_of is not None else None
+    return Drawn(img, op.sample(rng, [tuple(map(float, upright(i))) for i in sources], boxes), picks)
 
 
 def placement_steps(p: Placement, mix: Mix) -> list[tuple[np.ndarray, float, float]]:
@@ -161,38 +165,49 @@ def _tile(pixels: np.ndarray, m: np.ndarray, p: Placement, img: InputImage, fill
     return tile
 
 
-def compose(drawn: Drawn, sources: list[tuple[bytes, InputImage] | None]) -> tuple[np.ndarray, tuple[bool, ...]]:
+def compose(drawn: Drawn, sources: list[tuple[bytes, InputImage] | None],
+            alphas: dict | None = None) -> tuple[np.ndarray, tuple[bool, ...]]:
     """(the canvas (BGR uint8) of a mix, whether each source was placed): each source (None: one that could not
-    be read) into its tile. A source that cannot be decoded leaves its tile as the fill (a blend shares its weight
-    out to the others) and brings no object."""
+    be read, or a partner the mix does not use) into its tile, through its alpha (`alphas`: placement index ->
+    float tile mask, for a pasted object) where it has one. A source that cannot be decoded leaves its tile as
+    the fill (a blend shares its weight out to the others) and brings no object."""
     mix = drawn.mix
     out = np.full((mix.height, mix.width, 3), mix.fill, np.uint8)
     tiles, placed = [], []
-    for p, src in zip(mix.placements, sources):
-        pixels, m = _decode(src[0], src[1], p.matrix) if src is not None else (None, None)
+    for k, (p, src) in enumerate(zip(mix.placements, sources)):
+        pixels, m = _decode(src[0], src[1], p.matrix) if src is not None and p is not None else (None, None)
         placed.append(pixels is not None)
         if pixels is None:
             continue
-        tiles.append((p, _tile(pixels, m, p, src[1], mix.fill)))
+        tiles.append((k, p, _tile(pixels, m, p, src[1], mix.fill)))
     if mix.blend and tiles:
-        total = sum(p.weight for p, _ in tiles) or 1.0
+        total = sum(p.weight for _, p, _ in tiles) or 1.0
         acc = np.zeros(out.shape, np.float32)
-        for p, tile in tiles:
+        for _, p, tile in tiles:
             x0, y0, x1, y1 = p.rect
             acc[y0:y1, x0:x1] += (p.weight / total) * tile
         return np.clip(np.rint(acc), 0, 255).astype(np.uint8), tuple(placed)
-    for p, tile in tiles:
+    for k, p, tile in tiles:
         x0, y0, x1, y1 = p.rect
-        out[y0:y1, x0:x1] = tile
+        alpha = (alphas or {}).get(k)
+        if alpha is None:
+            out[y0:y1, x0:x1] = tile
+        else:
+            a = alpha[..., None]
+            out[y0:y1, x0:x1] = np.clip(np.rint(a * tile + (1.0 - a) * out[y0:y1, x0:x1]), 0, 255).astype(np.uint8)
     return out, tuple(placed)
 
 
 def read_sources(img: InputImage, data: bytes, drawn: Drawn) -> tuple[list, tuple[str, ...], float]:
-    """([(bytes, image) or None per placement], the partners' source ids (sha256 of their bytes; '' for one that
-    could not be read), seconds reading them). The image's own bytes are already read."""
+    """([(bytes, image) or None per placement], the used partners' source ids (sha256 of their bytes; '' for one
+    that could not be read), seconds reading them). The image's own bytes are already read; a partner the mix
+    does not use (None placement) is not read."""
     t0 = time.perf_counter()
     sources, ids = [(data, img)], []
-    for partner in drawn.partners:
+    for partner, p in zip(drawn.partners, drawn.mix.placements[1:]):
+        if p is None:
+            sources.append(None)
+            continue
         try:
             got = read_bytes(partner)
         except OSError:
@@ -231,8 +246,12 @@ def canvas_boxes(drawn: Drawn, placed, boxes_of) -> tuple:
     canvas, clipped to their tiles (for box-aware ops after the partner op)."""
     out = []
     for p, img, ok in zip(drawn.mix.placements, drawn.sources, placed):
+        if not ok:
+            continue
         b = np.asarray(boxes_of(img), np.float64).reshape(-1, 4)
-        if ok and len(b):
+        if p.obj >= 0:
+            b = b[p.obj:p.obj + 1]
+        if len(b):
             out += [tuple(v) for v in _in_canvas(p, b) if v[2] > v[0] and v[3] > v[1]]
     return tuple(out)
 
@@ -244,6 +263,9 @@ def shares(drawn: Drawn, placed) -> tuple[float, ...]:
     mix = drawn.mix
     area = []
     for p, img, ok in zip(mix.placements, drawn.sources, placed):
+        if not ok:
+            area.append(0.0)
+            continue
         h, w = upright(img)
         x0, y0, x1, y1 = _in_canvas(p, np.array([[0.0, 0.0, w, h]]))[0]
         area.append(p.weight * max(x1 - x0, 0.0) * max(y1 - y0, 0.0) if ok else 0.0)
@@ -270,6 +292,23 @@ class Mixed:
     boxes: tuple
     read_seconds: float
     compose_seconds: float
+    alphas: dict = field(default_factory=dict)   # placement index -> float tile mask of a pasted object
+
+    def hidden(self, k: int) -> np.ndarray | None:
+        """Canvas pixels (bool) that placements after k paste over, or None when none does (a blend hides
+        nothing)."""
+        mix = self.drawn.mix
+        out = None
+        for j in range(k + 1, len(mix.placements)):
+            p = mix.placements[j]
+            if mix.blend or p is None or not self.placed[j]:
+                continue
+            if out is None:
+                out = np.zeros((mix.height, mix.width), bool)
+            x0, y0, x1, y1 = p.rect
+            a = self.alphas.get(j)
+            out[y0:y1, x0:x1] |= True if a is None else a > 0.5
+        return out
 
     def record_keys(self, classification: bool) -> dict:
         """make_example's keyword arguments for the mix: its partners, and for a classification record each
@@ -284,12 +323,39 @@ class Mixed:
 def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, variant: int, partners: Partners,
                   detection=None) -> Mixed | None:
     """The variant's canvas (None when its p coin says the op does not apply: it runs on the image alone)."""
-    drawn = draw(op, spec_seed, img, variant, partners)
+    drawn = draw(op, spec_seed, img, variant, partners, detection.boxes if detection is not None else None)
     if drawn is None:
         return None
     sources, ids, read_s = read_sources(img, data, drawn)
     t0 = time.perf_counter()
-    canvas, placed = compose(drawn, sources)
+    alphas = _alphas(drawn, detection) if detection is not None else {}
+    canvas, placed = compose(drawn, sources, alphas)
     bmp, header = as_bmp(canvas)
     boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None else ()
-    return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0)
+    return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0, alphas)
+
+
+def _alphas(drawn: Drawn, detection) -> dict:
+    """Each pasted object's tile mask (float 0..1): its polygons or RLE mask, or its whole box on a box-only set,
+    warped into its tile (nearest), its edge softened by the mix's `feather`."""
+    from augd.annotations.geometry import rasterise, warp_mask
+    from augd.annotations.rle import rle_decode
+    out = {}
+    for k, (p, img) in enumerate(zip(drawn.mix.placements, drawn.sources)):
+        if p is None or p.obj < 0:
+            continue
+        obj = detection.annotations[img.relpath].objects[p.obj]
+        th, tw = p.size
+        if obj.polygons or obj.rle is not None:
+            h, w = upright(img)
+            src = rasterise(obj.polygons, h, w) if obj.polygons else rle_decode(obj.rle)
+            alpha = warp_mask(src, [(p.matrix, th, tw)], fill=0).astype(np.float32)
+        else:
+            alpha = np.ones((th, tw), np.float32)
+        sigma = drawn.mix.feather
+        if sigma > 0:
+            import cv2
+            pad = int(np.ceil(3 * sigma))
+            alpha = cv2.GaussianBlur(np.pad(alpha, pad), (0, 0), sigma)[pad:pad + th, pad:pad + tw]
+        out[k] = alpha
+    return out

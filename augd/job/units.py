@@ -134,6 +134,10 @@ def _partners(spec: PipelineSpec, groups, detection: Detection | None) -> Partne
     from augd.ops import Kind
     if not spec.ops or spec.ops[0].kind is not Kind.MIX or spec.ops[0].params.p <= 0:
         return None
+    if spec.ops[0].name == "copy_paste" and detection is None:
+        raise JobFailed("ops[0].copy_paste pastes annotated objects, and this job has no annotations (a VOC, COCO "
+                        "or YOLO folder); use mosaic, mixup or cutmix for a classification job",
+                        reason=FailureReason.BAD_PIPELINE)
     pools = {g.split: g.order for g in groups}
     if spec.ops[0].params.partners != "rare":
         return Partners(pools)

@@ -219,10 +219,12 @@ class CompositeOp(Op):
 class Placement:
     """Where one source image of a mix lands: the tile `rect` (x0, y0, x1, y1: whole pixels of the canvas) shows
     the source through `matrix` (3x3, the tile's pixel centres -> the source's upright pixel centres, as a
-    GeometryOp's), with `weight` (1.0 pasted; a blend's share)."""
+    GeometryOp's), with `weight` (1.0 pasted; a blend's share); `obj` >= 0: only that object of the source is
+    pasted, through its mask (copy_paste), -1: the whole tile."""
     matrix: np.ndarray
     rect: tuple[int, int, int, int]
     weight: float = 1.0
+    obj: int = -1
 
     @property
     def size(self) -> tuple[int, int]:
@@ -233,12 +235,14 @@ class Placement:
 @dataclass(frozen=True)
 class Mix:
     """One image's mix: a height x width canvas of `fill`, the sources placed in order (0: the image itself, k: its
-    partner k), pasted over one another, or summed with their weights when `blend`."""
+    partner k; None: a partner not used), pasted over one another, or summed with their weights when `blend`;
+    `feather`: a pasted object's edge softened over that many pixels (a Gaussian's sigma)."""
     height: int
     width: int
-    placements: tuple[Placement, ...]
+    placements: tuple[Placement | None, ...]
     blend: bool = False
     fill: int = 0
+    feather: float = 0.0
 
 
 class PartnerOp(Op):
@@ -248,9 +252,13 @@ class PartnerOp(Op):
     #: how many partner images one mix takes
     partners: ClassVar[int] = 1
 
-    def sample(self, rng, sizes: list[tuple[float, float]]) -> Mix:
+    #: whether sample() needs each source's boxes (copy_paste picks objects)
+    needs_boxes: ClassVar[bool] = False
+
+    def sample(self, rng, sizes: list[tuple[float, float]], boxes=None) -> Mix:
         """The mix of an image and its partners, from their upright (h, w): sizes[0] the image's, sizes[k] partner
-        k's; drawn from the mix's own generator."""
+        k's (and, for an op that `needs_boxes`, their boxes in upright pixel edges); drawn from the mix's own
+        generator."""
         raise NotImplementedError
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from augd.ops.base import Kind, Mix, OpParams, PartnerOp, Placement, Size, range_of, register_op
 from augd.ops.sampling import uniform
@@ -57,7 +57,7 @@ class Mosaic(PartnerOp):
     def size_limit(self):
         return self.params.size
 
-    def sample(self, rng, sizes) -> Mix:
+    def sample(self, rng, sizes, boxes=None) -> Mix:
         H, W = self.params.size
         cx = min(max(round(uniform(rng, *self.params.center) * W), 1), W - 1)
         cy = min(max(round(uniform(rng, *self.params.center) * H), 1), H - 1)
@@ -86,7 +86,7 @@ class MixUp(PartnerOp):
         weight: range_of(0.0, 1.0) = Field(
             (0.4, 0.6), description="the partner's share of each pixel (uniform); the image keeps the rest")
 
-    def sample(self, rng, sizes) -> Mix:
+    def sample(self, rng, sizes, boxes=None) -> Mix:
         (h, w), (ph, pw) = sizes
         lam = uniform(rng, *self.params.weight)
         full = (0, 0, int(w), int(h))
@@ -106,7 +106,7 @@ class CutMix(PartnerOp):
         area: range_of(0.01, 1.0) = Field((0.1, 0.4), description="the patch's area as a fraction of the image")
         aspect: range_of(0.1, 10.0) = Field((0.5, 2.0), description="the patch's width/height (log-uniform)")
 
-    def sample(self, rng, sizes) -> Mix:
+    def sample(self, rng, sizes, boxes=None) -> Mix:
         (h, w), (ph, pw) = sizes
         area = uniform(rng, *self.params.area) * h * w
         r = math.exp(uniform(rng, *map(math.log, self.params.aspect)))
@@ -121,3 +121,64 @@ class CutMix(PartnerOp):
     def describe(self, drawn):
         x0, y0, x1, y1 = drawn.mix.placements[1].rect
         return [f"{self.label} {x1 - x0}x{y1 - y0}", f"at {x0},{y0}"]
+
+
+@register_op("copy_paste", Kind.MIX)
+class CopyPaste(PartnerOp):
+    """Objects of partner images pasted onto the image by their instance masks (COCO polygons or RLE; a box-only
+    set pastes box crops), scaled and placed at random (Ghiasi et al., CVPR 2021). Detection jobs only."""
+    example = "- copy_paste: {objects: [1, 3], scale: [0.5, 1.5], partners: rare}"
+    needs_boxes = True
+
+    class Params(PartnerParams):
+        objects: tuple[Annotated[int, Field(ge=1, le=16)], Annotated[int, Field(ge=1, le=16)]] = Field(
+            (1, 3), description="how many objects are pasted, [min, max] (uniform), each from its own partner")
+        scale: range_of(0.1, 4.0) = Field((0.5, 1.5), description="each pasted object's size against its own")
+        feather: float = Field(0.0, ge=0.0, le=16.0, description="soften each paste's edge over this many pixels "
+                                                                 "(a Gaussian's sigma; 0: a hard edge)")
+
+        @model_validator(mode="after")
+        def _ordered(self):
+            if self.objects[0] > self.objects[1]:
+                raise ValueError(f"objects [{self.objects[0]}, {self.objects[1]}]: min must not exceed max")
+            return self
+
+    @property
+    def partners(self) -> int:
+        return self.params.objects[1]
+
+    def sample(self, rng, sizes, boxes=None) -> Mix:
+        h, w = sizes[0]
+        lo, hi = self.params.objects
+        n = lo + min(int(rng.random() * (hi - lo + 1)), hi - lo)
+        out, taken = [Placement(np.eye(3), (0, 0, int(w), int(h)))], []
+        for j in range(1, len(sizes)):
+            cand = boxes[j] if boxes is not None else ()
+            if j > n or not len(cand):
+                out.append(None)
+                continue
+            k = min(int(rng.random() * len(cand)), len(cand) - 1)
+            bx0, by0, bx1, by1 = cand[k]
+            bw, bh = bx1 - bx0, by1 - by0
+            s = min(uniform(rng, *self.params.scale), w / bw, h / bh)
+            pw, ph = max(1, min(round(bw * s), int(w))), max(1, min(round(bh * s), int(h)))
+            rect = None
+            for _ in range(10):   # pastes never overlap one another: each covers only the image
+                x0, y0 = min(int(rng.random() * (w - pw + 1)), int(w) - pw), min(int(rng.random() * (h - ph + 1)),
+                                                                              int(h) - ph)
+                r = (x0, y0, x0 + pw, y0 + ph)
+                if not any(r[0] < t[2] and t[0] < r[2] and r[1] < t[3] and t[1] < r[3] for t in taken):
+                    rect = r
+                    break
+            if rect is None:
+                out.append(None)
+                continue
+            taken.append(rect)
+            sx, sy = pw / bw, ph / bh
+            m = np.array([[1 / sx, 0, bx0 + 0.5 / sx - 0.5], [0, 1 / sy, by0 + 0.5 / sy - 0.5], [0, 0, 1]], np.float64)
+            out.append(Placement(m, rect, 1.0, k))
+        return Mix(int(h), int(w), tuple(out), feather=self.params.feather)
+
+    def describe(self, drawn):
+        pasted = [p for p in drawn.mix.placements[1:] if p is not None]
+        return [f"{self.label} {len(pasted)} object(s)"]
