@@ -86,6 +86,9 @@ def inspect_paths(paths, *, dump=None, out) -> int:
             print(f"  {name}: {n}", file=out)
         if path and os.path.isfile(os.path.join(path, "_SUCCESS")):
             print("  _SUCCESS present: output is complete", file=out)
+        for split, b in _balance(path).items():
+            print(f"  balance ({split}): before " + ", ".join(f"{c}={n}" for c, n in b["before"].items())
+                  + "; after " + ", ".join(f"{c}={n}" for c, n in b["after"].items()), file=out)
         if not total:
             continue
         print(f"  keys: {', '.join(sorted(keys))}", file=out)
@@ -118,6 +121,17 @@ def _objects(ex: dict) -> tuple[list, list]:
     ids, texts = _list(ex.get("image/object/class/label")), _list(ex.get("image/object/class/text"))
     texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in texts]
     return ids, texts + [""] * (len(ids) - len(texts))
+
+
+def _balance(path: str | None) -> dict:
+    """The manifest's class balance block (per split: classes' counts before and after), or {}."""
+    import json
+    try:
+        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as fh:
+            found = json.load(fh).get("balance") or {}
+        return {s: b for s, b in found.items() if isinstance(b, dict) and "before" in b and "after" in b}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
 
 
 def _skeleton(shards: list[str]) -> tuple:

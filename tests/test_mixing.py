@@ -474,3 +474,57 @@ def test_copy_paste_feathers_edges_and_refuses_a_job_without_annotations(voc, cl
     with pytest.raises(JobFailed) as err:
         run(classes_job, spec, tmp_path / "cls", executor="threads")
     assert err.value.reason is FailureReason.BAD_PIPELINE and "copy_paste" in str(err.value)
+
+
+# --- class balance ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def skewed(tmp_path_factory) -> Path:
+    """14 red images to 2 blue (7:1), in class folders."""
+    root = tmp_path_factory.mktemp("skew") / "job"
+    for name, colour, n in (("red", (235, 20, 20), 14), ("blue", (20, 20, 235), 2)):
+        (root / name).mkdir(parents=True)
+        for i in range(n):
+            cv2.imwrite(str(root / name / f"{name}{i}.png"), np.full((24, 32 + i, 3), colour[::-1], np.uint8))
+    return root
+
+
+def test_balance_brings_a_seven_to_one_ratio_within_two_to_one(skewed, tmp_path):
+    import json
+    import subprocess
+    import sys
+    spec = parse_pipeline("name: b\nseed: 2\nvariants: 2\nbalance: {max_variants: 20}\noutput: {format: png}\n"
+                          "ops:\n  - random_flip_left_right: {}\n")
+    out = run(skewed, spec, tmp_path / "a", executor="threads")
+    per = {}
+    for r in records(out):
+        per[r["image/class/text"]] = per.get(r["image/class/text"], 0) + 1
+    assert per == {"red": 14 * 3, "blue": 2 * 15}                     # blue: 2 x 14 / 2 = 14 variants each
+    assert max(per.values()) / min(per.values()) <= 2.0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["balance"]["all"]["before"] == {"blue": 6, "red": 42} and m["balance"]["all"]["after"] == per
+    assert m["records"]["written"] == sum(per.values())
+    blue = {r["augd/variant"] for r in records(out) if r["image/class/text"] == "blue"}
+    assert blue == set(range(15))                                      # variants 0..14, each seeded as any
+    # the same bytes on worker processes and on a rerun; inspect prints the counts
+    assert _files(run(skewed, spec, tmp_path / "b", executor="processes", workers=2)) == _files(out)
+    shown = subprocess.run([sys.executable, "-m", "augd", "inspect", str(out)], capture_output=True, text=True,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert "balance (all): before blue=6, red=42; after blue=30, red=42" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_balance_counts_objects_in_a_detection_job(tmp_path):
+    """6 images with a cat each, one of them with an owl too: the owl's image gets max_variants (4, below the
+    6 its 1:6 ratio asks), the others `variants`; the boxes of every variant still match the pixels."""
+    import json
+    imgs = [Img(f"im{i}.png", 64, 80, (Shape("cat", (6 + i, 8, 30 + i, 30), PALETTE[i]),)
+                + ((Shape("owl", (40, 30, 70, 56), PALETTE[10]),) if i == 3 else ()), background=GREY)
+            for i in range(6)]
+    voc_job(str(tmp_path / "job"), imgs)
+    spec = parse_pipeline("name: b\nseed: 2\nvariants: 1\nkeep_original: false\nbalance: {max_variants: 4}\n"
+                          "output: {format: png}\nops:\n  - random_rotation: {degrees: 10}\n")
+    out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
+    b = json.loads((out / "manifest.json").read_text())["balance"]["all"]
+    assert b == {"before": {"cat": 6, "owl": 1}, "after": {"cat": 9, "owl": 4}, "images_with_more_variants": 1}
+    recs = records(out)
+    assert len(recs) == 9 and check_boxes(recs, colours_of(imgs)) >= 13

@@ -60,7 +60,7 @@ def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo
         bytes=ByteCounts(tally.bytes_read, shards.bytes_written), graph=graph,
         timing=Timing.measured(wall_seconds, state.written, tally.stages),
         annotations=_annotation_report(plan.detection, tally, rejected, plan.negatives_rejected)
-        if plan.detection else None)
+        if plan.detection else None, balance=plan.balance)
 
 
 def check_outcome(plan: JobPlan, tally: Tally, max_rejected: float | None) -> list:

@@ -224,6 +224,9 @@ class JobReport:
     graph: GraphInfo
     timing: Timing
     annotations: AnnotationReport | None = None   # detection jobs only: the key is absent otherwise
+    #: class balance (the pipeline's balance key) only: per split, each class's count in the records planned
+    #: without it ("before") and with it ("after"): objects in detection jobs, images otherwise
+    balance: dict | None = None
 
     def to_dict(self) -> dict:
         """manifest.json's content, keys in their documented order."""
@@ -245,6 +248,7 @@ class JobReport:
             "shards": [s.to_dict() for s in self.shards],
             **({"splits": {k: s.to_dict() for k, s in self.splits.items()}} if self.splits else {}),
             **({"annotations": self.annotations.to_dict()} if self.annotations is not None else {}),
+            **({"balance": self.balance} if self.balance is not None else {}),
             "bytes": self.bytes.to_dict(),
             "graph": self.graph.to_dict(),
             "timing": self.timing.to_dict(),

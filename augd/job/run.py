@@ -40,7 +40,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     kind = opts.executor
     if kind is not ExecutorKind.BEAM:
         engine = engine or Engine(engine_options or EngineOptions())
-        records = sum(len(g.order) * len(g.variants) for g in plan.groups)
+        records = sum(g.records for g in plan.groups)
         kind = choose_executor(kind, engine.device.kind, pool.size if pool else workers, records, pool is not None)
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())
     tally = Tally(JobProgress(name=plan.name, total=len(plan.images)))

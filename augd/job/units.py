@@ -30,11 +30,24 @@ def variants_of(spec: PipelineSpec) -> list[int]:
 @dataclass(frozen=True)
 class Group:
     """One split's share of the job ("" for a job without splits): its images in seeded order, its shard count
-    and the variants each of its images gets."""
+    and the variants each of its images gets (`variants`; with class balance, `more` gives an image more
+    augmented variants: relpath -> their count)."""
     split: str
     order: tuple[InputImage, ...]
     shards: int
     variants: tuple[int, ...]
+    more: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    def variants_of(self, img: InputImage) -> tuple[int, ...]:
+        n = self.more.get(img.relpath)
+        if n is None:
+            return self.variants
+        return (0, *range(1, n + 1)) if 0 in self.variants else tuple(range(1, n + 1))
+
+    @property
+    def records(self) -> int:
+        """Records planned for the group (before any image is rejected)."""
+        return sum(len(self.variants_of(i)) for i in self.order)
 
     def prefix(self, job: str) -> str:
         """Shard file prefix: <job>-train-00000-of-00004... or <job>-00000-of-00001."""
@@ -52,6 +65,7 @@ class JobPlan:
     detection: Detection | None = None
     negatives_rejected: int = 0
     partners: Partners | None = None     # a chain led by a partner op (mosaic, mixup, cutmix): its splits' pools
+    balance: dict | None = None          # class balance: per split, the classes' counts before and after
 
     @property
     def images(self) -> list[InputImage]:
@@ -69,11 +83,13 @@ def record_slots(records_per_image, shards: int) -> list[list[tuple[int, int]]]:
     return out
 
 
-def _estimate_bytes(spec: PipelineSpec, images, n: int) -> int:
-    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged."""
+def _estimate_bytes(spec: PipelineSpec, images, n: int, more: dict | None = None) -> int:
+    """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged;
+    `more`: class balance's records per image where an image gets more than `n`."""
+    more = more or {}
     if spec.output.format == "raw":
-        return sum(i.header.width * i.header.height * 3 for i in images) * n
-    return sum(i.size for i in images) * n
+        return sum(i.header.width * i.header.height * 3 * more.get(i.relpath, n) for i in images)
+    return sum(i.size * more.get(i.relpath, n) for i in images)
 
 
 def _label_map_file(spec: PipelineSpec):
@@ -115,16 +131,58 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
         reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
                         reason=FailureReason.NO_VALID_INPUT)
-    groups = []
+    groups, balance = [], {}
     for split, images in _split_images(scan, spec, input_dir):
         # splits left out of augment_splits keep only their originals
         variants = [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
             else variants_of(spec)
         order = tuple(images[i] for i in shuffled_order([i.relpath for i in images], spec.seed))
-        count = shard_count(_estimate_bytes(spec, order, len(variants)), spec.output.shards)
-        groups.append(Group(split, order, count, tuple(variants)))
+        more = {}
+        if spec.balance is not None and any(variants):
+            more, balance[split or "all"] = _balanced(order, spec, _classes_of(detection), 0 in variants)
+        count = shard_count(_estimate_bytes(spec, order, len(variants), {k: n + (0 in variants) for k, n in
+                                                                         more.items()}), spec.output.shards)
+        groups.append(Group(split, order, count, tuple(variants), more))
     return JobPlan(input_dir, name or os.path.basename(input_dir), spec, scan, tuple(groups), detection,
-                   negatives_rejected, _partners(spec, groups, detection))
+                   negatives_rejected, _partners(spec, groups, detection), balance or None)
+
+
+def _classes_of(detection: Detection | None):
+    """An image's classes with their multiplicity: its objects' (detection), or its own class (-1: none)."""
+    if detection is not None:
+        def objects(img):
+            ann = detection.annotations.get(img.relpath)
+            return [o.name for o in ann.objects] if ann is not None else []
+        return objects
+    return lambda img: [img.label_text] if img.label >= 0 else []
+
+
+def _balanced(order, spec: PipelineSpec, classes_of, original: bool) -> tuple[dict, dict]:
+    """Class balance for one split: ({relpath: augmented variants} for the images that get more than
+    `variants`, the report: the classes' counts in the records planned before and after). An image's variants
+    are variants x (the most common class's count / its rarest class's count), rounded up, within
+    [variants, max_variants]: a pure function of the split's annotations."""
+    import collections
+    import math
+    per = {img.relpath: collections.Counter(classes_of(img)) for img in order}
+    counts = collections.Counter()
+    for c in per.values():
+        counts.update(c)
+    top = max(counts.values(), default=0)
+    more, v = {}, spec.variants
+    for img in order:
+        if per[img.relpath]:
+            rarest = min(counts[c] for c in per[img.relpath])
+            n = min(spec.balance, max(v, math.ceil(v * top / rarest)))
+            if n > v:
+                more[img.relpath] = n
+    before, after = collections.Counter(), collections.Counter()
+    for img in order:
+        for c, k in per[img.relpath].items():
+            before[c] += k * (v + original)
+            after[c] += k * (more.get(img.relpath, v) + original)
+    return more, {"before": dict(sorted(before.items())), "after": dict(sorted(after.items())),
+                  "images_with_more_variants": len(more)}
 
 
 def _partners(spec: PipelineSpec, groups, detection: Detection | None) -> Partners | None:
@@ -141,11 +199,5 @@ def _partners(spec: PipelineSpec, groups, detection: Detection | None) -> Partne
     pools = {g.split: g.order for g in groups}
     if spec.ops[0].params.partners != "rare":
         return Partners(pools)
-    if detection is not None:
-        def classes_of(img):
-            ann = detection.annotations.get(img.relpath)
-            return [o.name for o in ann.objects] if ann is not None else []
-    else:
-        def classes_of(img):
-            return [img.label_text] if img.label >= 0 else []
+    classes_of = _classes_of(detection)
     return Partners(pools, {s: Partners.rare_weights(pool, classes_of) for s, pool in pools.items()})

@@ -41,6 +41,11 @@ class OutputSpec(_Strict):
             raise ValueError(f"shards must be 'auto' or an integer in [1, 100000]; got {self.shards}")
 
 
+class BalanceSpec(_Strict):
+    """Class balance: more variants for the images of rare classes."""
+    max_variants: int = Field(ge=1, le=1000, description="the most augmented variants one image gets")
+
+
 class _Header(_Strict):
     name: str = Field(pattern=NAME_RE, description="pipeline name, [a-z0-9_-]+")
     description: str = ""
@@ -65,6 +70,10 @@ class _Header(_Strict):
     annotations: AnnotationsConfig | None = Field(
         None, description="detection and segmentation jobs: how boxes and masks are read and kept (see "
                           "docs/pipelines.md#detection-and-segmentation)")
+    balance: BalanceSpec | None = Field(
+        None, description="give each image of a split as many variants (from `variants` up to max_variants) as "
+                          "bring its rarest class's count towards the split's most common class's (objects in "
+                          "detection jobs, images otherwise)")
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,7 @@ class PipelineSpec:
     split: tuple[tuple[str, float], ...] | None = None      # (name, share) in train, validation, test order
     augment_splits: tuple[str, ...] | None = None
     annotations: Annotations | None = None                  # only the keys set; None: nothing set
+    balance: int | None = None                              # balance.max_variants; None: no balance
 
     def normalized(self) -> dict:
         """Every default filled in: the form hashed into records and written to manifests."""
@@ -113,6 +123,7 @@ class PipelineSpec:
             **({"split": dict(self.split)} if self.split else {}),
             **({"augment_splits": list(self.augment_splits)} if self.augment_splits is not None else {}),
             **({"annotations": self.annotations.normalized()} if self.annotations is not None else {}),
+            **({"balance": {"max_variants": self.balance}} if self.balance is not None else {}),
         }
 
     @functools.cached_property
@@ -220,6 +231,9 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
     if head is not None and head.variants == 0 and not head.keep_original:
         errors.append(doc.error(("variants",), "the pipeline would write nothing: set variants >= 1 or "
                                                "keep_original: true; got variants: 0 with keep_original: false"))
+    if head is not None and head.balance is not None and head.balance.max_variants < head.variants:
+        errors.append(doc.error(("balance", "max_variants"), f"max_variants must be at least variants "
+                                                             f"({head.variants}); got {head.balance.max_variants}"))
     raws = head.ops if head else doc.data.get("ops")
     ops = ()
     if isinstance(raws, list):
@@ -236,6 +250,6 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
                         split=split, augment_splits=tuple(head.augment_splits) if head.augment_splits is not None
                         else None,
                         annotations=Annotations.from_config(head.annotations) if head.annotations is not None
-                        else None)
+                        else None, balance=head.balance.max_variants if head.balance is not None else None)
 
 

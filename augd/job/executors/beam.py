@@ -114,7 +114,8 @@ class _ProcessImage(beam.DoFn):
         g, pos = unit
         group = self.plan.groups[g]
         t0 = time.perf_counter()
-        [out] = process_images(self.compiled, self.plan.spec, [group.order[pos]], list(group.variants),
+        [out] = process_images(self.compiled, self.plan.spec, [group.order[pos]],
+                               list(group.variants_of(group.order[pos])),
                                self.plan.detection, self.plan.partners)
         _counter("images").inc()
         _counter("rejected" if out.rejected else "records").inc(1 if out.rejected else len(out.records))

@@ -29,10 +29,13 @@ class Batches:
     cancellation and the spread over workers stay fine-grained). Starts at one image until timed."""
 
     def __init__(self, order, spec: PipelineSpec, cost: Callable[[InputImage], int] | None = None,
-                 variants: list[int] | None = None, detection: Detection | None = None, partners=None):
+                 variants: list[int] | None = None, detection: Detection | None = None, partners=None,
+                 variants_of_image: Callable | None = None):
         self.order, self.next_index = order, 0
         self.detection, self.partners = detection, partners
         self.variants = variants_of(spec) if variants is None else variants
+        #: an image's variants (class balance gives some more); a batch holds images with the same ones
+        self.variants_of = variants_of_image or (lambda img: self.variants)
         self.per_image = max(1, len(self.variants))
         self.seconds_per_record: float | None = None
         self.cost = cost        # memory budgeted per image; None: no memory limit
@@ -49,6 +52,8 @@ class Batches:
             records = int(defaults.BATCH_SECONDS / max(self.seconds_per_record, 1e-6))
         size = max(1, min(records, defaults.GRAPH_BATCH) // self.per_image)
         batch = self.order[self.next_index:self.next_index + size]
+        same = self.variants_of(batch[0])
+        batch = batch[:next((k for k, img in enumerate(batch) if self.variants_of(img) != same), len(batch))]
         if room is not None:
             fits, used = 0, 0
             for img in batch:
@@ -63,7 +68,7 @@ class Batches:
     def timed(self, compiled, spec, batch):
         """process_images, timed for the next batches' size (run on a worker thread)."""
         t0 = time.perf_counter()
-        out = process_images(compiled, spec, batch, self.variants, self.detection, self.partners)
+        out = process_images(compiled, spec, batch, list(self.variants_of(batch[0])), self.detection, self.partners)
         self.observe(time.perf_counter() - t0, len(batch))
         return out
 
@@ -73,7 +78,7 @@ class Batches:
         self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
 
 
-def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]], partners=None):
+def _image_cost(spec: PipelineSpec, variants_for: Callable[[InputImage], list[int]], partners=None):
     """Memory budgeted per image: its decode and outputs for each variant in the graph call; with a partner op,
     also the largest image of its split (partners are decoded one at a time) and each variant's canvas."""
     largest = output_bound(spec.ops)
@@ -82,7 +87,7 @@ def _image_cost(spec: PipelineSpec, variants_for: Callable[[str], list[int]], pa
 
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
-        n = len(graph_variants(spec, img, variants_for(img.split))[0])
+        n = len(graph_variants(spec, img, list(variants_for(img)))[0])
         mixing = image_memory(biggest[img.split], largest(pixels), n) if img.split in biggest else 0
         return image_memory(pixels, largest(pixels), n) + mixing
     return cost
@@ -100,8 +105,8 @@ class LocalExecutor:
         self.partners = plan.partners
         self.cost = self.budget = None
         if memory_limit:
-            self.cost = _image_cost(plan.spec, {g.split: list(g.variants) for g in plan.groups}.__getitem__,
-                                    plan.partners)
+            groups = {g.split: g for g in plan.groups}
+            self.cost = _image_cost(plan.spec, lambda img: groups[img.split].variants_of(img), plan.partners)
             self.budget = int(memory_limit * defaults.MEMORY_BUDGET_SHARE)
             check_memory(self.cost, plan.images, self.budget, memory_limit)
 
@@ -122,13 +127,14 @@ class LocalExecutor:
 
     def write(self, plan: JobPlan, out_dir: str, tally: Tally, watch: JobWatch) -> ShardSet:
         check = None if is_url(out_dir) else SpaceCheck(local_path(out_dir),
-                                                        [(g.order, len(g.variants)) for g in plan.groups])
+                                                        [(g.order, g.records / max(1, len(g.order)))
+                                                         for g in plan.groups])
         shards = ShardSet()
         with (MemoryGuard(self.memory_limit) if self.memory_limit else nullcontext()) as guard:
             for g in plan.groups:  # one shard set per split
                 with ShardWriter(out_dir, g.prefix(plan.name), g.shards, plan.spec.output.compression) as writer:
                     self._write_all(Batches(list(g.order), plan.spec, self.cost, list(g.variants), self.detection,
-                                            self.partners), writer, tally, watch, guard, check)
+                                            self.partners, g.variants_of), writer, tally, watch, guard, check)
                 shards.add(g.split, writer)
         return shards
 

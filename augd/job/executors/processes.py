@@ -23,7 +23,7 @@ class Processes(LocalExecutor):
             raise
 
     def submit(self, batches: Batches, batch):
-        return self.pool.submit(self.job, batch, batches.variants)   # WorkerLost: claimed_output maps it
+        return self.pool.submit(self.job, batch, list(batches.variants_of(batch[0])))   # WorkerLost: claimed_output maps it
 
     def result(self, batches: Batches, future):
         outcomes, seconds = future.result()
