@@ -14,6 +14,7 @@ record per image with its boxes:
                 (each image's longer side the canvas', a piece of each shown: Mosaic's cover cells), processes
   run_mixup     the same job with `mixup` then `resize` to 640x640 (one partner, blended)
   run_cutmix    the same with `cutmix` then `resize`
+  run_copy_paste  the same with `copy_paste: {objects: [1, 3]}` (box crops: the VOC copy has no instance masks)
   run_single    augd's single-image row of the same output: `resize` to 640x640 + flip
 Verdicts: run_mosaic / user_mosaic (target >= 1.3) and each mixing row / run_single (what taking partners costs).
 Figures only: nothing here asserts a timing.
@@ -30,12 +31,14 @@ from bench.common import REPO, default_workers, header, machine, write_json
 from bench.data import DEFAULT_CACHE, build_dataset, build_voc, link_tree, voc_files
 from bench.whole import IPS, WALL, timed
 
-ROWS = ("floor_mosaic", "user_mosaic", "run_mosaic", "run_mixup", "run_cutmix", "run_single")
+ROWS = ("floor_mosaic", "user_mosaic", "run_mosaic", "run_mixup", "run_cutmix", "run_copy_paste", "run_single")
 HEAD = "name: bench-{name}\nseed: 0\nvariants: 1\nkeep_original: false\noutput: {{format: jpeg, quality: 90}}\nops:\n"
 CHAINS = {
     "run_mosaic": "  - mosaic: {size: [640, 640], scale: [2.0, 2.0]}\n  - random_flip_left_right: {}\n",
     "run_mixup": "  - mixup: {}\n  - resize: {size: [640, 640]}\n  - random_flip_left_right: {}\n",
     "run_cutmix": "  - cutmix: {}\n  - resize: {size: [640, 640]}\n  - random_flip_left_right: {}\n",
+    "run_copy_paste": "  - copy_paste: {objects: [1, 3]}\n  - resize: {size: [640, 640]}\n"
+                      "  - random_flip_left_right: {}\n",
     "run_single": "  - resize: {size: [640, 640]}\n  - random_flip_left_right: {}\n",
 }
 
@@ -90,7 +93,7 @@ def main(argv=None) -> int:
     for r in ("user_mosaic", "run_mosaic"):
         if r in med and "floor_mosaic" in med:
             verdicts.append((f"{r} / floor_mosaic", round(med[r] / med["floor_mosaic"], 3), "(the bound)", None))
-    for r in ("run_mosaic", "run_mixup", "run_cutmix"):
+    for r in ("run_mosaic", "run_mixup", "run_cutmix", "run_copy_paste"):
         if r in med and "run_single" in med:
             verdicts.append((f"{r} / run_single", round(med[r] / med["run_single"], 3), "(cost of partners)", None))
     print("\nverdicts:")

@@ -528,3 +528,19 @@ def test_balance_counts_objects_in_a_detection_job(tmp_path):
     assert b == {"before": {"cat": 6, "owl": 1}, "after": {"cat": 9, "owl": 4}, "images_with_more_variants": 1}
     recs = records(out)
     assert len(recs) == 9 and check_boxes(recs, colours_of(imgs)) >= 13
+
+
+def test_preview_with_root_shows_the_records_the_job_writes(voc, tmp_path):
+    """augd preview --root plans the job: its partners (same split) and annotations, so each tile is the record."""
+    from augd.preview import preview_rows
+    spec = pipeline("mosaic", variants=2)
+    out = run(voc, spec, tmp_path / "out", executor="threads")
+    want = {(r["image/filename"], r["augd/variant"]): r["pixels"] for r in records(out)}
+    names = ["im2.png", "im7.png"]                    # a train and a val image
+    rows = preview_rows(spec, [voc / "JPEGImages" / n for n in names], relpaths=[f"JPEGImages/{n}" for n in names],
+                        root=voc)
+    for row in rows:
+        tiles = [t for t in row.tiles if t.variant]
+        assert len(tiles) == 2 and any(line.startswith("+ im") for line in tiles[0].lines)
+        for t in tiles:
+            assert np.array_equal(t.image, want[row.relpath, t.variant])

@@ -94,7 +94,7 @@ def cmd_preview(args) -> int:
         load_tensorflow_quietly()
     from augd.engine import Engine
     rows = preview_rows(spec, args.images, variants=n, relpaths=rels, max_pixels=args.max_pixels,
-                        engine=Engine(engine_options))
+                        engine=Engine(engine_options), root=args.root)
     sheet = render_sheet(spec, rows, tile=args.tile, variants=n)
     import cv2
     ok, buf = cv2.imencode(ext, np.ascontiguousarray(sheet[:, :, ::-1]),

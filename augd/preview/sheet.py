@@ -119,13 +119,14 @@ def variant_count(spec, variants: int | None) -> int:
 
 
 def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=None,
-                 max_pixels: int = defaults.MAX_PIXELS, compiled=None, engine=None) -> list[PreviewRow]:
+                 max_pixels: int = defaults.MAX_PIXELS, compiled=None, engine=None, root=None) -> list[PreviewRow]:
     """The sheet's content before letterboxing: per image, the input tile (decoded, upright, as the graph
     decodes it) and one tile per variant 1..N holding exactly the pixels of the record `augd run` writes for
     (image, relpath, variant), with the drawn parameters as text. `relpaths` (default: each file's name) are
     the paths relative to the job folder the seeds are keyed by. A bad image gives a row whose input tile
     holds the reason instead of pixels. `compiled`: a Compiled of `spec` to reuse; else one is built by `engine`
-    (default: an Engine with the default options)."""
+    (default: an Engine with the default options). `root`: the job folder; a partner op there reads its
+    annotations (copy_paste pastes annotated objects)."""
     from augd.engine import Engine
     from augd.engine.decode import decode_full
 
@@ -138,19 +139,24 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
     own = compiled is None
     compiled = (engine or Engine()).compile(spec) if own else compiled
     try:
-        partners = _partners(compiled, paths, rels, max_pixels)
-        return [_row(compiled, spec, path, rel, n, max_pixels, decode_full, partners)
+        mixing = _partners(compiled, spec, paths, rels, max_pixels, root)
+        return [_row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing)
                 for path, rel in zip(paths, rels)]
     finally:
         if own:
             compiled.close()
 
 
-def _partners(compiled, paths, rels, max_pixels):
-    """A chain led by a partner op (mosaic, mixup, cutmix): the sheet's own images are its partners (one split),
-    so the sheet shows what a job of those images writes. None otherwise."""
+def _partners(compiled, spec, paths, rels, max_pixels, root=None):
+    """(Partners, Detection or None, the job's images by relpath) for a chain led by a partner op. With `root`, the
+    job's own plan: its splits' pools and annotations, so each tile is the record `augd run` writes; without, the
+    sheet's images are the partners (one split). (None, None, {}) for any other chain."""
     if compiled.program.mix is None:
-        return None
+        return None, None, {}
+    if root is not None:
+        from augd.job.units import plan_job
+        plan = plan_job(os.fspath(root), spec, None, max_pixels)
+        return plan.partners, plan.detection, {i.relpath: i for i in plan.images}
     from augd.io import InputImage
     from augd.job.mixing import Partners
     pool = []
@@ -160,20 +166,20 @@ def _partners(compiled, paths, rels, max_pixels):
         except Rejected:
             continue
         pool.append(InputImage(rel, path, len(data), -1, "", header))
-    return Partners({"": tuple(pool)}) if pool else None
+    return (Partners({"": tuple(pool)}) if pool else None), None, {i.relpath: i for i in pool}
 
 
-def _mixed_items(compiled, spec, data, header, path, rel, wanted, partners):
+def _mixed_items(compiled, spec, data, header, rel, wanted, mixing):
     """(graph items, per variant the lines naming its mix and partners) for the variants of one image."""
-    if partners is None:
+    partners, detection, images = mixing
+    img = images.get(rel)
+    if partners is None or img is None:   # an image the job would not hold (rejected by its scan)
         return [(data, rel, v, header) for v in wanted], {}
     from augd.engine.plan import Decision
-    from augd.io import InputImage
     from augd.job.mixing import mixed_variant
-    img = InputImage(rel, path, len(data), -1, "", header)
     items, lines = [], {}
     for v in wanted:
-        m = mixed_variant(compiled.program.mix, spec.seed, img, data, v, partners)
+        m = mixed_variant(compiled.program.mix, spec.seed, img, data, v, partners, detection)
         if m is None:
             items.append((data, rel, v, header))
             continue
@@ -181,11 +187,11 @@ def _mixed_items(compiled, spec, data, header, path, rel, wanted, partners):
         op = compiled.program.mix
         lines[v] = op.describe(Decision(op.name, op.params, 0, True, True, mix=m.drawn.mix)) + \
             ["+ " + p.relpath.rsplit("/", 1)[-1] + ("" if ok else " (unreadable)")
-             for p, ok in zip(m.drawn.partners, m.placed[1:])]
+             for p, q, ok in zip(m.drawn.partners, m.drawn.mix.placements[1:], m.placed[1:]) if q is not None]
     return items, lines
 
 
-def _row(compiled, spec, path, rel, n, max_pixels, decode_full, partners=None) -> PreviewRow:
+def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, None, {})) -> PreviewRow:
     from augd.ops._tf import tf
     try:
         data, header = _source(path, max_pixels)
@@ -204,7 +210,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, partners=None) -
         original = f"v0: re-encoded as {spec.output.format}"
     tiles = [Tile(rel, upright, [f"input {size((h, w))}", original])]
     wanted = list(range(1, n + 1))
-    items, mixed = _mixed_items(compiled, spec, data, header, path, rel, wanted, partners)
+    items, mixed = _mixed_items(compiled, spec, data, header, rel, wanted, mixing)
     results = compiled.process_many(items)
     for v, item, r in zip(wanted, items, results):
         if isinstance(r, Exception):
