@@ -544,3 +544,32 @@ def test_preview_with_root_shows_the_records_the_job_writes(voc, tmp_path):
         assert len(tiles) == 2 and any(line.startswith("+ im") for line in tiles[0].lines)
         for t in tiles:
             assert np.array_equal(t.image, want[row.relpath, t.variant])
+
+
+def test_a_partner_gone_mid_job_leaves_its_tile_to_the_fill_and_brings_nothing(tmp_path):
+    """A partner deleted after the job was planned: the records drawing it name it as '' and show neither its
+    pixels nor its boxes (the check fails on a box without its object's pixels); nothing else is lost."""
+    from augd.engine import Engine
+    from augd.job.images import process_images
+    from augd.job.units import plan_job
+    imgs = [Img(f"im{i}.png", 64, 80, (Shape("cat", (10 + i, 10, 40, 40), PALETTE[i]),), background=GREY)
+            for i in range(6)]
+    voc_job(str(tmp_path / "job"), imgs)
+    spec = parse_pipeline("name: m\nseed: 1\nvariants: 3\nkeep_original: false\noutput: {format: png}\n"
+                          "ops:\n  - mosaic: {size: [128, 128]}\n")
+    plan = plan_job(str(tmp_path / "job"), spec, None, 10 ** 8)
+    (tmp_path / "job" / plan.images[-1].relpath).unlink()
+    compiled = Engine().compile(spec)
+    try:
+        outcomes = process_images(compiled, spec, plan.images[:-1], [1, 2, 3], plan.detection, plan.partners)
+    finally:
+        compiled.close()
+    assert not any(o.rejected for o in outcomes)
+    recs = []
+    for o in outcomes:
+        for rec in o.records:
+            ex = decode_example(rec)
+            ex["pixels"] = cv2.imdecode(np.frombuffer(ex["image/encoded"], np.uint8), cv2.IMREAD_COLOR)[..., ::-1]
+            recs.append(ex)
+    assert len(recs) == 15 and sum(r["augd/partners"].count("") for r in recs) >= 3
+    assert check_boxes(recs, colours_of(imgs)) >= 15

@@ -322,7 +322,9 @@ class Mixed:
 
 def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, variant: int, partners: Partners,
                   detection=None) -> Mixed | None:
-    """The variant's canvas (None when its p coin says the op does not apply: it runs on the image alone)."""
+    """The variant's canvas, or None: its p coin says the op does not apply, or OpenCV cannot decode the image
+    itself (a format only TensorFlow reads, such as GIF): the variant then runs on the image alone, as the graph
+    decodes it (or rejects it), and its record names no partner."""
     drawn = draw(op, spec_seed, img, variant, partners, detection.boxes if detection is not None else None)
     if drawn is None:
         return None
@@ -330,6 +332,8 @@ def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, v
     t0 = time.perf_counter()
     alphas = _alphas(drawn, detection) if detection is not None else {}
     canvas, placed = compose(drawn, sources, alphas)
+    if not placed[0]:
+        return None
     bmp, header = as_bmp(canvas)
     boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None else ()
     return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0, alphas)
