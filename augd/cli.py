@@ -56,8 +56,8 @@ def cmd_ops(args) -> int:
     if args.json:
         print(json.dumps(ops, indent=2))
         return EXIT_OK
-    headings = {"mix": "Mixing images (the first op only: the image and partners of its split on one canvas)",
-                "geometry": "Geometry (fused into one warp)", "colour": "Colour", "pixel": "Pixel",
+    headings = {"geometry": "Geometry (fused into one warp)", "colour": "Colour", "pixel": "Pixel",
+                "mix": "Mixing images (the first op only: the image and partners of its split on one canvas)",
                 "composite": "Composites (children as a list, or a mapping with ops:)"}
     for kind, heading in headings.items():
         print(f"== {heading} ==")

@@ -573,3 +573,77 @@ def test_a_partner_gone_mid_job_leaves_its_tile_to_the_fill_and_brings_nothing(t
             recs.append(ex)
     assert len(recs) == 15 and sum(r["augd/partners"].count("") for r in recs) >= 3
     assert check_boxes(recs, colours_of(imgs)) >= 15
+
+
+@pytest.mark.parametrize("orientation", [1, 3, 6, 8])
+def test_a_reduced_partner_decode_lands_where_the_full_decode_does(orientation):
+    """A partner decoded at 1/8 DCT scale, EXIF-rotated, placed by its matrix: the same tile as the full decode
+    gives (a side that is no multiple of 8 leaves a partial block, which a flip moves to the front)."""
+    import io
+
+    from PIL import Image
+
+    from augd.engine.kernels import warp_np
+    from augd.formats import read_header
+    from augd.io import InputImage
+    from augd.job.mixing import _decode
+    w, h = 1001, 603
+    yy, xx = np.mgrid[0:h, 0:w]
+    rgb = np.stack([xx * 255 // w, yy * 255 // h, np.full_like(xx, 128)], -1).astype(np.uint8)
+    im = Image.fromarray(rgb)
+    exif = im.getexif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=98, exif=exif)
+    data = buf.getvalue()
+    img = InputImage("a.jpg", "a.jpg", len(data), 0, "", read_header(data))
+    m = np.array([[8.0, 0, 3.5], [0, 8.0, 3.5], [0, 0, 1]])   # tile pixel -> source: 1/8 scale
+    uh, uw = (w, h) if orientation >= 5 else (h, w)
+    pixels, moved = _decode(data, img, m)
+    assert pixels.shape[:2] == (-(-uh // 8), -(-uw // 8))      # decoded at 1/8
+    reduced = warp_np(pixels, moved, uh // 8, uw // 8, "nearest", "bilinear").astype(float)
+    full = warp_np(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), m, uh // 8, uw // 8, "nearest",
+                   "bilinear").astype(float)
+    assert np.abs(reduced - full)[1:-1, 1:-1].mean() < 1.0
+
+
+def test_copy_paste_mixes_objects_with_and_without_masks(tmp_path):
+    """A COCO set where one class has polygons and the other none (box-only annotations): pasting either kind
+    onto either gives every object an instance mask (a box-only one its rectangle), and boxes match pixels."""
+    import json
+    imgs = png_scenes(polygon_scenes())
+    coco_job(str(tmp_path / "job"), imgs)
+    path = tmp_path / "job" / "instances.json"
+    data = json.loads(path.read_text())
+    cat = next(c["id"] for c in data["categories"] if c["name"] == "cat")
+    for a in data["annotations"]:
+        if a["category_id"] == cat:
+            a.pop("segmentation")
+    path.write_text(json.dumps(data))
+    spec = parse_pipeline("name: cp\nseed: 5\nvariants: 3\nkeep_original: false\noutput: {format: png}\nops:\n"
+                          "  - copy_paste: {objects: [2, 3]}\n")
+    out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
+    recs = records(out)
+    assert len(recs) == 8 * 3
+    assert all(len(r["image/object/mask"]) == len(r["image/object/class/text"]) for r in recs)
+    assert check_boxes(recs, colours_of(imgs), 3.0) >= len(recs) * 2
+
+
+def test_a_mosaic_needs_two_pixels_a_side():
+    with pytest.raises(SpecError, match=r"ops\[0\]\.mosaic.*each side must be at least 2"):
+        parse_pipeline("name: m\nops:\n  - mosaic: {size: [1, 64]}\n")
+
+
+def test_a_partner_with_a_bad_mask_rejects_only_itself(tmp_path):
+    """A semantic mask cut short rejects its own image (bad_annotation), never the images that drew it
+    as a partner: their tile of it has no class (255)."""
+    import json
+    imgs = png_scenes(scenes())
+    voc_job(str(tmp_path / "seg"), imgs, masks="P")
+    bad = tmp_path / "seg" / "SegmentationClass" / "im2.png"
+    bad.write_bytes(bad.read_bytes()[:60])   # its header (the right size) read at the scan, its pixels cut off
+    out = run(tmp_path / "seg", pipeline("mosaic", variants=2), tmp_path / "out", executor="threads")
+    m = json.loads((out / "manifest.json").read_text())
+    assert [(r["path"], r["reason"]) for r in m["inputs"]["rejected_files"]] == [("JPEGImages/im2.png",
+                                                                                  "bad_annotation")]
+    assert m["inputs"]["written"] == 7

@@ -478,7 +478,7 @@ def test_a_worker_killed_while_the_parent_writes_to_it_is_replaced_every_time(tm
     with ProcessPool(2, Engine().options) as pool:
         reference = pool.submit(pool.start_job(spec, None), images, variants).result(120)[0]
         for r in range(rounds):
-            ctx = JobContext(1000 + r, pickle.dumps((spec, None)) + padding)
+            ctx = JobContext(1000 + r, pickle.dumps((spec, None, None)) + padding)
             wait_for(lambda: sum(w.ready for w in pool._workers) == 2, 120, "both workers up")
             fut = pool.submit(ctx, images, variants)
             time.sleep(rng.uniform(0.0, 0.004))

@@ -72,6 +72,15 @@ class Detection:
         """The per-image helper that writes its variants' objects (reads its semantic mask, if any)."""
         return ImageObjects(self, img, self.annotations.get(img.relpath) or Annotation())
 
+    def partner(self, img: InputImage) -> "ImageObjects":
+        """for_image for a partner of a mix: a semantic mask that cannot be used (it rejects that image in its own
+        turn) does not reject the image that drew it: the partner's tile then has no class (255)."""
+        try:
+            return self.for_image(img)
+        except AnnotationError:
+            return ImageObjects(self, img, dataclasses.replace(self.annotations.get(img.relpath) or Annotation(),
+                                                               mask=None))
+
 
 def source_boxes(ann: Annotation) -> tuple:
     """Every object's (xmin, ymin, xmax, ymax), crowd and difficult ones included (as the OD API's crops see them)."""
@@ -172,10 +181,11 @@ class ImageObjects:
         self.dropped += dropped
         if not (self.instances or masks) or not src.objects:
             return out, seg, []
-        if masks and not self.instances:   # boxes only, beside objects with masks: each box's own rectangle
-            from augd.annotations.geometry import corners
-            src = dataclasses.replace(src, objects=tuple(dataclasses.replace(o, polygons=(corners(o.box),))
-                                                         for o in src.objects))
+        # a box alone, beside objects with masks (in this image, or in a mix): its own rectangle
+        from augd.annotations.geometry import corners
+        src = dataclasses.replace(src, objects=tuple(
+            o if o.polygons or o.rle is not None else dataclasses.replace(o, polygons=(corners(o.box),))
+            for o in src.objects))
         got = instance_masks(src, self.h, self.w, steps)   # one per input object: keep the survivors'
         return out, seg, [got[i] for i in out.extra[KEPT]]
 
@@ -188,7 +198,7 @@ class ImageObjects:
         from augd.job.mixing import placement_steps
         mix, drawn = mixed.drawn.mix, mixed.drawn
         total = sum(p.weight for p, ok in zip(mix.placements, mixed.placed) if ok) or 1.0
-        parts = [(k, p, self if k == 0 else self.det.for_image(img))
+        parts = [(k, p, self if k == 0 else self.det.partner(img))
                  for k, (p, img, ok) in enumerate(zip(mix.placements, drawn.sources, mixed.placed)) if ok]
         any_masks = any(part.instances for _, _, part in parts)
         shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps

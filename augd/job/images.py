@@ -80,9 +80,11 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     """All records of a few images, with one graph call for all of their variants. Never raises for bad
     input: a bad image becomes a rejection and the others are unaffected. `detection`: each record also carries
     its image's objects, moved with its pixels (augd.job.detection). `partners`: the job's pools when its chain
-    leads with a partner op (mosaic, mixup, cutmix): each augmented variant runs on its mix's canvas."""
+    leads with a partner op (mosaic, mixup, cutmix): each augmented variant runs on its mix's canvas. `variants`:
+    the images' variants, or one list per image (class balance)."""
     fmt = spec.output.format
     work, outcomes = [], {}
+    per_image = variants if variants and isinstance(variants[0], (list, tuple)) else [variants] * len(imgs)
     for k, img in enumerate(imgs):
         t0 = time.perf_counter()
         data, rejected = _read_checked(img)
@@ -91,7 +93,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
             continue
         stages = dict.fromkeys(STAGES, 0.0)
         stages["read"] = time.perf_counter() - t0
-        through_graph, passthrough = graph_variants(spec, img, variants)
+        through_graph, passthrough = graph_variants(spec, img, per_image[k])
         work.append((k, img, data, stages, through_graph, passthrough))
     # Box-aware ops (random_crop's min_object_covered) draw from the image's boxes: the graph's plan gets the
     # same ones as the annotations' geometry (ImageObjects.variant), so both draw the same windows.
@@ -122,7 +124,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
         records = []
         try:
             objects = detection.for_image(img) if detection is not None else None
-            for v in variants_of(spec) if variants is None else variants:
+            for v in variants_of(spec) if per_image[k] is None else per_image[k]:
                 r = got.get(v)
                 if r is not None:
                     for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):

@@ -145,7 +145,13 @@ def _decode(data: bytes, img: InputImage, m: np.ndarray):
         pixels = pixels.transpose(1, 0, 2)
     if fy or fx:
         pixels = cv2.flip(pixels, -1 if fy and fx else 0 if fy else 1)
-    return np.ascontiguousarray(pixels), (box_shrink_matrix(r) @ m if r > 1 else m)
+    if r == 1:
+        return np.ascontiguousarray(pixels), m
+    # libjpeg's partial last block (a side not a multiple of r) moves to the front on a flipped axis: the
+    # reduced pixels then sit that many source pixels further on
+    uh, uw = (header.width, header.height) if t else (header.height, header.width)
+    pad_x, pad_y = (-uw % r if fx else 0), (-uh % r if fy else 0)
+    return np.ascontiguousarray(pixels), box_shrink_matrix(r, -pad_x / r, -pad_y / r) @ m
 
 
 def _tile(pixels: np.ndarray, m: np.ndarray, p: Placement, img: InputImage, fill: int) -> np.ndarray:
@@ -272,7 +278,7 @@ def shares(drawn: Drawn, placed) -> tuple[float, ...]:
     if not mix.blend:   # later placements cover earlier ones (a mosaic's tiles are disjoint: nothing changes)
         for k in range(1, len(area)):
             if placed[k]:
-                for j in range(k):
+                for j in (j for j in range(k) if placed[j]):
                     a, b = mix.placements[j].rect, mix.placements[k].rect
                     ow = max(min(a[2], b[2]) - max(a[0], b[0]), 0) * max(min(a[3], b[3]) - max(a[1], b[1]), 0)
                     area[j] = max(area[j] - ow * mix.placements[j].weight, 0.0)
@@ -295,19 +301,26 @@ class Mixed:
     alphas: dict = field(default_factory=dict)   # placement index -> float tile mask of a pasted object
 
     def hidden(self, k: int) -> np.ndarray | None:
-        """Canvas pixels (bool) that placements after k paste over, or None when none does (a blend hides
-        nothing)."""
+        """Canvas pixels (bool) of placement k's tile that placements after it paste over, or None when none
+        does (a blend hides nothing; a mosaic's tiles never overlap)."""
         mix = self.drawn.mix
-        out = None
+        me, out = mix.placements[k], None
         for j in range(k + 1, len(mix.placements)):
             p = mix.placements[j]
-            if mix.blend or p is None or not self.placed[j]:
+            if mix.blend or p is None or not self.placed[j] or not (
+                    p.rect[0] < me.rect[2] and me.rect[0] < p.rect[2] and p.rect[1] < me.rect[3]
+                    and me.rect[1] < p.rect[3]):
                 continue
             if out is None:
                 out = np.zeros((mix.height, mix.width), bool)
             x0, y0, x1, y1 = p.rect
             a = self.alphas.get(j)
             out[y0:y1, x0:x1] |= True if a is None else a > 0.5
+        if out is not None:
+            x0, y0, x1, y1 = me.rect
+            inside = np.zeros_like(out)
+            inside[y0:y1, x0:x1] = out[y0:y1, x0:x1]
+            out = inside if inside.any() else None
         return out
 
     def record_keys(self, classification: bool) -> dict:
@@ -334,6 +347,8 @@ def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, v
     canvas, placed = compose(drawn, sources, alphas)
     if not placed[0]:
         return None
+    used = [ok for ok, p in zip(placed[1:], drawn.mix.placements[1:]) if p is not None]
+    ids = tuple(i if ok else "" for i, ok in zip(ids, used))   # read but not decodable: not in the record
     bmp, header = as_bmp(canvas)
     boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None else ()
     return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0, alphas)

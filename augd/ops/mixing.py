@@ -53,6 +53,12 @@ class Mosaic(PartnerOp):
                                     "canvas), drawn per tile")
         fill: int = Field(114, ge=0, le=255, description="grey level where no image lands (YOLO's 114)")
 
+        @model_validator(mode="after")
+        def _two_by_two(self):
+            if min(self.size) < 2:
+                raise ValueError(f"size {list(self.size)}: each side must be at least 2 (a 2x2 grid of tiles)")
+            return self
+
     @property
     def size_limit(self):
         return self.params.size

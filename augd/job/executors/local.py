@@ -34,9 +34,8 @@ class Batches:
         self.order, self.next_index = order, 0
         self.detection, self.partners = detection, partners
         self.variants = variants_of(spec) if variants is None else variants
-        #: an image's variants (class balance gives some more); a batch holds images with the same ones
+        #: an image's variants (class balance gives some images more)
         self.variants_of = variants_of_image or (lambda img: self.variants)
-        self.per_image = max(1, len(self.variants))
         self.seconds_per_record: float | None = None
         self.cost = cost        # memory budgeted per image; None: no memory limit
 
@@ -50,10 +49,13 @@ class Batches:
         records = 1
         if self.seconds_per_record is not None:
             records = int(defaults.BATCH_SECONDS / max(self.seconds_per_record, 1e-6))
-        size = max(1, min(records, defaults.GRAPH_BATCH) // self.per_image)
+        budget, size = min(records, defaults.GRAPH_BATCH), 0   # records a call, at least one image
+        for img in self.order[self.next_index:]:
+            budget -= max(1, len(self.variants_of(img)))
+            if budget < 0 and size:
+                break
+            size += 1
         batch = self.order[self.next_index:self.next_index + size]
-        same = self.variants_of(batch[0])
-        batch = batch[:next((k for k, img in enumerate(batch) if self.variants_of(img) != same), len(batch))]
         if room is not None:
             fits, used = 0, 0
             for img in batch:
@@ -65,22 +67,30 @@ class Batches:
         self.next_index += len(batch)
         return batch
 
+    def variants_for(self, batch) -> list:
+        """process_images' `variants` for a batch: the one list its images share, or one list per image."""
+        lists = [list(self.variants_of(img)) for img in batch]
+        return lists[0] if all(v == lists[0] for v in lists) else lists
+
+    def records_in(self, batch) -> int:
+        return sum(max(1, len(self.variants_of(img))) for img in batch)
+
     def timed(self, compiled, spec, batch):
         """process_images, timed for the next batches' size (run on a worker thread)."""
         t0 = time.perf_counter()
-        out = process_images(compiled, spec, batch, list(self.variants_of(batch[0])), self.detection, self.partners)
-        self.observe(time.perf_counter() - t0, len(batch))
+        out = process_images(compiled, spec, batch, self.variants_for(batch), self.detection, self.partners)
+        self.observe(time.perf_counter() - t0, self.records_in(batch))
         return out
 
-    def observe(self, seconds: float, images: int) -> None:
-        per_record = seconds / (images * self.per_image)
+    def observe(self, seconds: float, records: int) -> None:
+        per_record = seconds / max(1, records)
         old = self.seconds_per_record
         self.seconds_per_record = per_record if old is None else 0.7 * old + 0.3 * per_record
 
 
 def _image_cost(spec: PipelineSpec, variants_for: Callable[[InputImage], list[int]], partners=None):
     """Memory budgeted per image: its decode and outputs for each variant in the graph call; with a partner op,
-    also the largest image of its split (partners are decoded one at a time) and each variant's canvas."""
+    also the largest image of its split once (partners are decoded one at a time) and each variant's canvas."""
     largest = output_bound(spec.ops)
     biggest = {s: max(i.header.width * i.header.height for i in pool) for s, pool in partners.pools.items()
                if pool} if partners is not None else {}
@@ -88,7 +98,7 @@ def _image_cost(spec: PipelineSpec, variants_for: Callable[[InputImage], list[in
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
         n = len(graph_variants(spec, img, list(variants_for(img)))[0])
-        mixing = image_memory(biggest[img.split], largest(pixels), n) if img.split in biggest else 0
+        mixing = image_memory(biggest[img.split], largest(pixels) * n, 1) if img.split in biggest else 0
         return image_memory(pixels, largest(pixels), n) + mixing
     return cost
 

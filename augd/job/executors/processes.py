@@ -23,11 +23,11 @@ class Processes(LocalExecutor):
             raise
 
     def submit(self, batches: Batches, batch):
-        return self.pool.submit(self.job, batch, list(batches.variants_of(batch[0])))   # WorkerLost: claimed_output maps it
+        return self.pool.submit(self.job, batch, batches.variants_for(batch))   # WorkerLost: claimed_output maps it
 
     def result(self, batches: Batches, future):
         outcomes, seconds = future.result()
-        batches.observe(seconds, len(outcomes))
+        batches.observe(seconds, batches.records_in([o.image for o in outcomes]))
         return outcomes
 
     def graph(self) -> GraphInfo:
