@@ -102,7 +102,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     items, mixes = [], {}
     for k, img, data, stages, vs, _ in work:
         for v in vs:
-            m = mixed_variant(mix, spec.seed, img, data, v, partners, detection) if mix is not None and v else None
+            m = mixed_variant(mix, spec.seed, img, data, v, partners, detection, boxed) if mix is not None and v \
+                else None
             if m is None:
                 items.append((data, img.relpath, v, img.header, detection.boxes(img) if boxed else None))
                 continue

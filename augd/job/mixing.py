@@ -238,7 +238,12 @@ def as_bmp(canvas: np.ndarray) -> tuple[bytes, ImageHeader]:
 def _in_canvas(p: Placement, boxes: np.ndarray) -> np.ndarray:
     """Boxes (xmin, ymin, xmax, ymax: pixel edges of the source) through a placement, clipped to its tile; rows
     with nothing left inside it have max <= min."""
-    inv = np.linalg.inv(p.matrix)
+    m = p.matrix
+    if m[0, 1] == 0.0 and m[1, 0] == 0.0 and m[2, 0] == 0.0 and m[2, 1] == 0.0 and m[2, 2] == 1.0:
+        # a scale and a shift (every placement the ops draw): its inverse, without a general 3x3 inverse
+        inv = np.array([[1 / m[0, 0], 0, -m[0, 2] / m[0, 0]], [0, 1 / m[1, 1], -m[1, 2] / m[1, 1]], [0, 0, 1]])
+    else:
+        inv = np.linalg.inv(m)
     xs, ys = boxes[:, [0, 2, 2, 0]] - 0.5, boxes[:, [1, 1, 3, 3]] - 0.5
     q = inv @ np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)])
     px, py = (q[0] / q[2]).reshape(xs.shape) + 0.5 + p.rect[0], (q[1] / q[2]).reshape(ys.shape) + 0.5 + p.rect[1]
@@ -334,8 +339,9 @@ class Mixed:
 
 
 def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, variant: int, partners: Partners,
-                  detection=None) -> Mixed | None:
-    """The variant's canvas, or None: its p coin says the op does not apply, or OpenCV cannot decode the image
+                  detection=None, boxed: bool = False) -> Mixed | None:
+    """The variant's canvas (with the boxes on it when `boxed`: box-aware ops follow), or None: its p coin says the
+    op does not apply, or OpenCV cannot decode the image
     itself (a format only TensorFlow reads, such as GIF): the variant then runs on the image alone, as the graph
     decodes it (or rejects it), and its record names no partner."""
     drawn = draw(op, spec_seed, img, variant, partners, detection.boxes if detection is not None else None)
@@ -350,7 +356,7 @@ def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, v
     used = [ok for ok, p in zip(placed[1:], drawn.mix.placements[1:]) if p is not None]
     ids = tuple(i if ok else "" for i, ok in zip(ids, used))   # read but not decodable: not in the record
     bmp, header = as_bmp(canvas)
-    boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None else ()
+    boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None and boxed else ()
     return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0, alphas)
 
 
