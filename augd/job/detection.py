@@ -18,6 +18,7 @@ from augd.annotations import Annotation, AnnotationError, KeypointSchema, Object
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
 from augd.io import InputImage, RejectedInput, is_url
+from augd.job.mixing import upright
 from augd.labels import LabelMapError
 from augd.spec import Annotations, PipelineSpec
 
@@ -87,12 +88,6 @@ def source_boxes(ann: Annotation) -> tuple:
     return tuple(tuple(o.box) for o in ann.objects)
 
 
-def _upright(img: InputImage) -> tuple[int, int]:
-    """(h, w) as decoded: EXIF orientations 5-8 swap the stored sides (what Compiled plans for)."""
-    h, w = img.header.height, img.header.width
-    return (w, h) if img.header.orientation in (5, 6, 7, 8) else (h, w)
-
-
 def _unread(relpath: str, fmt: str) -> str:
     """Why an image the scan reads has no annotation read for it (the reader finds images by extension)."""
     from augd.annotations.tree import IMAGE_EXTENSIONS, extension
@@ -117,7 +112,7 @@ class ImageObjects:
     def __init__(self, det: Detection, img: InputImage, ann: Annotation):
         from augd.annotations.masks import read_mask
         self.det, self.img, self.ann = det, img, ann
-        self.h, self.w = _upright(img)
+        self.h, self.w = upright(img)
         self.mask = None if ann.mask is None else read_mask(ann.mask, (self.h, self.w), ann.source or ann.mask,
                                                             max_pixels=det.max_pixels)
         self.instances = any(o.polygons or o.rle for o in ann.objects)

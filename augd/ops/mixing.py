@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from augd.ops.base import Kind, Mix, OpParams, PartnerOp, Placement, Size, range_of, register_op
-from augd.ops.sampling import uniform
+from augd.ops.sampling import log_uniform, uniform
 
 
 def _placed(scale: float, ix0: float, iy0: float, rect) -> np.ndarray:
@@ -115,7 +115,7 @@ class CutMix(PartnerOp):
     def sample(self, rng, sizes, boxes=None) -> Mix:
         (h, w), (ph, pw) = sizes
         area = uniform(rng, *self.params.area) * h * w
-        r = math.exp(uniform(rng, *map(math.log, self.params.aspect)))
+        r = log_uniform(rng, *self.params.aspect)
         cw = max(1, min(round(math.sqrt(area * r)), int(w)))
         ch = max(1, min(round(math.sqrt(area / r)), int(h)))
         x0 = min(int(uniform(rng, 0.0, 1.0) * (w - cw + 1)), int(w) - cw)
