@@ -152,10 +152,10 @@ def _early_pool(args, spec, engine_options):
 
 
 def _run(args, spec, engine_options, pool) -> int:
-    if not args.verbose:  # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides
+    # with an early pool, the workers run the graph and this process never loads TensorFlow (augd.job.run)
+    if not args.verbose and pool is None:  # TensorFlow's native libraries print start-up noise on CPU hosts
         from augd.tfenv import load_tensorflow_quietly
         load_tensorflow_quietly()
-    from augd.engine import Engine
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.resources import job_memory_bytes
     bar = None
@@ -181,7 +181,8 @@ def _run(args, spec, engine_options, pool) -> int:
             return EXIT_USAGE
         if not args.verbose:  # Beam logs every worker's start and stop at INFO
             logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    else:
+    elif pool is None:
+        from augd.engine import Engine
         try:
             engine = Engine(engine_options)
         except ValueError as exc:  # device: gpu on a host without one

@@ -21,6 +21,7 @@ CPU time of a whole process: its os.wait4 rusage (itself and every child it reap
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
 import json
 import os
@@ -108,7 +109,7 @@ def timed(cmd: list[str], *, timeout: float, logs: str) -> dict:
     behind, reaped here after it. stdout and stderr go to `logs`.out/.err."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     with open(logs + ".out", "wb") as out, open(logs + ".err", "wb") as err:
-        t0 = time.perf_counter()
+        t0, launched = time.perf_counter(), time.time()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
                                 start_new_session=True)
     timer = threading.Timer(timeout, _kill_group, (proc.pid,))
@@ -133,7 +134,7 @@ def timed(cmd: list[str], *, timeout: float, logs: str) -> dict:
         timer.cancel()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
     total = cpu[0] + cpu[1]
-    r = {"command": " ".join(cmd), "rc": rc, WALL: round(wall, 3), "cpu_seconds": round(total, 3),
+    r = {"command": " ".join(cmd), "rc": rc, "launched": launched, WALL: round(wall, 3), "cpu_seconds": round(total, 3),
          BUSY: round(total / wall, 3), "max_rss_mb": round(rss / 1024, 1)}
     if left:  # e.g. multiprocessing's resource tracker, which exits when its pipe closes
         r["left_behind"] = {"processes": len(left), "cpu_seconds": round(cpu[1], 3), "exited_after_seconds": left}
@@ -169,6 +170,10 @@ def run_augd(job: str, pipeline: str, out: str, *, executor: str, workers: int |
         r["manifest"] = {"images_per_second": m["timing"]["images_per_second"], WALL: m["timing"]["wall_seconds"],
                          "records": m["records"]["written"], "graph_builds": m["graph"].get("builds"),
                          "executor": m.get("executor", m["graph"].get("executor"))}
+        first = m["timing"].get("first_record_seconds")
+        if first is not None:   # the manifest's start (to the ms) + its first record, from this process's launch
+            started = datetime.datetime.fromisoformat(m["created"]).timestamp()
+            r["first_record_seconds"] = round(started + first - r["launched"], 3)
         if expect is not None and written != expect:
             r["error"] = f"wrote {written} of {expect} images ({m['inputs']['rejected']} rejected)"
         return _rate(r, written)
@@ -330,6 +335,7 @@ def _print(summary: dict, rounds: list[dict], labels: dict, out=sys.stdout) -> N
             ex = m["executor"] or "(not in the manifest)"
             p(f"    in-job {m['images_per_second']} img/s over {m[WALL]} s, executor {ex}, graph builds "
               f"{m['graph_builds']}, max RSS {r['max_rss_mb']} MB"
+              + (f", first record {r['first_record_seconds']} s after launch" if "first_record_seconds" in r else "")
               + (f", left {r['left_behind']}" if r.get("left_behind") else "")
               + (", PROCESSES STILL RUNNING after its exit (killed; CPU not counted)"
                  if r.get("still_running_after_exit") else ""))

@@ -250,6 +250,7 @@ def test_manifest_fields(job, runs):
     assert m["bytes"]["read"] == sum(os.path.getsize(os.path.join(job, r)) for r in read_in_full)
     t = m["timing"]
     assert t["wall_seconds"] > 0 and t["images_per_second"] > 0
+    assert 0 < t["first_record_seconds"] < t["wall_seconds"]
     assert list(t["stage_seconds"]) == list(STAGES) == ["read", "decode", "augment", "encode", "write"]
     assert all(t["stage_seconds"][k] > 0 for k in STAGES), t["stage_seconds"]
 

@@ -6,6 +6,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import cv2
@@ -231,3 +232,22 @@ def test_inspect_prints_counts_keys_labels_and_dumps_images(cli, tmp_path):
     for name, ex in zip(dumped, examples[:3]):
         img = cv2.imread(str(tmp_path / "dump" / name))
         assert img is not None and img.shape == (ex["image/height"], ex["image/width"], 3), name
+
+
+def test_on_worker_processes_the_parent_never_loads_tensorflow(cli, tmp_path):
+    """`augd run` on its early pool: the workers run the graph and build the records, the parent only plans,
+    orders and writes, so it never imports TensorFlow (whose import, seconds of CPU, competed with the workers'
+    own on a small host). Its manifest names the workers' device and TensorFlow version, and its bytes are the
+    threads run's."""
+    import tensorflow as tf
+    code = ("import sys\nfrom augd.cli import main\n"
+            f"rc = main(['run', {str(cli['job'])!r}, '--pipeline', {str(cli['pipeline'])!r}, '--out', "
+            f"{str(tmp_path)!r}, '--workers', '2', '--executor', 'processes'])\n"
+            "print('tensorflow in parent:', 'tensorflow' in sys.modules)\nsys.exit(rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=augd_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "tensorflow in parent: False" in r.stdout, r.stdout
+    m = json.loads((tmp_path / "train" / "manifest.json").read_text())
+    assert m["graph"]["executor"] == "processes" and len(m["graph"]["workers"]) == 2
+    assert (m["device"], m["tensorflow_version"]) == ("CPU", tf.__version__)
+    assert shard_bytes(tmp_path / "train") == shard_bytes(cli["base"] / "w1" / "train")

@@ -21,8 +21,6 @@ import re
 import secrets
 import shutil
 
-import tensorflow as tf
-
 from augd.errors import AugdError
 from augd.files import fsync_dir, fsync_file
 from augd.io.jobfs import is_url, local_path
@@ -41,13 +39,24 @@ def _join(a: str, b: str) -> str:
     return f"{a.rstrip('/')}/{b}"
 
 
+def _gfile():
+    """tf.io.gfile, for URL roots only: a local output never loads TensorFlow for its files (see augd.io.shards)."""
+    import tensorflow as tf
+    return tf.io.gfile
+
+
 def is_complete(dest: str) -> bool:
-    return tf.io.gfile.exists(_join(dest, SUCCESS))
+    path = _join(dest, SUCCESS)
+    return _gfile().exists(path) if is_url(path) else os.path.exists(local_path(path))
 
 
 def write_text(path: str, text: str) -> None:
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(text)
+    if is_url(path):
+        with _gfile().GFile(path, "w") as f:
+            f.write(text)
+    else:
+        with open(local_path(path), "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def write_json(path: str, obj) -> None:
@@ -64,6 +73,7 @@ def _fsync_tree(root: str) -> None:
 
 def _rmtree(path: str) -> None:
     if is_url(path):
+        import tensorflow as tf
         try:
             tf.io.gfile.rmtree(path)
         except tf.errors.NotFoundError:  # already gone (some filesystems report stale dirs as existing)
@@ -102,14 +112,20 @@ class AtomicOutput:
         self.committed = False
 
     def __enter__(self) -> "AtomicOutput":
-        gfile = tf.io.gfile
-        gfile.makedirs(self.out_root)
+        if self.local:
+            makedirs, exists, mkdir = (lambda p: os.makedirs(p, exist_ok=True)), os.path.lexists, os.mkdir
+            root, dest, tmp = local_path(self.out_root), local_path(self.dest), local_path(self.tmp_dir)
+        else:
+            gfile = _gfile()
+            makedirs, exists, mkdir = gfile.makedirs, gfile.exists, gfile.mkdir
+            root, dest, tmp = self.out_root, self.dest, self.tmp_dir
+        makedirs(root)
         if is_complete(self.dest):
             if not self.overwrite:
                 raise OutputExists(f"{self.dest} already holds a complete output; pass --overwrite to replace it")
-        elif gfile.exists(self.dest):
+        elif exists(dest):
             _rmtree(self.dest)  # no _SUCCESS: debris of a crashed commit
-        gfile.mkdir(self.tmp_dir)
+        mkdir(tmp)
         return self
 
     def commit(self) -> None:
@@ -142,7 +158,7 @@ class AtomicOutput:
             shutil.rmtree(aside, ignore_errors=True)
 
     def _commit_remote(self) -> None:
-        gfile = tf.io.gfile
+        gfile = _gfile()
         if gfile.exists(self.dest):
             if is_complete(self.dest) and not self.overwrite:
                 raise OutputExists(f"{self.dest} already holds a complete output; pass --overwrite to replace it")
@@ -168,7 +184,7 @@ class AtomicOutput:
 def _copy_tree(src: str, dst: str) -> None:
     """Copy file by file. Object stores rename by copy + delete anyway, and gfile's directory rename is not
     recursive on every filesystem (ram:// moves the folder entry but not its files)."""
-    gfile = tf.io.gfile
+    gfile = _gfile()
     gfile.makedirs(dst)
     for name in gfile.listdir(src):
         name = name.rstrip("/")

@@ -2,22 +2,28 @@
 
 Record i (in shuffled order) goes to shard i % count, so shards come out balanced and their bytes depend only
 on the records and their order, never on timing or worker count.
+
+Local uncompressed shards (the default) are framed here, without TensorFlow: the parent of a job on worker
+processes then never imports it (~4 CPU-s that competed with the workers' own imports on a small host). The
+framing is TFRecord's (uint64 length, masked CRC-32C of it, data, masked CRC-32C of the data), byte for byte
+what tf.io.TFRecordWriter writes (tested). GZIP shards and gfile URLs go through TensorFlow's writer.
 """
 from __future__ import annotations
 
 import os
+import struct
 
 import hashlib
 import math
 from typing import Iterator, Sequence
 
-import tensorflow as tf
+import google_crc32c
 
 from augd.defaults import TARGET_SHARD_BYTES
 from augd.files import fsync_file
 from augd.io.jobfs import is_url, local_path
 
-__all__ = ["COMPRESSIONS", "ShardWriter", "read_records", "shard_count", "shard_name", "shuffled_order"]
+__all__ = ["COMPRESSIONS", "ShardWriter", "frame", "read_records", "shard_count", "shard_name", "shuffled_order"]
 
 COMPRESSIONS = ("none", "gzip")
 # TFRecord framing per record: uint64 length, uint32 length CRC, data, uint32 data CRC.
@@ -52,6 +58,37 @@ def shuffled_order(keys: Sequence[str], seed: int) -> list[int]:
     return sorted(range(len(keys)), key=rank)
 
 
+def _masked_crc(data: bytes) -> bytes:
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def frame(record: bytes) -> bytes:
+    """One record as TFRecord files hold it."""
+    head = struct.pack("<Q", len(record))
+    return b"".join((head, _masked_crc(head), record, _masked_crc(record)))
+
+
+class _LocalWriter:
+    """tf.io.TFRecordWriter's bytes for a local file without compression."""
+
+    def __init__(self, path: str):
+        self._fh = open(local_path(path), "wb", buffering=1 << 20)
+
+    def write(self, record: bytes) -> None:
+        self._fh.write(frame(record))
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _open_writer(path: str, compression: str):
+    if compression == "none" and not is_url(path):
+        return _LocalWriter(path)
+    import tensorflow as tf  # GZIP or a gfile URL
+    return tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP" if compression == "gzip" else ""))
+
+
 class ShardWriter:
     """Writes `count` shards into `directory`. Every shard file is created up front, so empty shards are valid
     (zero-record) files. bytes_written counts framed, uncompressed record bytes."""
@@ -60,13 +97,12 @@ class ShardWriter:
         if count < 1:
             raise ValueError(f"shard count must be >= 1; got {count}")
         self.paths = [f"{directory.rstrip('/')}/{shard_name(job, i, count, compression)}" for i in range(count)]
-        options = tf.io.TFRecordOptions(compression_type="GZIP" if compression == "gzip" else "")
         self.records_per_shard = [0] * count
         self.bytes_written = 0
-        self._writers: list[tf.io.TFRecordWriter] = []
+        self._writers: list = []
         try:
             for p in self.paths:
-                self._writers.append(tf.io.TFRecordWriter(p, options))
+                self._writers.append(_open_writer(p, compression))
         except BaseException:
             self._abort()
             raise
@@ -107,6 +143,7 @@ class ShardWriter:
 
 def read_records(path_or_dir: str) -> Iterator[bytes]:
     """Every record of one shard file, or of all shards (*.tfrecord, *.tfrecord.gz) in a folder, sorted."""
+    import tensorflow as tf
     path_or_dir = os.fspath(path_or_dir)
     if tf.io.gfile.isdir(path_or_dir):
         base = path_or_dir.rstrip("/")

@@ -2,6 +2,7 @@
 same for every executor (threads, worker processes, Beam)."""
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 
 import augd
@@ -46,7 +47,7 @@ def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_r
 
 
 def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo, device, started: float,
-                 wall_seconds: float, rejected: list) -> JobReport:
+                 wall_seconds: float, rejected: list, first_record_seconds: float | None = None) -> JobReport:
     """The job's report (manifest.json) from what the executor tallied and wrote; the same for every executor."""
     spec, scan, state = plan.spec, plan.scan, tally.progress
     return JobReport(
@@ -58,7 +59,7 @@ def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo
         records=RecordCounts(sum(shards.records), tuple(variants_of(spec))), shards=shards.shards(),
         splits=shards.splits(tally) if plan.groups[0].split else {},
         bytes=ByteCounts(tally.bytes_read, shards.bytes_written), graph=graph,
-        timing=Timing.measured(wall_seconds, state.written, tally.stages),
+        timing=Timing.measured(wall_seconds, state.written, tally.stages, first_record_seconds),
         annotations=_annotation_report(plan.detection, tally, rejected, plan.negatives_rejected)
         if plan.detection else None, balance=plan.balance)
 
@@ -87,13 +88,19 @@ def write_sidecars(out_dir: str, plan: JobPlan, report: JobReport) -> None:
     write_text(f"{out_dir}/manifest.json", report.to_json())
 
 
+def _op_errors() -> tuple:
+    """TensorFlow's error class where it is loaded (a gfile URL, the engine in this process); a parent whose workers
+    run the graph may never load it, and nothing it runs raises one then."""
+    tf = sys.modules.get("tensorflow")
+    return (tf.errors.OpError,) if tf is not None and hasattr(tf, "errors") else ()
+
+
 @contextmanager
 def claimed_output(out_root: str, name: str, overwrite: bool):
     """The job's output claimed (AtomicOutput: a hidden temp folder, committed by the caller, removed on any
     failure), and the one place where what goes wrong while it is held becomes a JobFailed with its reason, for
     every executor. A JobFailed raised inside passes as it is; anything not named here is a bug in augd and
     propagates (the daemon fails the job as `crashed` with its traceback in error.txt)."""
-    import tensorflow as tf  # already loaded: the engine or the Beam launcher is running
     try:
         with AtomicOutput(out_root, name, overwrite=overwrite) as out:
             yield out
@@ -103,6 +110,6 @@ def claimed_output(out_root: str, name: str, overwrite: bool):
         raise JobFailed(f"worker processes died: {exc}", reason=FailureReason.WORKER_LOST) from None
     except WorkerError as exc:
         raise JobFailed(f"a worker process failed: {exc}", reason=FailureReason.CRASHED) from None
-    except (OSError, tf.errors.OpError) as exc:
+    except (OSError, *_op_errors()) as exc:
         msg = tf_error_message(exc) if not isinstance(exc, OSError) else str(exc)
         raise JobFailed(f"cannot write output under {out_root}: {msg}", reason=FailureReason.OUTPUT_ERROR) from None

@@ -7,18 +7,21 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from augd.annotations import AnnotationError
-from augd.engine import Compiled
 from augd.errors import Rejected, RejectReason, tf_error_message
 from augd.formats import passthrough_ok, read_header
-from augd.io import InputImage, RejectedInput, make_example, read_bytes
+from augd.io import InputImage, RejectedInput, read_bytes
 from augd.job.detection import Detection
 from augd.job.mixing import Partners, mixed_variant
 from augd.job.report import ObjectCounts
 from augd.job.units import variants_of
 from augd.spec import PipelineSpec
 from augd.stages import STAGES
+
+if TYPE_CHECKING:
+    from augd.engine import Compiled
 
 __all__ = ["ImageOutcome", "graph_variants", "process_images"]
 
@@ -82,6 +85,9 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     its image's objects, moved with its pixels (augd.job.detection). `partners`: the job's pools when its chain
     leads with a partner op (mosaic, mixup, cutmix): each augmented variant runs on its mix's canvas. `variants`:
     the images' variants, or one list per image (class balance)."""
+    # the Example's protos load TensorFlow: imported where the graph runs, so that the parent of worker processes
+    # (augd.job.workers) never loads it
+    from augd.io.records import make_example
     fmt = spec.output.format
     work, outcomes = [], {}
     per_image = variants if variants and isinstance(variants[0], (list, tuple)) else [variants] * len(imgs)

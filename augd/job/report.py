@@ -140,16 +140,20 @@ class Timing:
     wall_seconds: float
     images_per_second: float | None
     stage_seconds: dict[str, float]
+    #: from the job's start (its scan) to its first record written by this process (Beam: known to it)
+    first_record_seconds: float | None = None
 
     @classmethod
-    def measured(cls, wall_seconds: float, written: int, stage_seconds: dict[str, float]) -> Timing:
+    def measured(cls, wall_seconds: float, written: int, stage_seconds: dict[str, float],
+                 first_record_seconds: float | None = None) -> Timing:
         return cls(wall_seconds=round(wall_seconds, 3),
                    images_per_second=round(written / wall_seconds, 2) if wall_seconds > 0 else None,
-                   stage_seconds={k: round(stage_seconds[k], 4) for k in STAGES})
+                   stage_seconds={k: round(stage_seconds[k], 4) for k in STAGES},
+                   first_record_seconds=None if first_record_seconds is None else round(first_record_seconds, 3))
 
     def to_dict(self) -> dict:
         return {"wall_seconds": self.wall_seconds, "images_per_second": self.images_per_second,
-                "stage_seconds": dict(self.stage_seconds)}
+                "first_record_seconds": self.first_record_seconds, "stage_seconds": dict(self.stage_seconds)}
 
 
 @dataclass(frozen=True)
@@ -260,8 +264,9 @@ class JobReport:
 
 
 def iso_utc(t: float) -> str:
-    """Unix seconds -> the manifest's `created`: ISO-8601 UTC to the second."""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="seconds")
+    """Unix seconds -> the manifest's `created`: ISO-8601 UTC to the millisecond (with timing.first_record_seconds,
+    when a job's first record was written)."""
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 # -- while the job runs ------------------------------------------------------------------------------------------
@@ -308,6 +313,7 @@ class Tally:
     negatives: int = 0
     points_in: int = 0
     points_out: int = 0
+    first_record_at: float | None = None   # time.perf_counter() when the first image with records was added
 
     def _counts(self, label_text: str) -> _Count:
         return self.per_class.setdefault(label_text, _Count())
@@ -340,6 +346,8 @@ class Tally:
             split.rejected += 1
             p.rejected += 1
         else:
+            if self.first_record_at is None and res.records:
+                self.first_record_at = time.perf_counter()
             cls.images += 1
             cls.records += len(res.records)
             split.images += 1

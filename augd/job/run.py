@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from augd.defaults import ExecutorKind
-from augd.engine import Engine, EngineOptions
+from augd.engine.options import EngineOptions
 from augd.host import usable_cpus
 from augd.job.executors import Launch, choose_executor, open_executor
 from augd.job.finish import build_report, check_outcome, claimed_output, write_sidecars
@@ -16,6 +17,9 @@ from augd.job.options import Cancel, JobOptions, JobResult, JobWatch
 from augd.job.report import JobProgress, Tally
 from augd.job.units import plan_job, variants_of
 from augd.spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from augd.engine import Engine
 
 log = logging.getLogger("augd.job")
 
@@ -32,17 +36,27 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     `engine`: the Engine threads compile the job's graph with (default: one with `engine_options`); its device
     decides `auto`. `engine_options`: for workers that build their own engine (worker processes, Beam's; default:
     the engine's, else EngineOptions()). `pool`: a warm augd.job.workers.pool.ProcessPool (the daemon's), else one is
-    started for the job when the executor is processes. A Beam job builds no engine here."""
+    started for the job when the executor is processes. No engine is built here for a Beam job, nor for one handed
+    a pool and no engine (`augd run`'s early pool) that runs on the pool: this process then never loads
+    TensorFlow, whose import (seconds of CPU) would compete with the workers' own."""
     opts, watch = options or JobOptions(), watch or JobWatch()
     started, t_start = time.time(), time.perf_counter()
     plan = plan_job(input_dir, spec, opts.name, opts.max_pixels)
     workers = opts.workers or usable_cpus()
     kind = opts.executor
-    if kind is not ExecutorKind.BEAM:
-        engine = engine or Engine(engine_options or EngineOptions())
-        records = sum(g.records for g in plan.groups)
-        kind = choose_executor(kind, engine.device.kind, pool.size if pool else workers, records, pool is not None)
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())
+    if kind is not ExecutorKind.BEAM:
+        # the device: the caller's engine's, else the pool's workers' (None if none could start: its first batch
+        # fails the job, saying why), else an engine built here
+        device = engine.device if engine is not None else pool.device() if pool is not None else None
+        if device is None and pool is None:
+            engine = _engine(engine_options)
+            device = engine.device
+        records = sum(g.records for g in plan.groups)
+        kind = choose_executor(kind, device.kind if device else "CPU", pool.size if pool else workers, records,
+                               pool is not None)
+        if kind is ExecutorKind.THREADS and engine is None:
+            engine = _engine(engine_options)
     tally = Tally(JobProgress(name=plan.name, total=len(plan.images)))
     tally.add_scan(plan.scan)
     executor = None
@@ -54,11 +68,17 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
             shards = executor.write(plan, out.tmp_dir, tally, watch)
             rejected = check_outcome(plan, tally, opts.max_rejected)
             graph, device = executor.report()
+            first = tally.first_record_at - t_start if tally.first_record_at is not None else None
             report = build_report(plan, tally, shards, graph, device, started, time.perf_counter() - t_start,
-                                  rejected)
+                                  rejected, first)
             write_sidecars(out.tmp_dir, plan, report)
             out.commit()
     finally:
         if executor is not None:
             executor.close()
     return JobResult(name=plan.name, out_dir=out.dest, report=report)
+
+
+def _engine(options: EngineOptions) -> "Engine":
+    from augd.engine import Engine  # loads TensorFlow (in the process that runs the graph)
+    return Engine(options)

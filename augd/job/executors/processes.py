@@ -14,7 +14,9 @@ class Processes(LocalExecutor):
         super().__init__(launch.plan, launch.memory_limit)   # the memory check comes before any process starts
         self.own = launch.pool is None
         self.pool = launch.pool or ProcessPool(launch.workers, launch.engine_options)
-        self.workers, self.device = self.pool.size, launch.engine.device
+        self.workers = self.pool.size
+        # the workers' device where this process has no engine (it never loads TensorFlow then: augd.job.run)
+        self.device = launch.engine.device if launch.engine is not None else self.pool.device()
         try:
             self.job = self.pool.start_job(self.spec, self.detection, self.partners)
         except BaseException:

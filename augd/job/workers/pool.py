@@ -99,6 +99,8 @@ class ProcessPool:
         self._broken: str | None = None     # why no worker can start, once that is clear
         self._start_failures = 0
         self._forget: list[int] = []
+        self._device = None                 # the first ready worker's augd.engine.DeviceInfo
+        self._settled = threading.Event()   # set once a worker is ready, or none can be
         self._workers = [self._spawn() for _ in range(workers)]
         self._thread = threading.Thread(target=self._loop, name="augd-pool", daemon=True)
         self._thread.start()
@@ -139,6 +141,12 @@ class ProcessPool:
         it is called from a signal handler, on a thread that may hold it."""
         self._draining = True
 
+    def device(self):
+        """The workers' device (augd.engine.DeviceInfo, as the first to be ready found it), once one is; None when
+        none can start (the job's first batch then fails with WorkerLost, saying why)."""
+        self._settled.wait()
+        return self._device
+
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers]
 
@@ -147,6 +155,7 @@ class ProcessPool:
             if self._closed:
                 return
             self._closed = True
+        self._settled.set()
         atexit.unregister(self.drain)
         self._wake_w.send(None)
         self._thread.join(30)
@@ -190,6 +199,7 @@ class ProcessPool:
                 self._broken = f"the worker pool failed: {type(exc).__name__}: {exc}"
                 _fail([*self._queue, *(t for w in self._workers for t in w.tasks)], WorkerLost(self._broken))
                 self._queue.clear()
+            self._settled.set()
             for w in self._workers:
                 w.process.kill()
 
@@ -265,6 +275,8 @@ class ProcessPool:
         if kind == "ready":
             w.ready = True
             self._start_failures = 0
+            self._device = self._device or msg[1]
+            self._settled.set()
             return
         if not w.tasks:
             return
@@ -305,6 +317,7 @@ class ProcessPool:
             if not self._workers:
                 _fail(self._queue, lost)
                 self._queue.clear()
+                self._settled.set()
             try:
                 w.conn.close()
             except OSError:
@@ -316,6 +329,7 @@ class ProcessPool:
             _fail([*self._queue, *(t for x in self._workers for t in x.tasks)], WorkerLost(self._broken))
             self._queue.clear()
             self._workers.remove(w)
+            self._settled.set()
             return
         self._workers[self._workers.index(w)] = self._spawn()
         self.restarts += 1

@@ -23,7 +23,7 @@ def serve(conn, options: dict) -> None:
         engine = Engine(EngineOptions(**options))
     from augd.job.images import process_images
     jobs: dict = {}   # job id -> (spec, detection, partners, compiled)
-    conn.send(("ready",))
+    conn.send(("ready", engine.device))   # the job's report names it: the parent need not load TensorFlow
     while True:
         try:
             msg = conn.recv()
