@@ -425,3 +425,42 @@ def test_yolo_points_without_visibility_and_coco_categories_that_disagree(tmp_pa
     with pytest.raises(JobFailed, match="category 'cat' names the keypoints \\['nose', 'tail'\\] but 'person'") as err:
         _run(tmp_path / "p", tmp_path / "o", workers=1)
     assert err.value.reason == "bad_labels"
+
+
+def _solid_dots(rgb: np.ndarray, colour) -> list[tuple[float, float]]:
+    """Centres (pixel edges) of each patch of `colour` that holds a whole 3x3 block: the middle of a dot."""
+    mask = (np.abs(rgb.astype(np.int32) - np.array(colour)) < TOLERANCE).all(axis=-1).astype(np.uint8)
+    core = cv2.erode(mask, np.ones((3, 3), np.uint8), borderValue=0)
+    n, labels, _, cents = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    return [tuple(cents[k] + 0.5) for k in range(1, n) if core[labels == k].any()]
+
+
+@pytest.mark.parametrize("ops", ["  - mosaic: {size: [160, 192]}\n",
+                                 "  - cutmix: {area: [0.25, 0.5]}\n",
+                                 "  - mosaic: {size: [160, 192]}\n  - random_rotation: {degrees: 12}\n"])
+def test_keypoints_of_every_tile_and_patch_sit_on_their_dots_after_a_mix(tmp_path, ops):
+    """A mix lays several people on one canvas, each with the same five dot colours: every visible point of
+    every object sits on a dot of its colour, and every dot whose middle shows is some object's visible point of
+    that index (a point under a cutmix patch is not visible; the patch's own people bring theirs)."""
+    coco_pose_job(str(tmp_path / "p"), people(6, seed=4))
+    chain = f"name: kp-mix\nseed: 3\nvariants: 4\nkeep_original: false\noutput: {{format: png}}\nops:\n{ops}"
+    _, folder = _run(tmp_path / "p", tmp_path / "out", chain, workers=1)
+    objects = points = 0
+    for rec in read_records(folder):
+        ex = parse_example(rec)
+        rgb = _rgb(ex)
+        h, w = rgb.shape[:2]
+        where = f"{ex['image/filename']} variant {ex['augd/variant']}"
+        n = len(ex["image/object/bbox/xmin"])
+        xs, ys = (np.reshape(ex[f"image/object/keypoint/{a}"], (n, len(NAMES))) for a in ("x", "y"))
+        vis = np.reshape(ex["image/object/keypoint/visibility"], (n, len(NAMES)))
+        objects += n
+        for i in range(len(NAMES)):
+            got = [(xs[k, i] * w, ys[k, i] * h) for k in range(n) if vis[k, i]]
+            points += len(got)
+            for x, y in got:
+                assert _near(rgb, x, y, COLOURS[i]), f"{where}: point {i} at ({x:.1f}, {y:.1f}) is on no dot {i}"
+            for cx, cy in _solid_dots(rgb, COLOURS[i]):
+                assert any(abs(cx - x) <= DOT + 1.5 and abs(cy - y) <= DOT + 1.5 for x, y in got), \
+                    f"{where}: dot {i} shows at ({cx:.1f}, {cy:.1f}) but no object's point {i} is there"
+    assert objects >= 2 * 24 and points >= 100, (objects, points)   # the mixes brought partners' people
