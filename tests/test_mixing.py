@@ -546,6 +546,15 @@ def test_preview_with_root_shows_the_records_the_job_writes(voc, tmp_path):
             assert np.array_equal(t.image, want[row.relpath, t.variant])
 
 
+def test_preview_of_copy_paste_without_the_job_says_to_give_it(voc, tmp_path):
+    """Without --root the sheet's images have no annotations, so copy_paste would paste nothing: said, not done."""
+    from tests.jobfiles import augd
+    r = augd("preview", "detection-copy-paste", voc / "JPEGImages" / "im2.png",
+             "--out", tmp_path / "s.png")
+    assert r.returncode == 2 and not (tmp_path / "s.png").exists()
+    assert "ops[0].copy_paste pastes annotated objects" in r.stderr and "--root JOB_FOLDER" in r.stderr, r.stderr
+
+
 def test_a_partner_gone_mid_job_leaves_its_tile_to_the_fill_and_brings_nothing(tmp_path):
     """A partner deleted after the job was planned: the records drawing it name it as '' and show neither its
     pixels nor its boxes (the check fails on a box without its object's pixels); nothing else is lost."""

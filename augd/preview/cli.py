@@ -44,8 +44,9 @@ def add_preview_arguments(p: argparse.ArgumentParser) -> None:
                    help="tile size in the sheet; images are letterboxed into it (default 256)")
     p.add_argument("--root", metavar="JOB_FOLDER",
                    help="the job folder the images are in: seeds are keyed by the path relative to it (as "
-                        "`augd run JOB_FOLDER` keys them). Default: each image's file name, i.e. the records of "
-                        "images placed directly in the job folder")
+                        "`augd run JOB_FOLDER` keys them), and a partner op draws its partners and annotations "
+                        "from the job's plan (copy_paste needs it). Default: each image's file name, i.e. the "
+                        "records of images placed directly in the job folder; partners from the sheet's images")
     p.add_argument("--seed", type=int, default=None, help="override the pipeline's seed (as `augd run --seed`)")
     p.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
                    help=f"show larger images as refused, as a job rejects them (default {defaults.MAX_PIXELS})")
@@ -81,6 +82,12 @@ def cmd_preview(args) -> int:
         return 2
     if args.seed is not None:
         spec = spec.with_seed(args.seed)
+    from augd.ops.base import REGISTRY
+    if args.root is None and spec.ops and getattr(REGISTRY.get(spec.ops[0].name), "needs_boxes", False):
+        # without the job, the sheet's images have no annotations: the op would paste nothing, silently
+        print(f"{prog}: ops[0].{spec.ops[0].name} pastes annotated objects of the job's images: give --root "
+              f"JOB_FOLDER, the annotated job (VOC, COCO or YOLO) the images are in", file=sys.stderr)
+        return 2
     try:
         n = variant_count(spec, args.variants)
         rels = _relpaths(args.images, args.root)
