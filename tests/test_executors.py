@@ -94,6 +94,27 @@ def test_a_warm_pool_runs_job_after_job_with_the_same_workers(job, reference, tm
     assert sorted(pool.pids()) == pids and pool.restarts == 0  # TensorFlow imported once per worker, not per job
 
 
+def test_a_worker_keeps_its_pipelines_graph_for_the_next_job_and_builds_another_pipelines_own(job, tmp_path, pool):
+    """A warm worker keeps the last job's graph: the next job of the same pipeline builds and traces nothing
+    (the daemon runs one pipeline job after job; a build costs more than a small job's images) and writes the same
+    bytes; a job of another pipeline (here: another seed) builds its own, and so does the first one after it."""
+    a, b = spec().with_seed(101), spec().with_seed(102)
+
+    def ran(s, name):
+        res = run_job(job, s, str(tmp_path / name), JobOptions(workers=2), pool=pool)   # auto: the warm pool
+        return {w["pid"]: (w["builds"], w["traces"]) for w in res.report.graph.workers}, output(res.out_dir)[0]
+
+    first, files = ran(a, "a1")
+    again, files_again = ran(a, "a2")
+    other, _ = ran(b, "b")
+    back, files_back = ran(a, "a3")
+    assert first and set(first.values()) == {(1, 1)}, first
+    assert any(p in first for p in again) and all(v == (0, 0) for p, v in again.items() if p in first), again
+    assert set(other.values()) == {(1, 1)}, other
+    assert all(v == (1, 1) for p, v in back.items() if p in other), back
+    assert files == files_again == files_back
+
+
 def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_doubled(job, reference, tmp_path):
     killed = []
 
@@ -140,8 +161,8 @@ def test_workers_that_keep_dying_fail_the_job_with_worker_lost_not_a_hang(job, t
 
 
 def test_the_daemon_keeps_its_workers_across_jobs_and_replaces_one_killed(tmp_path):
-    """`augd serve` with executor: processes: its worker processes run job after job (one graph build each per
-    job); a worker killed with kill -9 between jobs is replaced and the next job succeeds; SIGTERM leaves no
+    """`augd serve` with executor: processes: its worker processes run job after job (each builds the
+    pipeline's graph once); a worker killed with kill -9 between jobs is replaced and the next job succeeds; SIGTERM leaves no
     process behind (no_leaked_children)."""
     from tests.daemon_harness import Daemon, children_of, drop_job, manifest, wait_for, write_config
     d = Daemon(write_config(tmp_path, workers=2, executor="processes")).start()
@@ -150,13 +171,15 @@ def test_the_daemon_keeps_its_workers_across_jobs_and_replaces_one_killed(tmp_pa
         started = wait_for(lambda: d.events("worker processes (pids"), what="the workers started")[0]
         workers = {int(p) for p in started.split("(pids ", 1)[1].split(")", 1)[0].split()}
         assert len(workers) == 2 and workers <= children_of(d.proc.pid)
-        pids = []
+        pids, built = [], set()
         for k in range(3):
             drop_job(d.inbox, f"j{k}", n=6, seed=k)
             d.wait_done(f"j{k}", timeout=120)
             graph = manifest(d.out, f"j{k}")["graph"]
             assert graph["executor"] == "processes"
-            assert all(w["builds"] == 1 for w in graph["workers"]), graph
+            # each worker builds the pipeline's graph once and keeps it (the replacement of the killed one too)
+            assert all(w["builds"] == (0 if w["pid"] in built else 1) for w in graph["workers"]), graph
+            built |= {w["pid"] for w in graph["workers"]}
             pids.append({w["pid"] for w in graph["workers"]})
             if k == 0:
                 assert pids[0] <= workers

@@ -12,8 +12,9 @@ __all__ = ["serve"]
 
 
 def serve(conn, options: dict) -> None:
-    """A worker's life: one Engine; per job, its graph built at its first batch; batches until told to stop or
-    the parent goes (its end of the pipe closes)."""
+    """A worker's life: one Engine; per job, its graph built at its first batch (or the previous job's graph of
+    the same pipeline, kept: see _Graphs); batches until told to stop or the parent goes (its end of the pipe
+    closes)."""
     # Ctrl-C reaches the whole process group: the parent decides, and ends a worker through its pipe. (SIGTERM
     # stays: multiprocessing ends leftover workers with it at exit; the systemd unit signals the daemon alone.)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -22,7 +23,8 @@ def serve(conn, options: dict) -> None:
         from augd.engine import Engine, EngineOptions, release_memory
         engine = Engine(EngineOptions(**options))
     from augd.job.images import process_images
-    jobs: dict = {}   # job id -> (spec, detection, partners, compiled)
+    graphs = _Graphs(engine, release_memory)
+    jobs: dict = {}   # job id -> (spec, detection, partners, compiled, builds, traces before the job)
     conn.send(("ready", engine.device))   # the job's report names it: the parent need not load TensorFlow
     while True:
         try:
@@ -34,23 +36,56 @@ def serve(conn, options: dict) -> None:
         if msg[0] == "forget":
             job = jobs.pop(msg[1], None)
             if job is not None:
-                job[3].close()
-                release_memory()
+                graphs.done(job[0], job[3], [j[3] for j in jobs.values() if j is not None])
             continue
         _, job_id, payload, batch, variants = msg
         try:
             if job_id not in jobs:
                 jobs[job_id] = None   # a graph that fails to build fails each of the job's batches the same way
                 spec, detection, partners = pickle.loads(payload)
-                jobs[job_id] = (spec, detection, partners, engine.compile(spec))
+                compiled, built = graphs.get(spec, [j[3] for j in jobs.values() if j is not None])
+                jobs[job_id] = (spec, detection, partners, compiled, int(built), 0 if built else compiled.traces)
             if jobs[job_id] is None:
                 raise RuntimeError("this worker could not build the job's graph (see its first batch's error)")
-            spec, detection, partners, compiled = jobs[job_id]
+            spec, detection, partners, compiled, builds, traces = jobs[job_id]
             t0 = time.perf_counter()
             outcomes = process_images(compiled, spec, batch, variants, detection, partners)
-            stats = {"builds": compiled.builds, "traces": compiled.traces, "stage_devices": compiled.stage_devices}
+            stats = {"builds": builds, "traces": compiled.traces - traces, "stage_devices": compiled.stage_devices}
             conn.send(("done", outcomes, time.perf_counter() - t0, stats))
         except Exception as exc:  # noqa: BLE001 - the parent decides; this worker stays up for the next batch
             # as text: not every exception unpickles in the parent, and the worker's traceback is what helps
             conn.send(("error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n"
                                 f"{traceback.format_exc()}"))
+
+
+class _Graphs:
+    """The graph of the last finished job, kept for the next job of the same pipeline (the same normalized spec,
+    seed included): the daemon runs one pipeline job after job, and building its graph costs each worker
+    ~0.1-0.2 s and a slow first call, more than a small job's images. One is kept at most; a job of another
+    pipeline closes it before building its own, so a long-lived worker stays flat whatever the jobs."""
+
+    def __init__(self, engine, release_memory):
+        self.engine, self.release = engine, release_memory
+        self.kept = None   # (spec sha256, Compiled)
+
+    def get(self, spec, in_use: list):
+        """(the job's graph, whether it was built now)."""
+        if self.kept is not None and self.kept[0] == spec.sha256:
+            return self.kept[1], False
+        self._drop(in_use)
+        return self.engine.compile(spec), True
+
+    def done(self, spec, compiled, in_use: list) -> None:
+        """A job let its graph go; `in_use`: the graphs of the jobs still running here."""
+        if compiled is not None and compiled not in in_use:
+            if self.kept is None or self.kept[1] is not compiled:
+                self._drop(in_use)
+                self.kept = (spec.sha256, compiled)
+        self.release()
+
+    def _drop(self, in_use: list) -> None:
+        if self.kept is not None:
+            if self.kept[1] not in in_use:   # a running job's graph is closed when that job lets it go
+                self.kept[1].close()
+            self.kept = None
+            self.release()
