@@ -45,7 +45,7 @@ __all__ = ["ROWS", "TARGETS", "main", "timed"]
 DEMO = os.path.join(REPO, "augd", "samples", "demo")
 POOLS = ("warp", "crop", "albu_seed", "albu_heavy")
 WHOLE = ("user_seed", "run_seed_processes", "run_seed_threads", "user_heavy", "run_heavy_processes",
-         "run_heavy_threads", "scale", "small")
+         "run_heavy_threads", "scale", "small", "det", "tf_import")
 INPROC = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast")
 ROWS = POOLS + WHOLE + INPROC
 #: The base data set's largest size: a larger --n cycles it under new file names (hard links).
@@ -67,6 +67,7 @@ TARGETS = (
     ("scale_2cores", None, BUSY, ">=", 1.9, "scaling: cores busy on 2 cores (CPU s / wall s)"),
     ("scale_2cores", "scale_1core", IPS, ">=", 1.85, "scaling: 2 cores / 1 core (img/s)"),
     ("small_auto", "small_threads", WALL, "<=", 1.10, "demo job wall time, --executor auto / threads"),
+    ("det_boxes", "det_plain", WALL, "<=", 1.10, "VOC boxes / plain job, wall (whole, processes)"),
 )
 CONTEXT = (
     ("crop", "albu_heavy", IPS, "crop floor / Albumentations heavy pool"),
@@ -75,7 +76,15 @@ CONTEXT = (
     ("run_seed_processes", "run_seed_threads", IPS, "augd run seed, processes / threads"),
     ("run_heavy_processes", "run_heavy_threads", IPS, "augd run heavy, processes / threads"),
     *((r, None, BUSY, f"cores busy: {r}") for r in WHOLE[:6] + ("scale_1core",)),
+    ("bound_seed", "user_seed", IPS, "bound: n / (one TF import + n / warp floor), / user's script seed"),
+    ("bound_heavy", "user_heavy", IPS, "bound: n / (one TF import + n / crop floor), / user's script heavy"),
+    ("det_boxes", "det_plain", "cpu_seconds", "VOC boxes / plain job, CPU (whole, processes)"),
+    ("det_masks", "det_plain", WALL, "VOC boxes + masks / plain job, wall (whole, processes)"),
+    ("det_masks", "det_plain", "cpu_seconds", "VOC boxes + masks / plain job, CPU (whole, processes)"),
 )
+#: the detection rows' job folders: what each holds of the VOC copy (the same photos, the same relative paths)
+DET_PARTS = {"det_plain": ("JPEGImages",), "det_boxes": ("JPEGImages", "Annotations"),
+             "det_masks": ("JPEGImages", "Annotations", "SegmentationClass")}
 
 
 def _augd_cmd() -> list[str]:  # the venv's console script, as a user runs it
@@ -251,6 +260,24 @@ def job_folder(n: int, seed: int, cache: str, dest: str) -> list[str]:
     return dataset_files(dest)
 
 
+def _detection(work: str, pipeline: str, args) -> dict:
+    """The heavy chain on the VOC copy of --n photos (bench.data.build_voc), whole `augd run` on processes: the
+    photos alone, with their boxes, and with boxes and semantic masks (issue 16's bounds, issue 28's item 3)."""
+    from bench.data import build_voc
+    voc = build_voc(build_dataset(args.n, args.seed, args.cache), args.seed)
+    rows = {}
+    for name, parts in DET_PARTS.items():
+        job = os.path.join(work, "det", name)
+        if not os.path.isdir(job):   # hard links under the same names: an XML names its image
+            for part in parts:
+                os.makedirs(os.path.join(job, part))
+                for f in os.listdir(os.path.join(voc, part)):
+                    os.link(os.path.join(voc, part, f), os.path.join(job, part, f))
+        rows[name] = run_augd(job, pipeline, os.path.join(work, "out"), executor="processes", workers=args.workers,
+                              timeout=args.timeout, expect=args.n)
+    return rows
+
+
 def _one_round(selected, job, files, work, pipelines, args) -> dict:
     from bench.bench import one_round as bench_round
     figures = bench_round([s for s in selected if s in POOLS], job, files, args.workers, work, args.seed)
@@ -272,6 +299,11 @@ def _one_round(selected, job, files, work, pipelines, args) -> dict:
                 got = {f"scale_{k}core{'s' if k > 1 else ''}": run_augd(
                     job, pipelines[args.scale_chain], os.path.join(work, "out"), executor=args.scale_executor,
                     workers=k, cpus=cpus[:k], expect=len(files), **kw) for k in (1, 2)}
+        elif name == "det":
+            got = _detection(work, pipelines["heavy"], args)
+        elif name == "tf_import":   # what every process that runs a TensorFlow graph pays before its first image
+            got = {name: _rate(timed([sys.executable, "-c", "import tensorflow"], timeout=args.timeout,
+                                     logs=os.path.join(work, "tf-import")), len(files))}
         else:
             got = _small(work, args.timeout)
         for k, r in got.items():
@@ -279,7 +311,17 @@ def _one_round(selected, job, files, work, pipelines, args) -> dict:
                                    f"{r[BUSY]:.2f} cores busy"), file=sys.stderr, flush=True)
         figures.update(got)
     figures.update(bench_round([s for s in selected if s in INPROC], job, files, args.workers, work, args.seed))
+    _bounds(figures, len(files))
     return figures
+
+
+def _bounds(figures: dict, n: int) -> None:
+    """The most a whole process that runs its graph in TensorFlow can reach: one TensorFlow import on the critical
+    path (never less: no image before it), then the images at the codec floor's rate (the pools: all cores)."""
+    tf = figures.get("tf_import", {})
+    for chain, floor in (("seed", "warp"), ("heavy", "crop")):
+        if WALL in tf and IPS in figures.get(floor, {}):
+            figures[f"bound_{chain}"] = {IPS: round(n / (tf[WALL] + n / figures[floor][IPS]), 2)}
 
 
 def _value(rnd: dict, a: str, b: str | None, key: str) -> float | str:
@@ -380,7 +422,11 @@ def main(argv=None) -> int:
               "scale_1core": f"augd run {args.scale_chain} {args.scale_executor}, taskset 1 core, 1 worker",
               "scale_2cores": f"augd run {args.scale_chain} {args.scale_executor}, taskset 2 cores, 2 workers",
               "small_auto": "demo job (20 images), --executor auto, median of 3",
-              "small_threads": "demo job (20 images), --executor threads, median of 3"}
+              "small_threads": "demo job (20 images), --executor threads, median of 3",
+              "tf_import": "python -c 'import tensorflow' (whole process; IPS: n images / its wall)",
+              "bound_seed": "bound, seed: n / (one TF import + n / warp floor)",
+              "bound_heavy": "bound, heavy: n / (one TF import + n / crop floor)",
+              **{r: f"augd run heavy on the VOC copy: {' + '.join(p)} (whole, processes)" for r, p in DET_PARTS.items()}}
     reaper = _subreaper()
     work = tempfile.mkdtemp(prefix="augd-whole-", dir=args.tmp)
     try:
