@@ -214,7 +214,7 @@ class JobReport:
     device: str
     job: str
     input: str
-    created: str                       # ISO-8601 UTC, to the second: when the job started
+    created: str                       # ISO-8601 UTC, to the millisecond: when the job started
     pipeline: dict                     # the normalised pipeline
     pipeline_sha256: str
     seed: int
