@@ -248,6 +248,7 @@ def test_on_worker_processes_the_parent_never_loads_tensorflow(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "tensorflow in parent: False" in r.stdout, r.stdout
     m = json.loads((tmp_path / "train" / "manifest.json").read_text())
-    assert m["graph"]["executor"] == "processes" and len(m["graph"]["workers"]) == 2
+    # workers that ran a batch: one may be ready first and take all 8 images before the other is up
+    assert m["graph"]["executor"] == "processes" and 1 <= len(m["graph"]["workers"]) <= 2
     assert (m["device"], m["tensorflow_version"]) == ("CPU", tf.__version__)
     assert shard_bytes(tmp_path / "train") == shard_bytes(cli["base"] / "w1" / "train")
