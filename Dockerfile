@@ -22,7 +22,9 @@ COPY pyproject.toml README.md ./
 COPY augd ./augd
 COPY pipelines ./pipelines
 # tensorflow is already in the image at the pinned version; pip keeps it (it satisfies augd's range).
-RUN python3 -m pip install --no-compile . \
+# Byte-compiled here: the augd user cannot write __pycache__ at run time, and every worker process would
+# otherwise compile augd's modules from source (~0.4 CPU-s each; bench/README.md).
+RUN python3 -m pip install . \
  && python3 -c "import augd, cv2, watchdog, prometheus_client; print('augd', augd.__version__)"
 
 COPY deploy/docker/augd.yaml /etc/augd/augd.yaml

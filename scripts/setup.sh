@@ -22,3 +22,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   rm -f "$log"
   echo "$want" > "$stamp"
 fi
+# augd's own bytecode, written here because an editable install writes none and PYTHONDONTWRITEBYTECODE (set in
+# many images and CI machines) stops Python writing it at import: every `augd run` process and worker would
+# otherwise compile augd's modules from source (~0.4 CPU-s each; bench/README.md). Stale files are redone.
+.venv/bin/python -m compileall -q augd >/dev/null
