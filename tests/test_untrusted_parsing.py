@@ -310,3 +310,45 @@ def test_untrusted_readers_do_not_import_the_daemon():
     code = "import sys, augd.parsing.jsonxml; print(sorted(m for m in sys.modules if m.startswith('augd.daemon')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("encoding, doctype", [("utf-16", True), ("utf-16-be", True), ("utf-16", False)])
+def test_an_xml_dtd_in_a_wide_encoding_is_refused_too(tmp_path, encoding, doctype):
+    # The C parser's fast path looks for the bytes b"<!DOCTYPE": a file where ASCII is not spelled as ASCII
+    # must go to defusedxml, which refuses its DTD (or parses it when it has none).
+    head = '<!DOCTYPE annotation [<!ENTITY e "x">]>\n' if doctype else ""
+    path = tmp_path / "wide.xml"
+    path.write_bytes(f'<?xml version="1.0" encoding="{encoding.upper()}"?>\n{head}{VOC}'.encode(encoding))
+    if encoding == "utf-16-be":   # no byte order mark: pyexpat cannot read it (it raised ValueError, a crash)
+        with pytest.raises(UntrustedFileError, match=r"wide.xml: invalid XML: multi-byte encodings are not"):
+            parse_xml(path)
+    elif doctype:
+        with pytest.raises(UntrustedFileError, match=r"wide.xml: refused: a DTD \(<!DOCTYPE annotation"):
+            parse_xml(path)
+    else:
+        assert parse_xml(path).findtext("filename") == "2007_000027.jpg"
+
+
+@pytest.mark.parametrize("text, fast", [
+    (VOC, True),
+    ('<?xml version="1.0" encoding="ISO-8859-1"?>\n' + VOC, True),
+    ('<?xml version="1.0" encoding="cp037"?>\n' + VOC, False),   # EBCDIC: no ASCII superset
+    ("<?xml version='1.0' encoding='\xe9'?>\n" + VOC, False),   # not an encoding name
+    ('<?xml version="1.0"?>\n<!DOCTYPE a SYSTEM "a.dtd">\n<annotation/>', False),
+])
+def test_only_files_that_cannot_hold_a_dtd_take_the_c_parser(text, fast):
+    from augd.parsing import jsonxml
+    assert jsonxml._plain(text.encode("latin-1")) is fast
+
+
+def test_the_c_parser_and_defusedxml_read_the_same_tree(tmp_path):
+    from xml.etree import ElementTree
+    from defusedxml import ElementTree as SafeET
+    path = tmp_path / "voc.xml"
+    path.write_text(VOC.replace("<name>person</name>", "<name>caf\u00e9 &amp; person</name>"), encoding="utf-8")
+    fast = parse_xml(path)
+    assert fast.findtext("object/name") == "caf\u00e9 & person"
+    assert ElementTree.tostring(fast) == ElementTree.tostring(SafeET.fromstring(path.read_bytes()))
+    path.write_text("<annotation><filename>&x;</filename></annotation>\n")   # no DTD declares it
+    with pytest.raises(UntrustedFileError, match=r"voc.xml:1: invalid XML: undefined entity"):
+        parse_xml(path)
