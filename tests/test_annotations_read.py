@@ -97,6 +97,17 @@ def test_voc_bad_annotation_rejects_its_image_only(tmp_path, xml, words):
     assert "JPEGImages/x.png" not in job.annotations and boxes(job, "JPEGImages/ok.png") == [("dog", (2, 2, 8, 8))]
 
 
+def test_voc_xml_in_an_encoding_expat_cannot_read_rejects_its_image_only(tmp_path):
+    # UTF-16-BE without a byte order mark: pyexpat raised ValueError, which failed the whole job as a crash
+    voc_job(str(tmp_path), [Img("x.png", 20, 30), Img("ok.png", 20, 30, [("dog", (2, 2, 8, 8), RED)])])
+    (tmp_path / "Annotations" / "x.xml").write_bytes(
+        '<?xml version="1.0" encoding="UTF-16-BE"?><annotation/>'.encode("utf-16-be"))
+    job = read_job(str(tmp_path))
+    assert list(job.rejected) == ["JPEGImages/x.png"]
+    assert "Annotations/x.xml: invalid XML: multi-byte encodings are not supported" in job.rejected["JPEGImages/x.png"]
+    assert boxes(job, "JPEGImages/ok.png") == [("dog", (2, 2, 8, 8))]
+
+
 def test_voc_one_pixel_slack_is_clipped(tmp_path):
     voc_job(str(tmp_path), [Img("x.png", 20, 30)])
     # xmin=0 is edge -1 and xmax=31 edge 31: within a pixel of the border, so clipped to the image
