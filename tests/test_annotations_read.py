@@ -97,14 +97,18 @@ def test_voc_bad_annotation_rejects_its_image_only(tmp_path, xml, words):
     assert "JPEGImages/x.png" not in job.annotations and boxes(job, "JPEGImages/ok.png") == [("dog", (2, 2, 8, 8))]
 
 
-def test_voc_xml_in_an_encoding_expat_cannot_read_rejects_its_image_only(tmp_path):
-    # UTF-16-BE without a byte order mark: pyexpat raised ValueError, which failed the whole job as a crash
+@pytest.mark.parametrize("encoding, declared, words", [
+    ("utf-16-be", "UTF-16-BE", "multi-byte encodings are not supported"),   # no byte order mark: a ValueError
+    ("utf-16", "bogus", "unknown encoding: bogus"),                          # a LookupError
+])
+def test_voc_xml_in_an_encoding_expat_cannot_read_rejects_its_image_only(tmp_path, encoding, declared, words):
+    # pyexpat raised these past the XML reader, which failed the whole job as a crash (found by fuzzing)
     voc_job(str(tmp_path), [Img("x.png", 20, 30), Img("ok.png", 20, 30, [("dog", (2, 2, 8, 8), RED)])])
     (tmp_path / "Annotations" / "x.xml").write_bytes(
-        '<?xml version="1.0" encoding="UTF-16-BE"?><annotation/>'.encode("utf-16-be"))
+        f'<?xml version="1.0" encoding="{declared}"?><annotation/>'.encode(encoding))
     job = read_job(str(tmp_path))
     assert list(job.rejected) == ["JPEGImages/x.png"]
-    assert "Annotations/x.xml: invalid XML: multi-byte encodings are not supported" in job.rejected["JPEGImages/x.png"]
+    assert f"Annotations/x.xml: invalid XML: {words}" in job.rejected["JPEGImages/x.png"]
     assert boxes(job, "JPEGImages/ok.png") == [("dog", (2, 2, 8, 8))]
 
 

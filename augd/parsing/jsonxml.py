@@ -110,6 +110,6 @@ def parse_xml(path, *, max_bytes: int = defaults.XML_MAX_BYTES):
         raise UntrustedFileError(f"{path}: refused: {exc}; {_NO_DTD}", path=path) from None
     except ElementTree.ParseError as exc:  # expat's message ends with "line L, column C" (both parsers raise it)
         raise UntrustedFileError(f"{path}:{exc.position[0]}: invalid XML: {exc}", path=path) from None
-    except ValueError as exc:  # pyexpat: a declared encoding it cannot read ("multi-byte encodings are not supported")
+    except (ValueError, LookupError) as exc:  # pyexpat: a declared encoding it cannot read or does not know
         raise UntrustedFileError(f"{path}: invalid XML: {exc} (declare UTF-8 or UTF-16 with a byte order mark)",
                                  path=path) from None
