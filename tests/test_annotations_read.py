@@ -212,6 +212,19 @@ def test_coco_refusals_reject_images_not_the_job(tmp_path):
         "names 'nowhere/z.png', which is not in the job folder (file_name is relative to the job folder)")
 
 
+@pytest.mark.parametrize("category", [{"id": 1}, [1], 1.0, True])
+def test_coco_category_id_of_another_type_rejects_its_image(tmp_path, category):
+    # a list or an object was looked up as a key: TypeError, which failed the job (found by fuzzing read_coco)
+    coco_job(str(tmp_path), [Img(f"{k}.png", 20, 30, [("dog", (1, 1, 9, 9), RED)]) for k in "ab"], image_dir="")
+    data = json.loads((tmp_path / "instances.json").read_text())
+    data["annotations"][1]["category_id"] = category
+    (tmp_path / "instances.json").write_text(json.dumps(data))
+    job = read_job(str(tmp_path))
+    assert sorted(job.annotations) == ["a.png"]
+    assert job.rejected["b.png"] == (f"instances.json: annotations[1] (id 2, category {category!r}): category_id "
+                                     f"{category!r} is not in `categories`")
+
+
 def test_coco_that_is_broken_fails_the_read_even_in_auto_and_other_json_is_passed_over(tmp_path):
     coco_job(str(tmp_path), IMAGES[:1])
     (tmp_path / "meta.json").write_text('[{"source": "camera"}]')          # valid JSON, no COCO: passed over

@@ -251,13 +251,14 @@ def read_coco(path: str, where: str) -> CocoFile:
         if name in rejected:
             continue
         cat = a.get("category_id")
-        label = f"annotations[{j}] ({ident}{categories.get(cat, f'category {cat!r}')})"
+        category = categories.get(cat) if _is_int(cat) else None   # a list or an object is no key: not looked up
+        label = f"annotations[{j}] ({ident}{category or f'category {cat!r}'})"
         at = f"{where}: {label}"
         try:
-            if cat not in categories or not _is_int(cat):
+            if category is None:
                 raise AnnotationError(f"{at}: category_id {cat!r} is not in `categories`")
-            names = points.get(categories[cat], ((),))[0]
-            objects[name].append(_object(a, j, categories[cat], at, info[name]["size"], names))
+            names = points.get(category, ((),))[0]
+            objects[name].append(_object(a, j, category, at, info[name]["size"], names))
             labels[name].append(label)
         except AnnotationError as exc:
             _add(rejected, name, str(exc))
