@@ -88,8 +88,9 @@ class ProcessPool:
         self.restarts = 0
         self.lost_sends = 0    # batches whose worker died while the parent was writing them (sent again)
         # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
-        # once and forks workers from it was measured slower on 2 cores: its one import does not overlap the parent's
-        # as the workers' own imports do.)
+        # once and forks workers from it saves an import's CPU per worker and replaces a dead worker in 0.04 s
+        # instead of ~3, but on 2 cores brings no worker up sooner: one import takes the wall of two at once.
+        # bench/README.md.)
         self._ctx = multiprocessing.get_context("spawn")
         self._queue: deque[_Task] = deque()
         self._lock = threading.Lock()
