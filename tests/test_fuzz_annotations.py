@@ -1,10 +1,11 @@
 """Seeded fuzzing of the annotation readers: a mutated annotation file may only be refused with the reader's own
 error (AnnotationError, or NotCoco for a JSON that is no instances file), which rejects its image; any other
 exception fails the whole job as a crash. Mutations: bytes flipped, files cut short, tokens swapped for odd values,
-other encodings declared, fields of other JSON types. AUGD_FUZZ_N sets the iterations per reader (default 1500).
+other encodings declared, fields of other JSON or YAML types. AUGD_FUZZ_N sets the iterations per reader (default 1500).
 
 Found this way (and fixed): an XML whose declared encoding pyexpat cannot read (ValueError) or does not know
-(LookupError), and a COCO category_id that is a list or an object (TypeError)."""
+(LookupError), a COCO category_id that is a list or an object (TypeError), and YOLO's read_pose on a data.yaml whose
+`names` is no list (TypeError)."""
 from __future__ import annotations
 
 import copy
@@ -17,13 +18,15 @@ import zlib
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 
 from augd.annotations import AnnotationError
 from augd.annotations.coco import NotCoco, read_coco
 from augd.annotations.masks import read_mask
 from augd.annotations.voc import read_voc
-from augd.annotations.yolo import read_yolo
+from augd.annotations.yolo import read_names, read_pose, read_yolo
+from augd.errors import SpecError
 
 N = int(os.environ.get("AUGD_FUZZ_N", "1500"))
 # a mutated mask header may claim ~10^8 pixels: Pillow warns before the reader refuses it
@@ -177,3 +180,27 @@ def test_fuzzed_coco_files_are_refused_with_annotation_errors_only(tmp_path):
             doc[rng.choice(list(doc))] = copy.deepcopy(rng.choice(JSON_VALUES))
         path.write_text(json.dumps(doc))
         _refused_only(lambda: read_coco(str(path), "instances.json"), (AnnotationError, NotCoco))
+
+
+DATA_YAML = {"nc": 2, "names": ["person", "dog"], "kpt_shape": [3, 3], "flip_idx": [0, 2, 1],
+             "kpt_names": ["nose", "left_eye", "right_eye"]}
+YAML_VALUES = [None, 0, 3, -1, True, 1.5, "", "x", [], {}, [0], [0, 1], [0, 2, 1, 3], [3, 3], [3, 2], [-1, 3],
+               {0: "a"}, {0: "a", 1: "b"}, {1: "a"}, {0: ["a", "b", "c"]}, ["a", "a", "b"], ["a", "b", "c"], [[1]],
+               [10 ** 6, 3], ["", "b", "c"], [0, 5, 1]]
+
+
+def test_fuzzed_yolo_data_yaml_is_refused_with_annotation_errors_only(tmp_path):
+    # read_pose took `names: 3` (not a list) for one and raised TypeError (found by fuzzing; read_names refuses it
+    # first in a job, but a reader must not crash on what another judges)
+    rng = random.Random(3)
+    for _ in range(N):
+        doc = copy.deepcopy(DATA_YAML)
+        for _ in range(rng.randrange(1, 4)):
+            key = rng.choice(list(DATA_YAML))
+            if rng.random() < 0.2:
+                doc.pop(key, None)
+            else:
+                doc[key] = copy.deepcopy(rng.choice(YAML_VALUES))
+        (tmp_path / "data.yaml").write_text(yaml.safe_dump(doc))
+        _refused_only(lambda: read_names(str(tmp_path)), (AnnotationError, SpecError))
+        _refused_only(lambda: read_pose(str(tmp_path)), (AnnotationError, SpecError))

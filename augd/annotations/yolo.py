@@ -117,7 +117,8 @@ def read_pose(root: str) -> tuple[KeypointSchema, int] | None:
         raise AnnotationError(f"data.yaml: flip_idx is {flip!r}; a pose job needs it: a list of {k} point indices, "
                               f"flip_idx[i] the point that point i becomes on a horizontal flip")
     names_cls = data.get("names")
-    classes = tuple(names_cls.values() if isinstance(names_cls, dict) else names_cls or ())
+    classes = tuple(names_cls.values() if isinstance(names_cls, dict) else names_cls if isinstance(names_cls, list)
+                    else ())   # read_names judges `names`; a bad one is not this reader's to crash on
     return KeypointSchema(tuple(names), tuple(flip), (), classes, "data.yaml"), dims
 
 
