@@ -21,7 +21,7 @@ import re
 from augd.annotations import coco, masks, voc, yolo
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import AnnotationError
-from augd.annotations.reading import SLACK, SPLIT_NAMES, AnnotatedJob, AnnotationFormat, Reading
+from augd.annotations.reading import SLACK, SPLIT_NAMES, AnnotatedJob, AnnotationFormat, Reading, serial_map
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree
 
 __all__ = ["FORMATS", "IMAGE_EXTENSIONS", "REGISTRY", "SLACK", "SPLIT_NAMES", "AnnotatedJob", "detect_format",
@@ -55,7 +55,7 @@ def detect_format(root: str) -> str | None:
     return None if found is None else found[0].name
 
 
-def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None) -> AnnotatedJob | None:
+def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None, mapper=None) -> AnnotatedJob | None:
     """Read and check every annotation of the job at `root`. fmt "auto" detects the layout (None when there is
     none); a named format must be there. `label_map` fixes the ids: an object of another class rejects its image.
 
@@ -63,7 +63,8 @@ def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None) ->
     AnnotationError is raised only when the job as a whole cannot be read in the format: the format named is not
     there, YOLO without class names, a JSON at the root that is not valid JSON, or a COCO file (an object with
     an `images` list) that is broken: categories that collide within it or across files, `annotations` not a
-    list. With fmt "auto" a JSON that is valid but no COCO file is passed over.
+    list. With fmt "auto" a JSON that is valid but no COCO file is passed over. `mapper`: Reading.map (default:
+    here, serially).
     """
     if fmt != "auto" and fmt not in REGISTRY:
         raise ValueError(f"annotation format {fmt!r}: expected auto or one of {', '.join(FORMATS)}")
@@ -79,6 +80,6 @@ def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None) ->
             return None
         raise AnnotationError(f"{root}: no {fmt} annotations: {REGISTRY[fmt].expected}")
     f, found = detected
-    reading = Reading(root, tree, f.name, label_map)
+    reading = Reading(root, tree, f.name, label_map, mapper or serial_map)
     f.read(reading, found)
     return reading.job()

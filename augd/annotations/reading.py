@@ -11,7 +11,7 @@ own reason. TensorFlow-free.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from augd.annotations.geometry import clip_polygon
@@ -22,7 +22,7 @@ from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
 
 __all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "Layout", "Reading",
-           "folder_splits", "object_label", "read_pairs", "skipped", "voc_sets"]
+           "folder_splits", "object_label", "read_pairs", "serial_map", "skipped", "voc_sets"]
 
 #: Folder names that make a split (Ultralytics and Roboflow write valid/).
 SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
@@ -66,13 +66,24 @@ class AnnotatedJob:
     image_dirs: tuple[str, ...]          # where the images are ("" for the whole job)
     splits: dict[str, str]               # image relpath -> "train" | "validation" | "test"; {} without splits
     keypoints: KeypointSchema | None = None  # the job's keypoints (COCO person keypoints, YOLO pose), or None
+    #: image relpath -> the header read (augd.formats.ImageHeader), so the scan does not read it again; the
+    #: plan empties it before the annotations are sent to the workers
+    headers: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def serial_map(fn, items: list):
+    """Reading.map's default: fn(items) here, when its results are asked for."""
+    return lambda: fn(items)
 
 
 class Reading:
-    """What a format gathers while it reads one job; `job()` is the result."""
+    """What a format gathers while it reads one job; `job()` is the result. `map(fn, items)`: how a format reads
+    its files (fn: a module-level function of a list of picklable items, one result per item); it returns a
+    function that gives fn's results, so the format can do its own work meanwhile: the job may run fn on its idle
+    worker processes (augd.job.workers.pool.chunked_map)."""
 
-    def __init__(self, root: str, tree: Tree, fmt: str, fixed: LabelMap | None):
-        self.root, self.tree, self.format, self.fixed = root, tree, fmt, fixed
+    def __init__(self, root: str, tree: Tree, fmt: str, fixed: LabelMap | None, mapper=serial_map):
+        self.root, self.tree, self.format, self.fixed, self.map = root, tree, fmt, fixed, mapper
         self.sizes = Sizes(tree)
         self.annotations: dict[str, Annotation] = {}
         self.rejected: dict[str, list[str]] = {}
@@ -92,6 +103,13 @@ class Reading:
         if rel in self.tree.links and not inside(self.root, path):
             raise AnnotationError(f"{rel}: a link to a file outside the job folder")
         return path
+
+    def opened(self, rel: str):
+        """open_check's path, or the AnnotationError it raised: an item for a function `map` runs elsewhere."""
+        try:
+            return self.open_check(rel)
+        except AnnotationError as exc:
+            return exc
 
     def settle(self, image: str, read) -> None:
         """Read one image's annotation with `read(hw)` (None: a negative), check it against the image, keep it."""
@@ -120,7 +138,8 @@ class Reading:
         return AnnotatedJob(format=self.format, annotations=dict(sorted(self.annotations.items())),
                             rejected=rejected, label_map=label_map, skip=frozenset(self.skip),
                             image_dirs=self.image_dirs, splits=dict(sorted(self.splits.items())),
-                            keypoints=self.keypoints)
+                            keypoints=self.keypoints,
+                            headers={k: h for k, h in self.sizes.headers.items() if h is not None})
 
 
 def object_label(ann: Annotation, k: int) -> str:

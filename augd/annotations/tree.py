@@ -7,9 +7,10 @@ import stat
 
 from augd.errors import Rejected
 from augd.files import inside
-from augd.formats import NeedMoreData, read_header
+from augd.formats import ImageHeader, NeedMoreData, read_header
 
-__all__ = ["IMAGE_EXTENSIONS", "Sizes", "Tree", "annotations_beside", "extension", "pair", "stem", "under"]
+__all__ = ["IMAGE_EXTENSIONS", "Sizes", "Tree", "annotations_beside", "extension", "pair", "read_image_header", "stem",
+           "under", "upright"]
 
 #: Files paired with annotations by name; other files in the image folders are left to the scan.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp"})
@@ -91,41 +92,56 @@ class Tree:
 
 
 class Sizes:
-    """An image's upright (height, width) and EXIF orientation from its header, or None when it cannot be read."""
+    """An image's upright (height, width) and EXIF orientation from its header, or None when it cannot be read.
+    `headers` keeps each header read (None: unreadable), for the scan not to read it again."""
 
     def __init__(self, tree: Tree):
         self.tree = tree
-        self.cache: dict[str, tuple[int, int, int] | None] = {}
+        self.headers: dict[str, ImageHeader | None] = {}
 
     def __call__(self, rel: str) -> tuple[int, int, int] | None:
-        if rel not in self.cache:
-            self.cache[rel] = self._read(rel)
-        return self.cache[rel]
+        if rel not in self.headers:
+            path = self.image_path(rel)
+            self.headers[rel] = None if path is None else read_image_header(path)
+        h = self.headers[rel]
+        return None if h is None else upright(h)
 
-    def _read(self, rel: str):
+    def image_path(self, rel: str) -> str | None:
+        """The image's absolute path, for read_image_header; None for a link leading out of the job."""
         path = self.tree.path(rel)
-        try:
-            if (rel in self.tree.links and not inside(self.tree.root, path)) \
-                    or not stat.S_ISREG(os.stat(path).st_mode):
-                return None
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-            with os.fdopen(fd, "rb") as fh:
-                head = b""
-                for n in _HEADER_READS:
-                    head += fh.read(n - len(head))
-                    try:
-                        h = read_header(head)
-                        break
-                    except NeedMoreData:
-                        if len(head) < n:
-                            return None
-                else:
-                    return None
-        except (OSError, Rejected):
+        return None if rel in self.tree.links and not inside(self.tree.root, path) else path
+
+    def known(self, rel: str, header: ImageHeader | None) -> None:
+        """The header read_image_header gave for the image elsewhere (augd.annotations.reading.Reading.map)."""
+        self.headers[rel] = header
+
+
+def upright(h: ImageHeader) -> tuple[int, int, int]:
+    """(height, width, EXIF orientation) of the image as it is shown (orientations 5-8 turn it a quarter)."""
+    if h.orientation in (5, 6, 7, 8):
+        return h.width, h.height, h.orientation
+    return h.height, h.width, h.orientation
+
+
+def read_image_header(path: str) -> ImageHeader | None:
+    """The header of the regular file at `path` (prefixes of growing length until it parses: the same header the
+    whole file gives), or None when it cannot be read."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
             return None
-        if h.orientation in (5, 6, 7, 8):
-            return h.width, h.height, h.orientation
-        return h.height, h.width, h.orientation
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            head = b""
+            for n in _HEADER_READS:
+                head += fh.read(n - len(head))
+                try:
+                    return read_header(head)
+                except NeedMoreData:
+                    if len(head) < n:
+                        return None
+    except (OSError, Rejected):
+        return None
+    return None
 
 
 def pair(tree: Tree, image_top: str, ann_top: str, ext: str, images: list[str]):

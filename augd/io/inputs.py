@@ -19,6 +19,7 @@ class ImageLayout(Protocol):
     skip: frozenset[str]               # relpaths that are the layout's own files, not images
     image_dirs: tuple[str, ...]        # where the images are ("" for the whole job)
     splits: Mapping[str, str]          # image relpath -> its split; {} without splits
+    headers: Mapping[str, ImageHeader]  # image relpath -> its header, where the layout read it (not read again)
 
 
 @dataclass(frozen=True)

@@ -136,12 +136,14 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
     return _result(root, fs, tuple(classes), candidates, rejected, found, max_pixels)
 
 
-def _result(root, fs, classes, candidates, rejected, splits, max_pixels) -> ScanResult:
-    """Each candidate's header checked; images and rejections in path order."""
+def _result(root, fs, classes, candidates, rejected, splits, max_pixels, known=None) -> ScanResult:
+    """Each candidate's header checked; images and rejections in path order. `known`: relpath -> the header
+    already read (by the annotations' layout), not read again."""
     images: list[InputImage] = []
+    known = known or {}
     for c in candidates:
         try:
-            header = _check(fs, c, max_pixels)
+            header = _check(fs, c, max_pixels, known.get(c.relpath))
         except Rejected as e:
             rejected.append(RejectedInput(c.relpath, e.reason, str(e)))
         else:
@@ -182,7 +184,7 @@ def _scan_layout(root: str, fs, skip: _Skip, layout: ImageLayout, max_pixels: in
         else:
             candidates.append(_Candidate(rel, fs.path(rel), detail, -1, "", split))
     splits = tuple(s for s in SPLITS if any(c.split == s for c in candidates))
-    result = _result(root, fs, (), candidates, rejected, splits, max_pixels)
+    result = _result(root, fs, (), candidates, rejected, splits, max_pixels, layout.headers)
     # The layout's rejections the walk did not find (its own files, skipped above) are annotation files.
     return replace(result, not_inputs=frozenset(rel for rel in layout.rejected if rel not in found))
 
@@ -255,12 +257,13 @@ def check_header(header: ImageHeader, max_pixels: int) -> int:
     return pixels
 
 
-def _check(fs, c: _Candidate, max_pixels: int) -> ImageHeader:
+def _check(fs, c: _Candidate, max_pixels: int, header: ImageHeader | None = None) -> ImageHeader:
+    """The candidate's header (`header`: as read already, from this file's bytes: a worker checks the path again
+    when it reads the image), checked; Rejected when the job cannot take it."""
     if c.size == 0:
         raise Rejected("empty", "file is empty (0 bytes)")
     try:
-        header = None
-        for n in (HEADER_FIRST, HEADER_PREFIX):
+        for n in (HEADER_FIRST, HEADER_PREFIX) if header is None else ():
             head = fs.read(c.relpath, n)
             try:
                 header = read_header(head)

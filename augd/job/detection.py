@@ -297,10 +297,11 @@ def fixed_label_map(settings: Annotations, input_dir: str):
                         reason=FailureReason.BAD_LABELS) from None
 
 
-def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_PIXELS) -> Detection | None:
+def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_PIXELS,
+            mapper=None) -> Detection | None:
     """The job's annotations when it is a detection job (format named, or `auto` and a layout detected), else
     None: a classification job, exactly as without annotations. `max_pixels`: the job's (a larger mask is a
-    bad annotation)."""
+    bad annotation); `mapper`: how the format reads its files (augd.annotations.reading.Reading.map)."""
     settings = spec.annotations or Annotations()
     fmt = settings.value("format")
     if fmt == "none" or (fmt == "auto" and is_url(input_dir)):
@@ -311,7 +312,7 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
     from augd.annotations.layout import read_job
     fixed = fixed_label_map(settings, input_dir)
     try:
-        layout = read_job(input_dir, fmt, fixed)
+        layout = read_job(input_dir, fmt, fixed, mapper)
     except AnnotationError as exc:
         raise JobFailed(f"{input_dir}: cannot read the job's {fmt} annotations: {exc}",
                         reason=FailureReason.BAD_LABELS) from None

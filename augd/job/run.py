@@ -16,6 +16,7 @@ from augd.job.images import ImageOutcome, process_images
 from augd.job.options import Cancel, JobOptions, JobResult, JobWatch
 from augd.job.report import JobProgress, Tally
 from augd.job.units import plan_job, variants_of
+from augd.job.workers.pool import chunked_map
 from augd.spec import PipelineSpec
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     TensorFlow, whose import (seconds of CPU) would compete with the workers' own."""
     opts, watch = options or JobOptions(), watch or JobWatch()
     started, t_start = time.time(), time.perf_counter()
-    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels)
+    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels, chunked_map(pool) if pool is not None else None)
     workers = opts.workers or usable_cpus()
     kind = opts.executor
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())

@@ -115,13 +115,17 @@ def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, l
     return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
 
 
-def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: int) -> JobPlan:
-    """Scan the job (annotations included) and fix its groups. Raises JobFailed when no image is left."""
+def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: int, mapper=None) -> JobPlan:
+    """Scan the job (annotations included) and fix its groups. Raises JobFailed when no image is left. `mapper`:
+    how the annotation files are read (augd.annotations.reading.Reading.map; run_job's reads them on a warm
+    pool's idle workers: augd.job.workers.pool.chunked_map); the plan is the same either way."""
     input_dir = input_dir.rstrip("/") or "/"
-    detection = prepare(input_dir, spec, max_pixels)
+    detection = prepare(input_dir, spec, max_pixels, mapper)
     scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
                     skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
                     layout=detection.layout if detection else None)
+    if detection is not None:   # the headers the scan took from the layout: not for the workers' payload
+        detection = dataclasses.replace(detection, layout=dataclasses.replace(detection.layout, headers={}))
     negatives_rejected = 0
     if detection is not None:
         kept, refused, negatives_rejected = detection.attach(scan.images)

@@ -9,6 +9,9 @@ A worker that dies (kill -9, the OOM killer, a crash in native code) is replaced
 out again, up to MAX_ATTEMPTS times, then the job fails with WorkerLost naming the images and the signal. A
 batch's results are only written once they are all back, in the job's order, so a re-run batch can neither be
 lost nor written twice. The pool outlives jobs (the daemon keeps one): TensorFlow is imported once per worker.
+
+Between jobs a warm pool's workers are idle while the parent plans the next job: `map` hands them TensorFlow-free
+work of the plan (reading a big job's annotation files, augd.job.units) in chunks, the same way as batches.
 """
 from __future__ import annotations
 
@@ -32,12 +35,17 @@ from augd.job.workers.serve import serve
 
 log = logging.getLogger("augd.job")
 
-__all__ = ["MAX_ATTEMPTS", "ProcessPool", "WorkerError", "WorkerLost"]
+__all__ = ["MAX_ATTEMPTS", "MAP_MIN_ITEMS", "ProcessPool", "WorkerError", "WorkerLost", "chunked_map"]
 
 #: A batch handed to this many workers that all died is not tried again: the job fails.
 MAX_ATTEMPTS = 3
 #: Batches a worker holds: the one it runs and the next, so it never waits for the parent's round trip.
 PER_WORKER = 2
+#: chunked_map hands work to the workers from this many items (fewer cost less here than the round trips). On
+#: 2 cores the plan's wall is the same either way and the parent's CPU halves (python -m bench.plan).
+MAP_MIN_ITEMS = 400
+#: ...in chunks of this many at most, so that every worker gets several and a dead one costs a chunk.
+MAP_CHUNK = 250
 #: A worker ended by SIGTERM is replaced only after this long without the parent stopping (see _replace).
 SIGTERM_GRACE_SECONDS = 1.0
 
@@ -55,12 +63,18 @@ class JobContext:
 
 @dataclass
 class _Task:
-    job: JobContext
-    batch: list
+    job: JobContext | None                       # None: a call (`map`'s chunk), not a batch of a job's images
+    batch: list                                  # the images; a call's items
     variants: list
     future: Future
     attempts: int = 0
     deaths: list = field(default_factory=list)   # how each worker that held it ended
+    call: object = None                          # a call's function (module level: sent by reference)
+
+    def names(self) -> str:
+        items = [i.relpath for i in self.batch[:5]] if self.call is None else \
+            [f"{call_name(self.call)} of {len(self.batch)} item(s)"]
+        return ", ".join(items) + (" ..." if self.call is None and len(self.batch) > 5 else "")
 
 
 @dataclass
@@ -87,6 +101,7 @@ class ProcessPool:
         self._worker_options = options if options.tf_threads else options.replace(tf_threads=share)
         self.restarts = 0
         self.lost_sends = 0    # batches whose worker died while the parent was writing them (sent again)
+        self.calls = 0         # map's chunks the workers ran
         # spawn, not fork: a fork of a process running TensorFlow is unsafe. (A fork server that imports TensorFlow
         # once and forks workers from it saves an import's CPU per worker and replaces a dead worker in 0.04 s
         # instead of ~3, but on 2 cores brings no worker up sooner: one import takes the wall of two at once.
@@ -121,6 +136,22 @@ class ProcessPool:
             self._queue.append(task)
         self._wake_w.send(None)
         return task.future
+
+    def ready_workers(self) -> int:
+        """Workers up now (TensorFlow loaded, waiting for work); never waits."""
+        return sum(w.ready for w in self._workers)
+
+    def map(self, fn, chunks: list) -> list[Future]:
+        """fn(chunk) for each chunk on the workers (a call's future gives fn's result): `fn` is a module-level,
+        TensorFlow-free function, its chunks and results picklable. A chunk whose worker died MAX_ATTEMPTS times,
+        or that raised, fails its future (WorkerLost, WorkerError): the caller may run it itself."""
+        tasks = [_Task(None, chunk, [], Future(), call=fn) for chunk in chunks]
+        with self._lock:
+            if self._closed or self._broken or (self._draining and not self._workers):
+                raise WorkerLost(self._broken or "the worker pool is closed")
+            self._queue.extend(tasks)
+        self._wake_w.send(None)
+        return [t.future for t in tasks]
 
     def end_job(self, job: JobContext) -> None:
         """Let the workers drop the job's graph (a long-lived pool stays flat from job to job)."""
@@ -248,6 +279,13 @@ class ProcessPool:
                 t = self._queue.popleft()
                 if t.future.cancelled():
                     continue
+                if t.call is not None:
+                    if self._send(w, ("call", t.call, t.batch)):
+                        w.tasks.append(t)
+                    else:
+                        self._queue.appendleft(t)
+                        break
+                    continue
                 payload = None if t.job.id in w.jobs else t.job.payload
                 if payload is not None and w.tasks:
                     # a job's first batch (its spec and annotations: megabytes for a big detection job) only goes
@@ -282,7 +320,10 @@ class ProcessPool:
         if not w.tasks:
             return
         task = w.tasks.popleft()
-        if kind == "done":
+        if kind == "done" and task.call is not None:
+            self.calls += 1
+            _settle(task.future, msg[1])
+        elif kind == "done":
             _, outcomes, seconds, stats = msg
             info = task.job.workers.setdefault(w.process.pid, {"pid": w.process.pid, "builds": 0, "traces": 0,
                                                                "batches": 0, "images": 0, "seconds": 0.0})
@@ -349,11 +390,47 @@ class ProcessPool:
             running.deaths.append(how)
             if running.attempts >= MAX_ATTEMPTS:
                 held.remove(running)
-                names = ", ".join(i.relpath for i in running.batch[:5]) + (" ..." if len(running.batch) > 5 else "")
+                names = running.names()
                 _settle(running.future, exc=WorkerLost(
                     f"{running.attempts} worker processes died processing {names} ({'; '.join(running.deaths)}); "
                     f"the job stops rather than retry it again"))
         self._queue.extendleft(reversed(held))
+
+
+def chunked_map(pool: ProcessPool | None):
+    """A Reading.map for the plan (augd.annotations.reading): map(fn, items) -> a function giving fn's results,
+    item by item. On the pool's workers in chunks when some are up and the items are many (a warm pool between
+    the daemon's jobs), else here when asked (`augd run`'s early pool is still loading TensorFlow while the plan
+    reads: this process's read overlaps it). `fn(chunk)` returns one result per item; a chunk the workers could
+    not run is run here."""
+    def run(fn, items: list):
+        ready = pool.ready_workers() if pool is not None and pool.usable else 0
+        if ready == 0 or len(items) < MAP_MIN_ITEMS:
+            return lambda: fn(items)
+        size = max(1, min(MAP_CHUNK, -(-len(items) // (4 * ready))))
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        try:
+            futures = pool.map(fn, chunks)
+        except WorkerLost:
+            return lambda: fn(items)
+
+        def results() -> list:
+            out = []
+            for chunk, fut in zip(chunks, futures):
+                try:
+                    out.extend(fut.result())
+                except (WorkerLost, WorkerError) as exc:
+                    log.warning("the workers could not run %s on %d item(s) (%s); running it here", call_name(fn),
+                                len(chunk), str(exc).splitlines()[0])
+                    out.extend(fn(chunk))
+            return out
+        return results
+    return run
+
+
+def call_name(fn) -> str:
+    """A mapped function's name for messages (a functools.partial: its function's)."""
+    return getattr(getattr(fn, "func", fn), "__name__", "a call")
 
 
 def _fail(tasks, exc: BaseException) -> None:

@@ -33,6 +33,13 @@ def serve(conn, options: dict) -> None:
             return
         if msg is None:
             return
+        if msg[0] == "call":   # the plan's TensorFlow-free work (ProcessPool.map): fn(chunk), sent back as is
+            try:
+                conn.send(("done", msg[1](msg[2])))
+            except Exception as exc:  # noqa: BLE001 - the parent runs the chunk itself
+                conn.send(("error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n"
+                                    f"{traceback.format_exc()}"))
+            continue
         if msg[0] == "forget":
             job = jobs.pop(msg[1], None)
             if job is not None:
