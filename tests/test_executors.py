@@ -312,3 +312,14 @@ def test_workers_default_to_the_cpus_the_process_may_use_not_the_machines():
     res = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
     assert res.stdout.strip() == "1"
+
+
+def _modules_loaded(names):
+    import sys
+    return [n in sys.modules for n in names]
+
+
+def test_a_worker_runs_its_graph_without_loading_keras(pool):
+    """TensorFlow's import loads Keras' optimizers eagerly unless told otherwise; a worker never uses Keras, so it
+    is spared that (augd.job.workers.serve._without_keras) and still runs every op."""
+    assert pool.map(_modules_loaded, [["keras", "tensorflow"]])[0].result(timeout=300) == [False, True]
