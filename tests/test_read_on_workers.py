@@ -3,7 +3,9 @@ chunked_map): the plan is the one this process reads alone, whatever the files h
 image, a link out of the job, an orphan, a negative), a worker killed mid-read loses nothing, a chunk a worker
 cannot run is run here, and a pool whose workers are still starting is not waited for. Real spawned workers."""
 import dataclasses
+import logging
 import os
+import pickle
 import signal
 import time
 
@@ -121,15 +123,25 @@ def test_a_yolo_jobs_labels_are_read_on_the_workers_by_their_images_upright_size
     assert "class 7" in rejected["images/im02.png"] and len(there.images) == 10
 
 
-def test_the_scan_takes_the_headers_the_annotations_read_and_they_are_the_files_own(voc):
+def test_the_scan_takes_the_headers_the_annotations_read_and_they_are_the_files_own(voc, monkeypatch):
     plan = plan_job(voc, SPEC, None, 10 ** 8)
     assert plan.detection.layout.headers == {}   # not sent to the workers with the annotations
     from augd.annotations.layout import read_job
     layout = read_job(voc)
     assert len(layout.headers) == 15
+    from augd.io import jobfs
+    reads = []
+    real = jobfs.LocalTree.read
+
+    def counted(self, rel, n):
+        reads.append(rel)
+        return real(self, rel, n)
+
+    monkeypatch.setattr(jobfs.LocalTree, "read", counted)
     taken = scan_job(voc, layout=layout)
+    assert reads == []                       # every image's header taken from the layout
     read_again = scan_job(voc, layout=dataclasses.replace(layout, headers={}))
-    assert taken == read_again
+    assert len(reads) == 12 and taken == read_again   # the 3 images the layout rejected are not candidates
 
 
 def test_a_worker_killed_while_it_reads_loses_no_chunk(pool, small_chunks):
@@ -141,18 +153,31 @@ def test_a_worker_killed_while_it_reads_loses_no_chunk(pool, small_chunks):
     victim = next(w.process.pid for w in pool._workers if w.tasks)
     restarts = pool.restarts
     os.kill(victim, signal.SIGKILL)
-    got = [r for f in futures for r in f.result(timeout=120)]
+    got = [r for f in futures for r in pickle.loads(f.result(timeout=120))]
     assert [i for i, _ in got] == items      # every item once, in order
     assert pool.restarts == restarts + 1 and victim not in pool.pids()
-    assert os.getpid() not in {pid for _, pid in got}
 
 
-def test_a_chunk_a_worker_cannot_run_fails_its_future_and_chunked_map_runs_it_here(pool, small_chunks):
+def test_a_chunk_a_worker_cannot_run_fails_its_future_and_chunked_map_runs_it_here(pool, small_chunks, caplog):
     items = [(os.getpid(), k) for k in range(6)]
     futures = pool.map(only_here, [items[:3], items[3:]])
     with pytest.raises(WorkerError, match="not on a worker"):
         futures[0].result(timeout=60)
-    assert chunked_map(pool)(only_here, items)() == [k * 2 for k in range(6)]
+    before = pool.calls
+    with caplog.at_level(logging.WARNING, logger="augd.job"):
+        assert chunked_map(pool)(only_here, items)() == [k * 2 for k in range(6)]
+    assert pool.calls == before              # every chunk went to the workers, failed there, and ran here
+    ran_here = [r.getMessage() for r in caplog.records if "running it here" in r.getMessage()]
+    assert sum(int(m.split(" on ")[1].split()[0]) for m in ran_here) == 6   # each item, in its chunk
+
+
+def test_a_chunk_that_cannot_be_pickled_is_read_here(pool, small_chunks):
+    items = [lambda: None, lambda: None, lambda: None]   # lambdas do not pickle
+    assert chunked_map(pool)(len_each, items)() == [0, 0, 0]
+
+
+def len_each(items):
+    return [0 for _ in items]
 
 
 def test_a_pool_still_starting_is_not_waited_for(small_chunks):

@@ -3,7 +3,6 @@ sizes read from their headers, annotation files paired with images by path and s
 from __future__ import annotations
 
 import os
-import stat
 
 from augd.errors import Rejected
 from augd.files import inside
@@ -101,15 +100,16 @@ class Sizes:
 
     def __call__(self, rel: str) -> tuple[int, int, int] | None:
         if rel not in self.headers:
-            path = self.image_path(rel)
-            self.headers[rel] = None if path is None else read_image_header(path)
+            image = self.image_path(rel)
+            self.headers[rel] = None if image is None else read_image_header(*image)
         h = self.headers[rel]
         return None if h is None else upright(h)
 
-    def image_path(self, rel: str) -> str | None:
-        """The image's absolute path, for read_image_header; None for a link leading out of the job."""
+    def image_path(self, rel: str) -> tuple[str, str] | None:
+        """(the job's root, the image's absolute path): read_image_header's arguments; None for a link leading out
+        of the job."""
         path = self.tree.path(rel)
-        return None if rel in self.tree.links and not inside(self.tree.root, path) else path
+        return None if rel in self.tree.links and not inside(self.tree.root, path) else (self.tree.root, path)
 
     def known(self, rel: str, header: ImageHeader | None) -> None:
         """The header read_image_header gave for the image elsewhere (augd.annotations.reading.Reading.map)."""
@@ -123,14 +123,13 @@ def upright(h: ImageHeader) -> tuple[int, int, int]:
     return h.height, h.width, h.orientation
 
 
-def read_image_header(path: str) -> ImageHeader | None:
-    """The header of the regular file at `path` (prefixes of growing length until it parses: the same header the
-    whole file gives), or None when it cannot be read."""
+def read_image_header(root: str, path: str) -> ImageHeader | None:
+    """The header of the regular file at `path` inside the job at `root`, opened as the scan and the workers open
+    a job's files (augd.io.jobfs.open_inside: no symlink out of the job, no FIFO), by prefixes of growing length
+    until it parses (the same header the whole file gives); None when it cannot be read."""
+    from augd.io.jobfs import open_inside
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
+        with open_inside(root, path) as fh:
             head = b""
             for n in _HEADER_READS:
                 head += fh.read(n - len(head))

@@ -89,11 +89,11 @@ def read_voc(path: str, where: str) -> Annotation:
 
 def read_files(items: list) -> list:
     """[(a VOC file's absolute path, or the AnnotationError that refused opening it; its path in the job; its
-    image's absolute path or None)] -> each one's (Annotation or AnnotationError, the image's header or None):
+    image's (job root, absolute path) or None)] -> each one's (Annotation or AnnotationError, the image's header or None):
     Reading.map's unit, which may run on a worker process."""
     out = []
     for path, rel, image in items:
-        header = None if image is None else read_image_header(image)
+        header = None if image is None else read_image_header(*image)
         try:
             if isinstance(path, AnnotationError):
                 raise path

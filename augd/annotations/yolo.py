@@ -184,12 +184,12 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
 
 def read_files(items: list, names: tuple[str, ...], pose: tuple[int, int] | None) -> list:
     """[(a label file's absolute path, or the AnnotationError that refused opening it; its path in the job; its
-    image's absolute path or None)] -> each one's (Annotation or AnnotationError, the image's header), or (None,
+    image's (job root, absolute path) or None)] -> each one's (Annotation or AnnotationError, the image's header), or (None,
     None) when the image's header cannot be read (the scan rejects it): Reading.map's unit, which may run on a
     worker process. The boxes are scaled by the image's upright size, so its header comes first."""
     out = []
     for path, rel, image in items:
-        header = None if image is None else read_image_header(image)
+        header = None if image is None else read_image_header(*image)
         if header is None:
             out.append((None, None))
             continue

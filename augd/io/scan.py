@@ -143,7 +143,8 @@ def _result(root, fs, classes, candidates, rejected, splits, max_pixels, known=N
     known = known or {}
     for c in candidates:
         try:
-            header = _check(fs, c, max_pixels, known.get(c.relpath))
+            # past HEADER_RETRY_MAX the scan's own reads decide (it does not look beyond its prefixes there)
+            header = _check(fs, c, max_pixels, known.get(c.relpath) if c.size <= HEADER_RETRY_MAX else None)
         except Rejected as e:
             rejected.append(RejectedInput(c.relpath, e.reason, str(e)))
         else:
@@ -258,8 +259,8 @@ def check_header(header: ImageHeader, max_pixels: int) -> int:
 
 
 def _check(fs, c: _Candidate, max_pixels: int, header: ImageHeader | None = None) -> ImageHeader:
-    """The candidate's header (`header`: as read already, from this file's bytes: a worker checks the path again
-    when it reads the image), checked; Rejected when the job cannot take it."""
+    """The candidate's header (`header`: as read already from this file's bytes, through open_inside as here),
+    checked; Rejected when the job cannot take it."""
     if c.size == 0:
         raise Rejected("empty", "file is empty (0 bytes)")
     try:

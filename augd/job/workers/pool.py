@@ -70,6 +70,7 @@ class _Task:
     attempts: int = 0
     deaths: list = field(default_factory=list)   # how each worker that held it ended
     call: object = None                          # a call's function (module level: sent by reference)
+    payload: bytes = b""                         # a call's (function, items), pickled
 
     def names(self) -> str:
         items = [i.relpath for i in self.batch[:5]] if self.call is None else \
@@ -142,10 +143,12 @@ class ProcessPool:
         return sum(w.ready for w in self._workers)
 
     def map(self, fn, chunks: list) -> list[Future]:
-        """fn(chunk) for each chunk on the workers (a call's future gives fn's result): `fn` is a module-level,
-        TensorFlow-free function, its chunks and results picklable. A chunk whose worker died MAX_ATTEMPTS times,
+        """fn(chunk) for each chunk on the workers (a call's future gives fn's result, pickled): `fn` is a
+        module-level, TensorFlow-free function, its chunks and results picklable. A chunk whose worker died MAX_ATTEMPTS times,
         or that raised, fails its future (WorkerLost, WorkerError): the caller may run it itself."""
-        tasks = [_Task(None, chunk, [], Future(), call=fn) for chunk in chunks]
+        # pickled here, so that what cannot be pickled fails the caller, not the dispatcher
+        tasks = [_Task(None, chunk, [], Future(), call=fn, payload=pickle.dumps((fn, chunk), pickle.HIGHEST_PROTOCOL))
+                 for chunk in chunks]
         with self._lock:
             if self._closed or self._broken or (self._draining and not self._workers):
                 raise WorkerLost(self._broken or "the worker pool is closed")
@@ -280,7 +283,12 @@ class ProcessPool:
                 if t.future.cancelled():
                     continue
                 if t.call is not None:
-                    if self._send(w, ("call", t.call, t.batch)):
+                    if w.tasks:
+                        # only to an idle worker, as a job's first batch: a chunk (and its result) may be more
+                        # than the pipe holds, and a busy worker is not reading while its result waits on us
+                        self._queue.appendleft(t)
+                        break
+                    if self._send(w, ("call", t.payload)):
                         w.tasks.append(t)
                     else:
                         self._queue.appendleft(t)
@@ -411,18 +419,19 @@ def chunked_map(pool: ProcessPool | None):
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
         try:
             futures = pool.map(fn, chunks)
-        except WorkerLost:
+        except Exception:  # noqa: BLE001 - a closed pool, items that do not pickle: read here
             return lambda: fn(items)
 
         def results() -> list:
             out = []
             for chunk, fut in zip(chunks, futures):
                 try:
-                    out.extend(fut.result())
-                except (WorkerLost, WorkerError) as exc:
+                    got = pickle.loads(fut.result())
+                except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerError, a closed pool: here is always safe
                     log.warning("the workers could not run %s on %d item(s) (%s); running it here", call_name(fn),
-                                len(chunk), str(exc).splitlines()[0])
-                    out.extend(fn(chunk))
+                                len(chunk), (str(exc).splitlines() or [type(exc).__name__])[0])
+                    got = fn(chunk)
+                out.extend(got)
             return out
         return results
     return run

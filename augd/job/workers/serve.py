@@ -34,9 +34,10 @@ def serve(conn, options: dict) -> None:
             return
         if msg is None:
             return
-        if msg[0] == "call":   # the plan's TensorFlow-free work (ProcessPool.map): fn(chunk), sent back as is
+        if msg[0] == "call":   # the plan's TensorFlow-free work (ProcessPool.map): fn(chunk), pickled back
             try:
-                conn.send(("done", msg[1](msg[2])))
+                fn, chunk = pickle.loads(msg[1])
+                conn.send(("done", pickle.dumps(fn(chunk), pickle.HIGHEST_PROTOCOL)))
             except Exception as exc:  # noqa: BLE001 - the parent runs the chunk itself
                 conn.send(("error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n"
                                     f"{traceback.format_exc()}"))
