@@ -165,7 +165,7 @@ def test_a_chunk_a_worker_cannot_run_fails_its_future_and_chunked_map_runs_it_he
         futures[0].result(timeout=60)
     before = pool.calls
     with caplog.at_level(logging.WARNING, logger="augd.job"):
-        assert chunked_map(pool)(only_here, items)() == [k * 2 for k in range(6)]
+        assert chunked_map(pool)(only_here, items) == [k * 2 for k in range(6)]
     assert pool.calls == before              # every chunk went to the workers, failed there, and ran here
     ran_here = [r.getMessage() for r in caplog.records if "running it here" in r.getMessage()]
     assert sum(int(m.split(" on ")[1].split()[0]) for m in ran_here) == 6   # each item, in its chunk
@@ -173,7 +173,7 @@ def test_a_chunk_a_worker_cannot_run_fails_its_future_and_chunked_map_runs_it_he
 
 def test_a_chunk_that_cannot_be_pickled_is_read_here(pool, small_chunks):
     items = [lambda: None, lambda: None, lambda: None]   # lambdas do not pickle
-    assert chunked_map(pool)(len_each, items)() == [0, 0, 0]
+    assert chunked_map(pool)(len_each, items) == [0, 0, 0]
 
 
 def len_each(items):
@@ -183,7 +183,7 @@ def len_each(items):
 def test_a_pool_still_starting_is_not_waited_for(small_chunks):
     with ProcessPool(1, EngineOptions()) as starting:   # its worker is still loading TensorFlow
         assert starting.ready_workers() == 0
-        got = chunked_map(starting)(slow_pids, [1, 2, 3])()
+        got = chunked_map(starting)(slow_pids, [1, 2, 3])
         assert got == [(i, os.getpid()) for i in (1, 2, 3)] and starting.calls == 0
 
 

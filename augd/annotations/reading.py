@@ -11,18 +11,19 @@ own reason. TensorFlow-free.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from augd.annotations.geometry import clip_polygon
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema
-from augd.annotations.tree import Sizes, Tree, stem, under
+from augd.annotations.tree import Sizes, Tree, read_image_header, stem, under, upright
 from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
 
 __all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "Layout", "Reading",
-           "folder_splits", "object_label", "read_pairs", "serial_map", "skipped", "voc_sets"]
+           "folder_splits", "object_label", "read_each", "read_pairs", "serial_map", "skipped", "voc_sets"]
 
 #: Folder names that make a split (Ultralytics and Roboflow write valid/).
 SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
@@ -71,16 +72,36 @@ class AnnotatedJob:
     headers: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-def serial_map(fn, items: list):
-    """Reading.map's default: fn(items) here, when its results are asked for."""
-    return lambda: fn(items)
+def serial_map(fn, items: list) -> list:
+    """Reading.map's default: fn(items) here."""
+    return fn(items)
+
+
+def read_each(items: list, read, sized: bool) -> list:
+    """[(an annotation file's absolute path, or the AnnotationError that refused opening it; its path in the job;
+    its image's Sizes.image_file or None)] -> each one's (Annotation or AnnotationError, the image's header).
+    `read(path, rel)`, or with `sized` `read(path, rel, hw=(height, width))` of the upright image, whose header
+    then comes first: (None, None) when it cannot be read (the scan rejects that image). Reading.map's unit, which
+    may run on a worker process."""
+    out = []
+    for path, rel, image in items:
+        header = None if image is None else read_image_header(*image)
+        if sized and header is None:
+            out.append((None, None))
+            continue
+        try:
+            if isinstance(path, AnnotationError):
+                raise path
+            out.append((read(path, rel, hw=upright(header)[:2]) if sized else read(path, rel), header))
+        except AnnotationError as exc:
+            out.append((exc, header))
+    return out
 
 
 class Reading:
-    """What a format gathers while it reads one job; `job()` is the result. `map(fn, items)`: how a format reads
-    its files (fn: a module-level function of a list of picklable items, one result per item); it returns a
-    function that gives fn's results, so the format can do its own work meanwhile: the job may run fn on its idle
-    worker processes (augd.job.workers.pool.chunked_map)."""
+    """What a format gathers while it reads one job; `job()` is the result. `map(fn, items)`: how its files are
+    read (fn: a module-level function of a list of picklable items, one result per item): the job may run fn on
+    its idle worker processes (augd.job.workers.pool.chunked_map)."""
 
     def __init__(self, root: str, tree: Tree, fmt: str, fixed: LabelMap | None, mapper=serial_map):
         self.root, self.tree, self.format, self.fixed, self.map = root, tree, fmt, fixed, mapper
@@ -104,12 +125,23 @@ class Reading:
             raise AnnotationError(f"{rel}: a link to a file outside the job folder")
         return path
 
-    def opened(self, rel: str):
-        """open_check's path, or the AnnotationError it raised: an item for a function `map` runs elsewhere."""
-        try:
-            return self.open_check(rel)
-        except AnnotationError as exc:
-            return exc
+    def read_files(self, pairs: dict[str, str], read, sized: bool = False) -> dict:
+        """{image: its annotation file} -> {annotation file: its Annotation or AnnotationError (None: the image's
+        header cannot be read, with `sized`)}, read by `read` (see read_each) through `map`; each image's header
+        is kept in `sizes`."""
+        items = []
+        for img, rel in pairs.items():
+            try:
+                path = self.open_check(rel)
+            except AnnotationError as exc:
+                path = exc
+            items.append((path, rel, self.sizes.image_file(img)))
+        got = {}
+        for (img, rel), (ann, header) in zip(pairs.items(), self.map(functools.partial(read_each, read=read,
+                                                                                       sized=sized), items)):
+            self.sizes.known(img, header)
+            got[rel] = ann
+        return got
 
     def settle(self, image: str, read) -> None:
         """Read one image's annotation with `read(hw)` (None: a negative), check it against the image, keep it."""

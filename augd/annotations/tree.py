@@ -7,6 +7,7 @@ import os
 from augd.errors import Rejected
 from augd.files import inside
 from augd.formats import ImageHeader, NeedMoreData, read_header
+from augd.io.jobfs import open_inside
 
 __all__ = ["IMAGE_EXTENSIONS", "Sizes", "Tree", "annotations_beside", "extension", "pair", "read_image_header", "stem",
            "under", "upright"]
@@ -100,12 +101,12 @@ class Sizes:
 
     def __call__(self, rel: str) -> tuple[int, int, int] | None:
         if rel not in self.headers:
-            image = self.image_path(rel)
+            image = self.image_file(rel)
             self.headers[rel] = None if image is None else read_image_header(*image)
         h = self.headers[rel]
         return None if h is None else upright(h)
 
-    def image_path(self, rel: str) -> tuple[str, str] | None:
+    def image_file(self, rel: str) -> tuple[str, str] | None:
         """(the job's root, the image's absolute path): read_image_header's arguments; None for a link leading out
         of the job."""
         path = self.tree.path(rel)
@@ -127,7 +128,6 @@ def read_image_header(root: str, path: str) -> ImageHeader | None:
     """The header of the regular file at `path` inside the job at `root`, opened as the scan and the workers open
     a job's files (augd.io.jobfs.open_inside: no symlink out of the job, no FIFO), by prefixes of growing length
     until it parses (the same header the whole file gives); None when it cannot be read."""
-    from augd.io.jobfs import open_inside
     try:
         with open_inside(root, path) as fh:
             head = b""

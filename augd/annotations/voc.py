@@ -11,11 +11,11 @@ from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
 from augd.annotations.reading import (VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, read_pairs,
                                      voc_sets)
-from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, read_image_header, stem
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem
 from augd.errors import UntrustedFileError
 from augd.parsing.jsonxml import parse_xml
 
-__all__ = ["FORMAT", "read_files", "read_job", "read_voc"]
+__all__ = ["FORMAT", "read_job", "read_voc"]
 
 
 def _text(elem, tag: str) -> str | None:
@@ -87,22 +87,6 @@ def read_voc(path: str, where: str) -> Annotation:
     return Annotation(objects=tuple(objects), source=where, extra={"size": stated, "where": tuple(labels)})
 
 
-def read_files(items: list) -> list:
-    """[(a VOC file's absolute path, or the AnnotationError that refused opening it; its path in the job; its
-    image's (job root, absolute path) or None)] -> each one's (Annotation or AnnotationError, the image's header or None):
-    Reading.map's unit, which may run on a worker process."""
-    out = []
-    for path, rel, image in items:
-        header = None if image is None else read_image_header(*image)
-        try:
-            if isinstance(path, AnnotationError):
-                raise path
-            out.append((read_voc(path, rel), header))
-        except AnnotationError as exc:
-            out.append((exc, header))
-    return out
-
-
 # -- the job: JPEGImages/ + Annotations/, or an .xml beside each image --------------------------------------------
 
 def read_job(reading: Reading, how: str) -> None:
@@ -128,14 +112,7 @@ def read_job(reading: Reading, how: str) -> None:
         reading.reject(img, why)
     # Every paired XML is read, whatever becomes of its image (a header that cannot be read, a split conflict):
     # the class names of every file that parses make the ids, so one bad image does not move them.
-    image_of = {rel: img for img, rel in pairs.items()}
-    rels = sorted(image_of)
-    results = reading.map(read_files, [(reading.opened(rel), rel, reading.sizes.image_path(image_of[rel]))
-                                       for rel in rels])
-    parsed: dict[str, Annotation | AnnotationError] = {}
-    for rel, (ann, header) in zip(rels, results()):
-        parsed[rel] = ann
-        reading.sizes.known(image_of[rel], header)
+    parsed: dict[str, Annotation | AnnotationError] = reading.read_files(pairs, read_voc)
 
     def read(path, rel, hw):
         if isinstance(parsed[rel], AnnotationError):

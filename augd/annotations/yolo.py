@@ -15,13 +15,12 @@ from augd.annotations.masks import pair_masks
 from augd.annotations.model import (Annotation, AnnotationError, KeypointSchema, Object, file_message,
                                     finite_number)
 from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, read_pairs
-from augd.annotations.tree import (IMAGE_EXTENSIONS, Tree, annotations_beside, pair, read_image_header, stem, under,
-                                  upright)
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
 from augd.parsing.yamlsrc import read_yaml_file
 
-__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_files", "read_job", "read_names", "read_pose", "read_yolo"]
+__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_job", "read_names", "read_pose", "read_yolo"]
 
 #: The files that name a YOLO job's classes, in the order they are looked for at the job root.
 NAME_FILES = ("data.yaml", "classes.txt")
@@ -182,26 +181,6 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
     return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})
 
 
-def read_files(items: list, names: tuple[str, ...], pose: tuple[int, int] | None) -> list:
-    """[(a label file's absolute path, or the AnnotationError that refused opening it; its path in the job; its
-    image's (job root, absolute path) or None)] -> each one's (Annotation or AnnotationError, the image's header), or (None,
-    None) when the image's header cannot be read (the scan rejects it): Reading.map's unit, which may run on a
-    worker process. The boxes are scaled by the image's upright size, so its header comes first."""
-    out = []
-    for path, rel, image in items:
-        header = None if image is None else read_image_header(*image)
-        if header is None:
-            out.append((None, None))
-            continue
-        try:
-            if isinstance(path, AnnotationError):
-                raise path
-            out.append((read_yolo(path, rel, names, upright(header)[:2], pose), header))
-        except AnnotationError as exc:
-            out.append((exc, header))
-    return out
-
-
 # -- the job: images/ + labels/, or a .txt beside each image ------------------------------------------------------
 
 def read_job(reading: Reading, how: str) -> None:
@@ -236,13 +215,9 @@ def read_job(reading: Reading, how: str) -> None:
         folder_splits(reading, "", images)
     for img, why in ambiguous.items():
         reading.reject(img, why)
-    todo = {img: rel for img, rel in pairs.items() if img not in reading.rejected}
-    results = reading.map(functools.partial(read_files, names=names, pose=shape),
-                          [(reading.opened(rel), rel, reading.sizes.image_path(img)) for img, rel in todo.items()])
-    got: dict[str, Annotation | AnnotationError | None] = {}
-    for (img, rel), (ann, header) in zip(todo.items(), results()):
-        reading.sizes.known(img, header)
-        got[rel] = ann
+    # a label file's boxes are fractions of its image: read_each reads the image's header first
+    got = reading.read_files({img: rel for img, rel in pairs.items() if img not in reading.rejected},
+                             functools.partial(read_yolo, names=names, pose=shape), sized=True)
 
     def read(path, rel, hw):
         if isinstance(got[rel], AnnotationError):

@@ -124,10 +124,10 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
     scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
                     skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
                     layout=detection.layout if detection else None)
-    if detection is not None:   # the headers the scan took from the layout: not for the workers' payload
-        detection = dataclasses.replace(detection, layout=dataclasses.replace(detection.layout, headers={}))
     negatives_rejected = 0
     if detection is not None:
+        # the headers the scan took from the layout: not for the workers' payload
+        detection = dataclasses.replace(detection, layout=dataclasses.replace(detection.layout, headers={}))
         kept, refused, negatives_rejected = detection.attach(scan.images)
         scan = dataclasses.replace(scan, images=tuple(kept),
                                    rejected=tuple(sorted(scan.rejected + tuple(refused), key=lambda r: r.relpath)))

@@ -144,11 +144,11 @@ class ProcessPool:
 
     def map(self, fn, chunks: list) -> list[Future]:
         """fn(chunk) for each chunk on the workers (a call's future gives fn's result, pickled): `fn` is a
-        module-level, TensorFlow-free function, its chunks and results picklable. A chunk whose worker died MAX_ATTEMPTS times,
-        or that raised, fails its future (WorkerLost, WorkerError): the caller may run it itself."""
+        module-level, TensorFlow-free function, its chunks and results picklable. A chunk whose worker died
+        MAX_ATTEMPTS times, or that raised, fails its future (WorkerLost, WorkerError): the caller may run it."""
         # pickled here, so that what cannot be pickled fails the caller, not the dispatcher
-        tasks = [_Task(None, chunk, [], Future(), call=fn, payload=pickle.dumps((fn, chunk), pickle.HIGHEST_PROTOCOL))
-                 for chunk in chunks]
+        tasks = [_Task(None, chunk, [], Future(), call=fn,
+                       payload=pickle.dumps((fn, chunk), pickle.HIGHEST_PROTOCOL)) for chunk in chunks]
         with self._lock:
             if self._closed or self._broken or (self._draining and not self._workers):
                 raise WorkerLost(self._broken or "the worker pool is closed")
@@ -406,34 +406,30 @@ class ProcessPool:
 
 
 def chunked_map(pool: ProcessPool | None):
-    """A Reading.map for the plan (augd.annotations.reading): map(fn, items) -> a function giving fn's results,
-    item by item. On the pool's workers in chunks when some are up and the items are many (a warm pool between
-    the daemon's jobs), else here when asked (`augd run`'s early pool is still loading TensorFlow while the plan
-    reads: this process's read overlaps it). `fn(chunk)` returns one result per item; a chunk the workers could
-    not run is run here."""
-    def run(fn, items: list):
+    """A Reading.map for the plan (augd.annotations.reading): map(fn, items) -> fn's results, item by item. On the
+    pool's workers in chunks when some are up and the items are many (a warm pool between the daemon's jobs),
+    else here (`augd run`'s early pool is still loading TensorFlow while the plan reads: this process's read
+    overlaps it). `fn(chunk)` returns one result per item; a chunk the workers could not run is run here."""
+    def run(fn, items: list) -> list:
         ready = pool.ready_workers() if pool is not None and pool.usable else 0
         if ready == 0 or len(items) < MAP_MIN_ITEMS:
-            return lambda: fn(items)
+            return fn(items)
         size = max(1, min(MAP_CHUNK, -(-len(items) // (4 * ready))))
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
         try:
             futures = pool.map(fn, chunks)
         except Exception:  # noqa: BLE001 - a closed pool, items that do not pickle: read here
-            return lambda: fn(items)
-
-        def results() -> list:
-            out = []
-            for chunk, fut in zip(chunks, futures):
-                try:
-                    got = pickle.loads(fut.result())
-                except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerError, a closed pool: here is always safe
-                    log.warning("the workers could not run %s on %d item(s) (%s); running it here", call_name(fn),
-                                len(chunk), (str(exc).splitlines() or [type(exc).__name__])[0])
-                    got = fn(chunk)
-                out.extend(got)
-            return out
-        return results
+            return fn(items)
+        out = []
+        for chunk, fut in zip(chunks, futures):
+            try:
+                got = pickle.loads(fut.result())
+            except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerError, a closed pool: here is always safe
+                log.warning("the workers could not run %s on %d item(s) (%s); running it here", call_name(fn),
+                            len(chunk), (str(exc).splitlines() or [type(exc).__name__])[0])
+                got = fn(chunk)
+            out.extend(got)
+        return out
     return run
 
 

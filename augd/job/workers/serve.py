@@ -39,8 +39,7 @@ def serve(conn, options: dict) -> None:
                 fn, chunk = pickle.loads(msg[1])
                 conn.send(("done", pickle.dumps(fn(chunk), pickle.HIGHEST_PROTOCOL)))
             except Exception as exc:  # noqa: BLE001 - the parent runs the chunk itself
-                conn.send(("error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n"
-                                    f"{traceback.format_exc()}"))
+                conn.send(_error(exc))
             continue
         if msg[0] == "forget":
             job = jobs.pop(msg[1], None)
@@ -62,9 +61,13 @@ def serve(conn, options: dict) -> None:
             stats = {"builds": builds, "traces": compiled.traces - traces, "stage_devices": compiled.stage_devices}
             conn.send(("done", outcomes, time.perf_counter() - t0, stats))
         except Exception as exc:  # noqa: BLE001 - the parent decides; this worker stays up for the next batch
-            # as text: not every exception unpickles in the parent, and the worker's traceback is what helps
-            conn.send(("error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n"
-                                f"{traceback.format_exc()}"))
+            conn.send(_error(exc))
+
+
+def _error(exc: Exception) -> tuple:
+    """The reply for a failure: as text (not every exception unpickles in the parent, and the worker's traceback
+    is what helps)."""
+    return "error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n{traceback.format_exc()}"
 
 
 def _without_keras() -> None:
