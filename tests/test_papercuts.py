@@ -92,6 +92,40 @@ def test_validate_and_show_take_shipped_pipelines_by_name():
     parse_pipeline(shown, "<shown>")  # what it prints is the pipeline, ready to copy
     missing = _augd("show", "seed-clasifier")
     assert missing.returncode == 2 and "known: " in missing.stderr and "seed-classifier" in missing.stderr
+    assert "did you mean 'seed-classifier'?" in missing.stderr, missing.stderr
+
+
+@pytest.mark.parametrize("name, near", [("classify-heavy", "'classify-light'"), ("detection_ssd", "'detection-ssd'"),
+                                        ("geometric-hevy", "'geometric-heavy'")])
+def test_an_unknown_pipeline_name_suggests_the_nearest_ones(name, near):
+    from augd.spec import find_pipeline
+    with pytest.raises(SpecError) as e:
+        find_pipeline(name)
+    assert f"did you mean {near}" in str(e.value) and "known: " in str(e.value), e.value
+
+
+def test_the_status_pages_sheet_has_no_empty_input_tile_when_the_original_is_not_written(tmp_path):
+    """The daemon draws its sheet from the records alone: a job that does not keep the original gets a row of its
+    variants only (the first one titled with the input's name), not a blank tile."""
+    import cv2
+    import numpy as np
+
+    from augd.job import JobOptions, JobWatch, run_job
+    from augd.preview import row_from_outcome, sheet_png
+    from tests.daemon_harness import make_job
+    rows = {}
+    for keep in (False, True):
+        spec = parse_pipeline(f"name: p\nvariants: 3\nkeep_original: {str(keep).lower()}\noutput: {{shards: 1}}\n"
+                              "ops:\n  - random_rotation: {degrees: 20}\n", "p.yaml")
+        got = []
+        run_job(str(make_job(tmp_path / f"job{keep}", 2, classes=())), spec, str(tmp_path / f"out{keep}"),
+                JobOptions(workers=1, executor="threads"), JobWatch(on_image=got.append))
+        row = row_from_outcome(spec, got[0])
+        assert all(t.image is not None for t in row.tiles), [t.title for t in row.tiles]
+        assert len(row.tiles) == 3 + keep and row.tiles[0].title.startswith(row.path)
+        sheet = cv2.imdecode(np.frombuffer(sheet_png(spec, [row]), np.uint8), cv2.IMREAD_COLOR)
+        rows[keep] = sheet.shape[1]
+    assert 3 * 160 < rows[False] < 4 * 160 < rows[True] < 5 * 160, rows
 
 
 @pytest.mark.parametrize("verb", [["validate", "seed-classifier"], ["ops"], ["schema"], ["show", "normalize"]])

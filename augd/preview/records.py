@@ -25,7 +25,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     if img.header.orientation in (5, 6, 7, 8):
         h, w = w, h
     program = Program(spec.ops)
-    tiles = [Tile(img.relpath, None, [f"input {size((h, w))}", "v0: not written (keep_original)"])]
+    tiles = [Tile(img.relpath, None, [f"input {size((h, w))}"])]   # dropped below unless v0 was written
     for rec in outcome.records:
         ex = decode_example(rec)
         v = ex["augd/variant"]
@@ -43,6 +43,12 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
         else:
             lines = format_decisions(program.explain(image_seed(spec.seed, img.relpath, v), h, w))
             tiles.append(Tile(f"v{v}  {size((ex['image/height'], ex['image/width']))}", thumb, lines, variant=v))
+    if tiles[0].image is None and len(tiles) > 1:
+        # The original is not written (keep_original: false), and the sheet is drawn from the records alone: no
+        # empty tile for it. The first variant's title names the input instead.
+        first = tiles.pop(0)
+        tiles[0] = Tile(f"{img.relpath}: {tiles[0].title}", tiles[0].image, [*first.lines, *tiles[0].lines],
+                        variant=tiles[0].variant)
     return PreviewRow(img.relpath, img.relpath, tiles)
 
 

@@ -93,8 +93,8 @@ def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int
     spec = resolve_spec(spec)
     pen = _Pen(tile)
     pad = max(6, tile // 32)
-    good = [len(r.tiles) - 1 for r in rows if not r.error]
-    cols = 1 + (variant_count(spec, variants) if variants is not None or not good else max(good))
+    good = [len(r.tiles) for r in rows if not r.error]   # the input (when it has a tile) and the variants drawn
+    cols = max(good) if good else 1 + variant_count(spec, variants)
     text_lines = max([1 + len(t.lines) for r in rows for t in r.tiles] + [3])
     cell_w, cell_h = tile, tile + pad + text_lines * pen.line
     by_name = all(r.relpath == os.path.basename(r.path) for r in rows)

@@ -1,6 +1,7 @@
 """Pipeline specs: load, validate, normalize, describe. Never imports TensorFlow."""
 from __future__ import annotations
 
+import difflib
 import os
 
 from augd.errors import SpecError
@@ -63,5 +64,8 @@ def find_pipeline(ref: str, search_dirs=()) -> str:
     found = builtin_pipelines().get(ref)
     if found:
         return found
-    raise SpecError(f"pipeline {ref!r} not found: not a file, and no pipeline of that name "
-                    f"(known: {', '.join(sorted(known_pipelines(search_dirs))) or 'none'})", source=ref)
+    known = sorted(known_pipelines(search_dirs))
+    near = difflib.get_close_matches(ref, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+    raise SpecError(f"pipeline {ref!r} not found: not a file, and no pipeline of that name{hint} "
+                    f"(known: {', '.join(known) or 'none'})", source=ref)
