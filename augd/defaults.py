@@ -70,6 +70,12 @@ LOG_FORMAT = "text"
 #: A job whose processing ended the daemon's process this many times (kill -9, the OOM killer, a crash in a
 #: codec) is moved to failed/ with reason `crashed` instead of being run again at every start.
 MAX_ATTEMPTS = 3
+#: A job in work/ held by a daemon on another machine (or container) is taken over when its claim record has not
+#: been renewed (every sixth of this) for this long: well above a network filesystem's attribute cache (NFS: 3-60 s).
+CLAIM_LEASE_SECONDS = 90.0
+#: Signals whose default action would end the daemon (or a worker process) without a word, and which mean nothing
+#: to augd: ignored, with one log line in the daemon (docs/daemon.md: every signal and what it does).
+IGNORED_SIGNALS = ("SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
 #: Default memory limit of one job ("auto"): this share of the host's memory (the cgroup limit where one is
 #: set, else physical RAM), counted as growth of the process' resident memory over its size at the job's start.
 JOB_MEMORY_SHARE = 0.5

@@ -10,7 +10,7 @@ class FailureReason(str, enum.Enum):
     BAD_PIPELINE = "bad_pipeline"          # the pipeline (or the job's augd.yaml) is invalid or refused
     NO_VALID_INPUT = "no_valid_input"      # no image could be decoded
     TIMEOUT = "timeout"                    # ran longer than job_timeout_seconds
-    INPUT_MISSING = "input_missing"        # the job folder vanished before it was scanned
+    INPUT_MISSING = "input_missing"        # the job folder (or an input it listed) vanished or was replaced
     INPUT_UNREADABLE = "input_unreadable"  # the job folder cannot be listed
     OUTPUT_EXISTS = "output_exists"        # out/<job>/ already holds a complete output
     OUTPUT_ERROR = "output_error"          # cannot write the output (full, read-only, too little space)
@@ -41,6 +41,7 @@ class RejectReason(str, enum.Enum):
     OUTSIDE_SPLITS = "outside_splits"      # outside the split folders of a job that has them
     BAD_ANNOTATION = "bad_annotation"      # its annotation cannot be read or used (AnnotationError only)
     NEGATIVE = "negative"                  # an image without objects, where negatives are rejected
+    MISSING = "missing"                    # listed by the scan, gone when read: the job fails (input_missing)
 
     def __str__(self) -> str:
         return self.value
@@ -66,6 +67,7 @@ class CancelCause(str, enum.Enum):
     """Why a running job was cancelled: what the daemon does with it next."""
     SHUTDOWN = "shutdown"  # the daemon is stopping: the job goes back to the inbox
     TIMEOUT = "timeout"    # it ran longer than job_timeout_seconds: it fails with FailureReason.TIMEOUT
+    LOST = "lost"          # another daemon took the job over (this one's claim lapsed): it is left to that one
 
     def __str__(self) -> str:
         return self.value

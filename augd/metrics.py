@@ -22,7 +22,7 @@ from augd.stages import STAGES
 if TYPE_CHECKING:
     from augd.job.report import JobReport
 
-__all__ = ["JOB_RESULTS", "IMAGE_RESULTS", "METRIC_NAMES", "QUEUE_STATES", "JobTally", "Metrics"]
+__all__ = ["HOLDERS", "JOB_RESULTS", "IMAGE_RESULTS", "METRIC_NAMES", "QUEUE_STATES", "JobTally", "Metrics"]
 
 JOB_RESULTS = ("success", "failed")
 IMAGE_RESULTS = ("written", "rejected")
@@ -40,7 +40,10 @@ METRIC_NAMES = (
     "augd_stage_seconds", "augd_queue_jobs", "augd_inflight_jobs", "augd_current_job_images_per_second",
     "augd_last_success_timestamp_seconds", "augd_graph_builds_total", "augd_graph_traces_total",
     "augd_device_memory_bytes", "augd_job_failures_total", "augd_http_connections_closed_total",
+    "augd_owner_info", "augd_work_jobs", "augd_jobs_taken_over_total", "augd_claims_lost_total",
 )
+#: Who holds a job in work/, as augd_work_jobs counts them (augd/daemon/lease.py).
+HOLDERS = ("this", "other", "none")
 
 
 class _DeviceMemory:
@@ -106,6 +109,15 @@ class Metrics:
                                    "own, by reason: timeout (no whole request in time), evicted (over "
                                    "http_max_connections), reset (by the client), accept_error (EMFILE...), "
                                    "too_large.", ["reason"], registry=r)
+        self.owner = Gauge("augd_owner_info", "This daemon as its claim records, the log and /status name it: host, "
+                           "pid and boot id; always 1.", ["host", "pid", "boot_id"], registry=r)
+        self.work_jobs = Gauge("augd_work_jobs", "Job folders in work/, by holder: this daemon, another live one, "
+                               "none (waiting to be taken over).", ["holder"], registry=r)
+        self.taken_over = Counter("augd_jobs_taken_over_total", "Jobs this daemon took over from work/ because "
+                                  "their holder was gone (a crash, kill -9, another daemon's lapsed lease).",
+                                  registry=r)
+        self.claims_lost = Counter("augd_claims_lost_total", "Jobs this daemon gave up because another daemon took "
+                                   "them over (its own heartbeat lapsed past claim_lease_seconds).", registry=r)
         r.register(_DeviceMemory(device_memory))
         # Known label values start at 0, so rate() and ratios work from the first scrape.
         from augd.io import REJECT_REASONS
@@ -123,6 +135,8 @@ class Metrics:
             self.queue.labels(v)
         for v in DROP_REASONS:
             self.http_closed.labels(v)
+        for v in HOLDERS:
+            self.work_jobs.labels(v)
 
     def build_info(self, version: str, tensorflow_version: str, device: str) -> None:
         self.build.clear()
@@ -132,6 +146,12 @@ class Metrics:
         """augd_queue_jobs read at scrape time."""
         self.queue.labels("ready").set_function(ready)
         self.queue.labels("waiting").set_function(waiting)
+
+    def owner_sources(self, host: str, pid: int, boot_id: str, holders: Callable[[], dict]) -> None:
+        """augd_owner_info, and augd_work_jobs read at scrape time from `holders()` ({holder: jobs})."""
+        self.owner.labels(host, str(pid), boot_id).set(1)
+        for h in HOLDERS:
+            self.work_jobs.labels(h).set_function(lambda h=h: holders().get(h, 0))
 
     def http_dropped(self, reason: str) -> None:
         self.http_closed.labels(reason).inc()

@@ -68,6 +68,16 @@ def drop_job(inbox: Path, rel: str, n: int = 2, seed: int = 0, **kw) -> Path:
     return dest
 
 
+def dead_owner():
+    """An augd.owner.Owner of this machine whose process has ended (a daemon since killed): what it held is free
+    to take over."""
+    from augd.owner import Owner
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    me = Owner.me()
+    return Owner(me.host, me.boot_id, me.pid_ns, gone.pid, 1)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

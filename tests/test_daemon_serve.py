@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.daemon_harness import (Daemon, add_slow_pipeline, drop_job, make_job, manifest,  # noqa: F401
-                                  no_leaked_children, no_leaked_children_module, write_config)
+                                  no_leaked_children, no_leaked_children_module, wait_for, write_config)
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +171,24 @@ def test_hidden_and_loose_files_in_the_inbox_are_ignored(daemon):
     daemon.wait_done("visible")
     assert (daemon.inbox / "stray.png").exists() and (daemon.inbox / ".hidden-job").is_dir()
     assert not daemon.events("job .hidden-job") and not daemon.events("stray.png")
+
+
+def test_a_job_folder_that_is_a_symlink_is_ignored_with_one_log_line(daemon):
+    """A link is not claimed (renaming it would move the link, not the files): one warning per link, saying so
+    and what to do, however many rescans see it; the folder it points at is untouched."""
+    target = make_job(daemon.root / "elsewhere" / "linked", n=2, seed=5)
+    os.symlink(target, daemon.inbox / "linkjob")
+    (daemon.inbox / "tiny2").mkdir(exist_ok=True)
+    os.symlink(target, daemon.inbox / "tiny2" / "routedlink")
+    for rel in ("linkjob", "tiny2/routedlink"):
+        wait_for(lambda: daemon.events(f"inbox/{rel} is a symbolic link"), 30, f"the line for {rel}",
+                 on_fail=daemon.log_tail)
+    drop_job(daemon.inbox, "after-links", n=2)   # rescans happen meanwhile
+    daemon.wait_done("after-links")
+    assert len(daemon.events("inbox/linkjob is a symbolic link")) == 1
+    assert len(daemon.events("inbox/tiny2/routedlink is a symbolic link")) == 1
+    assert "Copy or move the folder into the inbox" in daemon.events("inbox/linkjob is a symbolic link")[0]
+    assert sorted(p.name for p in (target / "a").iterdir()) == ["img0000.png", "img0001.png"]
+    assert not (daemon.out / "linkjob").exists() and not (daemon.out / "routedlink").exists()
+    os.unlink(daemon.inbox / "linkjob")
+    os.unlink(daemon.inbox / "tiny2" / "routedlink")

@@ -394,8 +394,9 @@ def test_the_cli_gives_the_same_outcome_per_file(catalogue, got):
 
 def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
     """The scan lists the folder, then reads headers; the engine reads whole files later. Change the folder at
-    both moments: deleted, swapped for a symlink out, for a FIFO, for a bomb, truncated, added. Nothing outside
-    is read, nothing blocks, nothing is decoded on a stale header's word, every other image is written."""
+    both moments: swapped for a symlink out, for a FIFO, for a bomb, truncated, added. Nothing outside is read,
+    nothing blocks, nothing is decoded on a stale header's word, every other image is written. (A file deleted
+    fails the job: test_an_input_that_vanishes_fails_the_job_and_commits_nothing.)"""
     import augd.job.units as units
     from augd.io import scan_job as real_scan
 
@@ -412,7 +413,6 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
 
     def during(rel):  # called for every entry while the folder is listed, before any header is read
         if rel == "c/img9.png" and not (c / "new.png").exists():
-            (c / "img0.png").unlink()                                    # gone before its header is read
             (c / "img1.png").unlink()
             os.symlink(outside / "secret.png", c / "img1.png")           # symlink swapped in before the read
             (c / "new.png").write_bytes(_save(rgb(seed=5), "PNG"))       # added after the listing
@@ -420,7 +420,6 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
 
     def scan(root, ignore=None, **kw):
         res = real_scan(root, ignore=lambda rel: during(rel) or bool(ignore and ignore(rel)), **kw)
-        (c / "img2.png").unlink()                                        # after the scan, before the read
         os.symlink(outside / "secret.png", c / "img3.png.tmp")
         os.replace(c / "img3.png.tmp", c / "img3.png")                   # swapped for a symlink out
         (c / "img4.png").unlink()
@@ -436,7 +435,7 @@ def test_job_changing_during_and_after_the_scan(tmp_path, monkeypatch):
     res = run_job(str(job), parse_pipeline(PIPELINE, "p.yaml"), str(tmp_path / "out"), JobOptions(workers=2))
     outcome, parsed = outcomes(rejections(res.report), records(res.out_dir))
     assert outcome == {
-        "c/img0.png": "unreadable", "c/img1.png": "outside_job", "c/img2.png": "unreadable",
+        "c/img0.png": "written", "c/img1.png": "outside_job", "c/img2.png": "written",
         "c/img3.png": "unreadable", "c/img4.png": "unreadable", "c/img5.png": "unreadable",
         "c/img6.png": "unreadable", "c/img7.png": "written", "c/img8.png": "unreadable", "c/img9.png": "written",
     }, outcome

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from augd.daemon import claim
+from augd.daemon.lease import Leases
 from augd.daemon.watcher import CLAIM_FILE, JobReady
 from augd.errors import FailureReason
-from tests.daemon_harness import (Daemon, RssSampler, add_slow_pipeline, drop_job, manifest,  # noqa: F401
-                                  no_leaked_children, no_leaked_children_module, status, wait_for, write_config)
+from tests.daemon_harness import (Daemon, RssSampler, add_slow_pipeline, dead_owner, drop_job,  # noqa: F401
+                                  manifest, no_leaked_children, no_leaked_children_module, status, wait_for, write_config)
 from tests.test_reliability_faults import small_out  # noqa: F401  (fixture: a small tmpfs, root only)
 
 MB = 1024 * 1024
@@ -75,8 +76,9 @@ def test_a_job_that_kills_the_daemon_on_every_attempt_is_dead_lettered_and_the_n
             d.proc.kill()
             assert d.wait_exit() == -signal.SIGKILL
             d.stop()
-        counted = json.loads((d.work / ".attempts" / "poison").read_text())
-        assert counted["attempts"] == attempt, "each attempt is counted durably, before the job runs"
+        counted = Leases(str(d.work), 60).read("poison")
+        assert counted.attempts == attempt, "each attempt is counted durably, before the job runs"
+        assert counted.owner.pid == d.proc.pid, "in the record of the daemon that ran it"
     _ready_job(probe.inbox, "after", n=2, seed=2)
     d = Daemon(cfg).start()
     try:
@@ -105,35 +107,41 @@ def test_a_job_that_kills_the_daemon_on_every_attempt_is_dead_lettered_and_the_n
 
 def test_attempts_are_counted_per_claim_and_forgotten_when_the_job_leaves_work(tmp_path):
     """The counter resets on success: a job that leaves work/ (done, failed, requeued) takes its count with it,
-    and a job claimed again (retried from failed/, dropped again) counts from 1. A read-only job is counted too."""
-    work, inbox = tmp_path / "work", tmp_path / "inbox"
+    and a job claimed again (retried from failed/, dropped again) counts from 1. A read-only job is counted too.
+    The count lives in the claim records: a job taken over from a dead holder carries it on."""
+    work, inbox, done = tmp_path / "work", tmp_path / "inbox", tmp_path / "done"
     work.mkdir()
-    (tmp_path / "done").mkdir()
+    done.mkdir()
+    killed = Leases(str(work), 60, me=dead_owner())   # the daemon that claimed it, since killed
+    here = Leases(str(work), 60)
 
-    def claimed(name: str):
+    def claimed(name: str, leases: Leases):
         job = inbox / name
         job.mkdir(parents=True, exist_ok=True)
         return claim.claim(JobReady(path=str(job), relpath=name, name=name, route=None, trigger="marker",
-                                    inode=os.stat(job).st_ino), str(work))
+                                    inode=os.stat(job).st_ino), leases)
 
-    c = claimed("again")
+    c = claimed("again", killed)
     assert c.attempts == 1
-    os.chmod(c.path, 0o555)  # the count lives in work/.attempts, not in the job
-    assert claim.next_attempt(claim.recover(str(work))[0]).attempts == 2
-    assert claim.recover(str(work))[0].attempts == 2, "written through"
+    os.chmod(c.path, 0o555)  # the count lives in work/.claims, not in the job
+    taken = claim.take_over(here)
+    assert [t.attempts for t in taken] == [1] and taken[0].recovered
+    assert claim.next_attempt(taken[0], here).attempts == 2
+    assert here.read("again").attempts == 2, "written through"
+    assert claim.take_over(here) == [], "a job its live holder runs is never taken (again)"
     os.chmod(c.path, 0o755)
-    claim.finish(claim.recover(str(work))[0], str(tmp_path / "done"), "move")
-    assert not (work / ".attempts" / "again").exists()
-    os.rename(tmp_path / "done" / "again", inbox / "again")  # dropped again
-    assert claimed("again").attempts == 1
-    claim.requeue(claim.next_attempt(claim.recover(str(work))[0]), str(inbox))
-    assert not (work / ".attempts" / "again").exists()
-    assert not (work / ".attempts").exists(), "work/ is empty again between jobs"
-    (work / ".attempts").mkdir()
-    (work / ".attempts" / "gone").write_text('{"attempts": 3}')  # a job that left work/ without its count
-    assert claimed("again").attempts == 1
-    assert [c.attempts for c in claim.recover(str(work))] == [1]
-    assert not (work / ".attempts" / "gone").exists(), "a start-up sweeps counts of jobs no longer in work/"
+    claim.finish(taken[0], str(done), "move", here)
+    assert not (work / ".claims").exists(), "its records left with it"
+    os.rename(done / "again", inbox / "again")  # dropped again
+    assert claimed("again", killed).attempts == 1
+    claim.requeue(claim.next_attempt(claim.take_over(here)[0], here), str(inbox), here)
+    assert os.listdir(work) == [], "work/ is empty again between jobs"
+    (work / ".claims" / "gone").mkdir(parents=True)  # a job that left work/ without its records (a crash)
+    (work / ".claims" / "gone" / "3.json").write_text(json.dumps(
+        {"owner": dead_owner().to_dict(), "attempts": 3, "beat": 0}))
+    assert claimed("again", here).attempts == 1
+    assert claim.take_over(here) == []
+    assert not (work / ".claims" / "gone").exists(), "records of a job no longer in work/ are swept"
 
 
 def test_a_job_cannot_make_the_daemon_block_or_write_elsewhere_through_its_control_files(tmp_path):
@@ -149,8 +157,9 @@ def test_a_job_cannot_make_the_daemon_block_or_write_elsewhere_through_its_contr
     os.mkfifo(job / claim.JOB_LOG)
     os.mkfifo(job / (CLAIM_FILE + ".tmp"))
     os.symlink(outside, job / "error.txt")
+    leases = Leases(str(work), 60)
     c = claim.claim(JobReady(path=str(job), relpath="evil", name="evil", route=None, trigger="marker",
-                             inode=os.stat(job).st_ino), str(work))
+                             inode=os.stat(job).st_ino), leases)
     with claim.open_job_log(c) as fh:
         fh.write("a line\n")
     assert claim.last_log_lines(c) == ["a line"]
@@ -158,7 +167,7 @@ def test_a_job_cannot_make_the_daemon_block_or_write_elsewhere_through_its_contr
     os.link(outside, Path(c.path) / claim.JOB_LOG)
     with claim.open_job_log(c) as fh:
         fh.write("another\n")
-    dest = claim.fail(c, str(tmp_path / "failed"), {"reason": "crashed"}, "why")
+    dest = claim.fail(c, str(tmp_path / "failed"), {"reason": "crashed"}, "why", leases)
     assert (Path(dest) / "error.txt").read_text() == "why\n"
     assert outside.read_text() == "untouched\n"
 

@@ -1,17 +1,19 @@
 """Job folders move between rooms by rename only: inbox -> work (the claim) -> done | failed, or back to the
 inbox (requeue on shutdown). Every rename is atomic on one filesystem, so a job folder is always in exactly one
-room, whole, and a crash at any point leaves it somewhere the next start knows what to do with.
+room, whole, and a crash at any point leaves it somewhere a daemon knows what to do with.
 
 The claim first writes `.augd-claim.json` into the job (hidden: the job scan skips it) recording where it came
-from, so a job recovered from work/ after a crash keeps its routing folder and knows its output was checked.
-Each job's attempts are counted durably in work/.attempts/<job> (the daemon's own folder: a read-only job is
-counted too): a job found in work/ at start-up ended the last process that ran it, and one that did so
-`max_attempts` times is a poison job, dead-lettered to failed/ instead of run again. A new claim counts from 1.
-While a job runs, the daemon's log lines also go to `.augd-job.log` in the job, so that the failure report of
-a job that killed the process can say what it was doing.
+from, so a job taken over from work/ keeps its routing folder and knows its output was checked. Who runs a job in
+work/, and how many processes started it, is in the daemon's own folder, `work/.claims/<job>/`
+(augd/daemon/lease.py: a read-only job is counted too): the name is reserved there before the rename, so several
+daemons sharing the folders never claim one name twice; a job whose holder is gone is taken over, and one that
+ended its holder `max_attempts` times is a poison job, dead-lettered to failed/ instead of run again. A new claim
+counts from 1. While a job runs, the daemon's log lines also go to `.augd-job.log` in the job, so that the failure
+report of a job that killed the process can say what it was doing.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -21,6 +23,8 @@ import shutil
 import stat
 from dataclasses import asdict, dataclass
 
+from augd.daemon.lease import Leases
+from augd.daemon.logs import TextFormatter
 from augd.daemon.watcher import CLAIM_FILE, JobReady
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
@@ -28,8 +32,8 @@ from augd.jobfolder import ERROR_FILE, FAILURE_FILE
 
 log = logging.getLogger("augd.daemon")
 
-__all__ = ["JOB_LOG", "Claimed", "claim", "fail", "finish", "last_log_lines", "next_attempt", "open_job_log",
-           "recover", "requeue"]
+__all__ = ["JOB_LOG", "Claimed", "claim", "fail", "finish", "folder_state", "last_log_lines", "next_attempt",
+           "job_log", "open_job_log", "requeue", "take_over"]
 
 #: The job's own log while it runs (hidden: the job scan skips it); it moves with the job to done/ or failed/.
 JOB_LOG = ".augd-job.log"
@@ -44,12 +48,19 @@ class Claimed:
     inbox_relpath: str        # where it came from, relative to the inbox (requeue puts it back there)
     claimed_at: str
     output_checked: bool = True   # no complete output of this name existed when it was claimed
-    recovered: bool = False       # found in work/ at start-up
-    attempts: int = 1             # processes that started this job (each recovery adds one)
+    recovered: bool = False       # taken over from work/ (its holder was gone)
+    attempts: int = 1             # processes that started this job (each takeover adds one)
+    identity: tuple[int, int] | None = None   # (device, inode) of its folder: replaced, it is not this job
+    taken_from: str | None = None  # the holder it was taken over from (host:pid), when it had one
+
+    @property
+    def key(self) -> str:
+        """Its folder's name in work/, which names its claim records."""
+        return os.path.basename(self.path)
 
     def meta(self) -> dict:
         d = asdict(self)
-        del d["path"], d["recovered"], d["attempts"]
+        del d["path"], d["recovered"], d["attempts"], d["identity"], d["taken_from"]
         return d
 
 
@@ -57,10 +68,10 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _free_path(room: str, name: str) -> str:
-    """room/name, or room/name.1, room/name.2, ... whichever does not exist yet."""
+def _free_path(room: str, name: str, taken=os.path.lexists) -> str:
+    """room/name, or room/name.1, room/name.2, ... whichever is not `taken` yet (default: does not exist)."""
     path, n = os.path.join(room, name), 0
-    while os.path.lexists(path):
+    while taken(path):
         n += 1
         path = os.path.join(room, f"{name}.{n}")
     return path
@@ -92,95 +103,83 @@ def _write_json(path: str, obj) -> None:
     os.replace(tmp, path)
 
 
-def claim(job: JobReady, work_dir: str, *, output_checked: bool = True) -> Claimed | None:
-    """Move a ready job into work/. None when it is gone or is no longer the folder that was found ready
-    (a new folder dropped under the same name is a new job; the watcher will emit it when it is ready)."""
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path, follow_symlinks=False)
+    return st.st_dev, st.st_ino
+
+
+def claim(job: JobReady, leases: Leases, *, output_checked: bool = True) -> Claimed | None:
+    """Move a ready job into work/. None when it is gone or is no longer the folder that was found ready (a new
+    folder dropped under the same name is a new job; the watcher will emit it when it is ready), or when another
+    daemon claimed it first."""
     try:
         if os.stat(job.path, follow_symlinks=False).st_ino != job.inode:
             return None
-        dest = _free_path(work_dir, job.name)
-        c = Claimed(path=dest, name=job.name, route=job.route, inbox_relpath=job.relpath, claimed_at=_now(),
-                    output_checked=output_checked)
-        try:
-            _write_json(os.path.join(job.path, CLAIM_FILE), c.meta())
-        except PermissionError as exc:  # a read-only drop still runs; a crash recovery then forgets its route
-            log.warning("cannot write %s into %s (%s); claiming it without", CLAIM_FILE, job.path, exc)
-        os.rename(job.path, dest)
     except FileNotFoundError:
         return None
-    _count(c)
-    return c
-
-
-def recover(work_dir: str) -> list[Claimed]:
-    """Jobs left in work/ by a crash or a forced exit, oldest claim first."""
-    out = []
+    while True:
+        dest = _free_path(leases.work, job.name, lambda p: leases.taken(os.path.basename(p)))
+        key = os.path.basename(dest)
+        if leases.reserve(key):
+            break
+    c = Claimed(path=dest, name=job.name, route=job.route, inbox_relpath=job.relpath, claimed_at=_now(),
+                output_checked=output_checked)
     try:
-        names = sorted(os.listdir(work_dir))
-    except FileNotFoundError:
-        return out
-    counted = set()
-    for name in names:
-        path = os.path.join(work_dir, name)
-        if name.startswith(".") or not os.path.isdir(path) or os.path.islink(path):
+        try:
+            _write_json(os.path.join(job.path, CLAIM_FILE), c.meta())
+        except PermissionError as exc:  # a read-only drop still runs; a takeover then forgets its route
+            log.warning("cannot write %s into %s (%s); claiming it without", CLAIM_FILE, job.path, exc)
+        if os.stat(job.path, follow_symlinks=False).st_ino != job.inode:
+            raise FileNotFoundError(job.path)
+        os.rename(job.path, dest)
+    except FileNotFoundError:   # gone: claimed by another daemon, or removed
+        leases.release(key)
+        return None
+    except BaseException:
+        leases.release(key)
+        raise
+    return dataclasses.replace(c, identity=_identity(dest))
+
+
+def take_over(leases: Leases) -> list[Claimed]:
+    """The jobs in work/ whose holder is gone (a crash, `kill -9`, another daemon's), now held by this daemon,
+    oldest claim first. A job another live daemon holds is left to it."""
+    out = []
+    for key, rec in leases.orphans():
+        if leases.take(key, rec) is None:
+            continue   # another daemon took it first
+        path = os.path.join(leases.work, key)
+        try:
+            identity = _identity(path)
+        except FileNotFoundError:   # it left work/ while it was looked at
+            leases.release(key)
             continue
-        counted.add(name)
+        attempts = rec.attempts if rec is not None else 1
+        was = rec.owner.label if rec is not None and rec.owner is not None else None
         try:
             meta = json.loads(read_capped(os.path.join(path, CLAIM_FILE), 64 * 1024, "claim"))
-            c = Claimed(path=path, recovered=True, attempts=_attempts(path), **{k: meta[k] for k in
-                        ("name", "route", "inbox_relpath", "claimed_at", "output_checked")})
+            c = Claimed(path=path, recovered=True, attempts=attempts, identity=identity, taken_from=was,
+                        **{k: meta[k] for k in ("name", "route", "inbox_relpath", "claimed_at", "output_checked")})
         except (OSError, UntrustedFileError, ValueError, KeyError, TypeError):
             # Claimed by hand, or the claim file was lost: run it as a plain job, and check its output again.
-            c = Claimed(path=path, name=name, route=None, inbox_relpath=name, claimed_at=_now(),
-                        output_checked=False, recovered=True, attempts=_attempts(path))
+            c = Claimed(path=path, name=key, route=None, inbox_relpath=key, claimed_at=_now(),
+                        output_checked=False, recovered=True, attempts=attempts, identity=identity, taken_from=was)
         out.append(c)
-    for name in _counted(work_dir) - counted:  # the job left work/ before its counter was removed
-        _uncount(os.path.join(work_dir, name))
     out.sort(key=lambda c: c.claimed_at)
     return out
 
 
-ATTEMPTS_DIR = ".attempts"
+def next_attempt(c: Claimed, leases: Leases) -> Claimed:
+    """Count one more attempt of a job taken over, durably, before it runs (a crash during it counts)."""
+    return dataclasses.replace(c, attempts=leases.count_attempt(c.key))
 
 
-def _counter(job_path: str) -> str:
-    work, name = os.path.split(job_path)
-    return os.path.join(work, ATTEMPTS_DIR, name)
-
-
-def _count(c: Claimed) -> None:
-    os.makedirs(os.path.dirname(_counter(c.path)), exist_ok=True)
-    _write_json(_counter(c.path), {"attempts": c.attempts})
-
-
-def _attempts(job_path: str) -> int:
-    """Processes that started this job so far; 1 when uncounted (it was claimed, so it may have started)."""
+def folder_state(c: Claimed) -> str:
+    """"here", "gone" (removed or moved away from work/) or "replaced" (another folder under its name)."""
     try:
-        return max(1, int(json.loads(read_capped(_counter(job_path), 4096, "attempts"))["attempts"]))
-    except (OSError, UntrustedFileError, ValueError, KeyError, TypeError):
-        return 1
-
-
-def _counted(work_dir: str) -> set[str]:
-    try:
-        return {n for n in os.listdir(os.path.join(work_dir, ATTEMPTS_DIR)) if not n.endswith(".tmp")}
-    except OSError:
-        return set()
-
-
-def _uncount(job_path: str) -> None:
-    try:
-        os.unlink(_counter(job_path))
-        os.rmdir(os.path.dirname(_counter(job_path)))  # work/ stays empty between jobs (one thread claims)
-    except OSError:
-        pass  # never there, already gone (recover() sweeps what is left), or other jobs still counted
-
-
-def next_attempt(c: Claimed) -> Claimed:
-    """Count one more attempt of a recovered job, durably, before it runs (a crash during it counts)."""
-    c = dataclasses.replace(c, attempts=c.attempts + 1)
-    _count(c)
-    return c
+        return "here" if c.identity is None or _identity(c.path) == c.identity else "replaced"
+    except FileNotFoundError:
+        return "gone"
 
 
 def open_job_log(c: Claimed):
@@ -203,24 +202,32 @@ def last_log_lines(c: Claimed, n: int = 20) -> list[str]:
         return []
 
 
-def requeue(c: Claimed, inbox: str) -> str:
+def requeue(c: Claimed, inbox: str, leases: Leases) -> str | None:
     """Put a claimed job back where it was dropped (shutdown before it finished). Returns the new path."""
     dest = _free_path(inbox, c.inbox_relpath)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    return _move(c, dest)
+    return _move(c, dest, leases)
 
 
-def finish(c: Claimed, done_dir: str, on_success: str) -> str | None:
-    """After success: move to done/ (returns the path) or delete."""
+def finish(c: Claimed, done_dir: str, on_success: str, leases: Leases) -> str | None:
+    """After success: move to done/ (returns the path) or delete. A folder that left work/ after its commit (the
+    output is whole: every image was read before the commit checked the folder) leaves nothing to move: None."""
+    if folder_state(c) != "here":
+        leases.release(c.key)
+        return None
     if on_success == "delete":
         shutil.rmtree(c.path)
-        _uncount(c.path)
+        leases.release(c.key)
         return None
-    return _move(c, _free_path(done_dir, c.name))
+    return _move(c, _free_path(done_dir, c.name), leases)
 
 
-def fail(c: Claimed, failed_dir: str, failure: dict, text: str) -> str:
-    """Write failure.json (machine) and error.txt (human) into the job, then move it to failed/."""
+def fail(c: Claimed, failed_dir: str, failure: dict, text: str, leases: Leases) -> str | None:
+    """Write failure.json (machine) and error.txt (human) into the job, then move it to failed/. A folder gone
+    from work/ leaves nothing to move or write into: None (the failure is in the log, /status and the metrics)."""
+    if folder_state(c) == "gone":
+        leases.release(c.key)
+        return None
     failure = {"job": c.name, "inbox_path": c.inbox_relpath, "claimed_at": c.claimed_at, "failed_at": _now(),
                **failure}
     try:
@@ -232,11 +239,42 @@ def fail(c: Claimed, failed_dir: str, failure: dict, text: str) -> str:
             fh.write(text.rstrip("\n") + "\n")
     except OSError as exc:  # a read-only job folder must still leave work/
         log.error("cannot write the failure report into %s: %s", c.path, exc)
-    return _move(c, _free_path(failed_dir, c.name))
+    return _move(c, _free_path(failed_dir, c.name), leases)
 
 
-def _move(c: Claimed, dest: str) -> str:
-    """The job leaves work/ (by rename, so it is always whole in one room) and its attempts stop counting."""
-    os.rename(c.path, dest)
-    _uncount(c.path)
+def _move(c: Claimed, dest: str, leases: Leases) -> str | None:
+    """The job leaves work/ (by rename, so it is always whole in one room), and its claim records with it. None
+    when its folder left work/ by other means just now."""
+    try:
+        os.rename(c.path, dest)
+    except FileNotFoundError:
+        if os.path.lexists(c.path):
+            raise   # the destination's room is gone: the job stays in work/
+        dest = None
+    leases.release(c.key)
     return dest
+
+
+@contextlib.contextmanager
+def job_log(c: Claimed):
+    """While the job runs, the daemon's log lines (but those about other jobs) also go to the job's own log, so
+    that a job that takes the process down leaves its last words where its failure report can read them."""
+    try:
+        handler = logging.StreamHandler(open_job_log(c))
+    except OSError as exc:  # a read-only job folder still runs
+        log.warning("cannot write %s into %s: %s", JOB_LOG, c.path, exc)
+        yield
+        return
+    handler.setFormatter(TextFormatter())
+    # This job's lines, and the job's own threads' (the runner and its image workers), not the watcher's.
+    handler.addFilter(lambda r: getattr(r, "job", None) == c.name or (
+        not hasattr(r, "job") and r.threadName.startswith(("augd-runner", "augd-img"))))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        handler.stream.close()
+

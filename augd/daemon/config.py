@@ -24,7 +24,8 @@ __all__ = ["BeamConfig", "DaemonConfig", "Settings", "load_settings", "RESTART_K
 
 #: Keys a SIGHUP cannot change in a running daemon (they are read once at start-up).
 RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling", "metrics_bind", "metrics_port",
-                "http_request_timeout_seconds", "http_idle_timeout_seconds", "http_max_connections", "engine")
+                "http_request_timeout_seconds", "http_idle_timeout_seconds", "http_max_connections", "engine",
+                "claim_lease_seconds")
 
 
 class BeamConfig(BaseModel):
@@ -75,6 +76,9 @@ class DaemonConfig(BaseModel):
                                        "more than this fraction of its inputs is rejected; null: never")
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
                                                                        "times goes to failed/ (reason crashed)")
+    claim_lease_seconds: float = Field(defaults.CLAIM_LEASE_SECONDS, ge=1, le=86400, description="daemons sharing "
+                                       "these folders from other machines or containers: a job whose holder's "
+                                       "heartbeat has not changed for this long is taken over")
     workers: int | None = Field(None, ge=1, description="parallel images within a job: worker processes or threads "
                                                       "(null: all cores)")
     executor: ExecutorKind = Field(

@@ -1,8 +1,9 @@
 """The daemon: wires config, watcher, runner, metrics, HTTP and signals, and owns the main thread.
 
-Threads: the main thread (signals, reload, shutdown), augd-watcher (emits JobReady), augd-runner (claims and
-runs jobs, one at a time; heartbeat), augd-http. Start-up: folders -> HTTP (/readyz 503) -> TensorFlow ->
-stale temp outputs removed -> jobs left in work/ queued first -> watcher (start-up scan) -> READY=1.
+Threads: the main thread (signals, reload, shutdown, the claim records' heartbeat), augd-watcher (emits
+JobReady), augd-runner (claims, takes over and runs jobs, one at a time; the health heartbeat), augd-http.
+Start-up: folders -> HTTP (/readyz 503) -> TensorFlow -> stale temp outputs removed -> watcher (start-up scan) ->
+runner (jobs in work/ whose holder is gone first) -> READY=1.
 """
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ from prometheus_client import CollectorRegistry
 import augd
 from augd import defaults
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
+from augd.daemon.lease import Leases
 from augd.daemon.logs import event, lost_streams, setup_logging
-from augd.spec import known_pipelines
 from augd.daemon.sdnotify import Notifier
 from augd.daemon.signals import SignalState
 from augd.daemon.watcher import Watcher
 from augd.daemon.worker import JobWorker, Pause, no_pause
 from augd.errors import AugdError, CancelCause, SpecError
 from augd.metrics import Metrics
+from augd.spec import known_pipelines
 
 log = logging.getLogger("augd.daemon")
 
@@ -51,11 +53,14 @@ class Daemon:
         self.device = None
         self.metrics = Metrics(self.registry, device_memory=self._device_memory)
         self.jobs: queue.Queue = queue.Queue()
+        self.leases = Leases(settings.work, settings.claim_lease_seconds)
+        me = self.leases.me
+        self.metrics.owner_sources(me.host, me.pid, me.boot_id, self._holders)
         self.watcher = Watcher(settings.inbox, self.jobs, routes=self._routes,
                                settle_seconds=settings.settle_seconds, rescan_seconds=settings.rescan_seconds,
                                polling=settings.polling)
-        self.worker = JobWorker(settings, self.jobs, self.metrics, self.notifier, waiting=lambda: self.watcher.waiting,
-                                pause=pause)
+        self.worker = JobWorker(settings, self.jobs, self.leases, self.metrics, self.notifier,
+                                waiting=lambda: self.watcher.waiting, pause=pause)
         self.metrics.queue_sources(ready=self.jobs.qsize, waiting=lambda: self.watcher.waiting)
         self.http = None
         # a stop signal to the whole process group ends the workers too: none may be replaced meanwhile
@@ -67,6 +72,14 @@ class Daemon:
     # -- what HTTP reads -------------------------------------------------------------------------------------
     def _routes(self) -> set[str]:
         return known_pipelines(self.settings.search_dirs())
+
+    def _holders(self) -> dict:
+        """{holder: jobs in work/} for augd_work_jobs: this daemon, another live one, none (to be taken over)."""
+        out: dict = {}
+        for j in self.leases.view():
+            h = "this" if j["this_daemon"] else "other" if j["holder"] else "none"
+            out[h] = out.get(h, 0) + 1
+        return out
 
     def _device_memory(self) -> dict:
         if self.device is None or self.device.kind != "GPU":
@@ -92,6 +105,7 @@ class Daemon:
             p = cur.progress
             current = {"job": cur.name, "pipeline": cur.pipeline, "pipeline_chosen_by": cur.chosen_by,
                        "running_seconds": round(now - cur.started, 3), "attempt": cur.attempt,
+                       "holder": self.leases.me.label,
                        "started": round(cur.started, 3), "started_iso": _iso(cur.started)}
             if p is not None:
                 current.update(total=p.total, done=p.done, written=p.written, rejected=p.rejected,
@@ -114,6 +128,10 @@ class Daemon:
                                  "url": f"/preview.png?t={self.worker.last_preview[1]:.3f}"}
                 if self.worker.last_preview else None,
                 "folders": {k: getattr(self.settings, k) for k in ("inbox", "work", "done", "failed", "out")},
+                # this daemon as claim records name it, and every job in work/ with its holder (several daemons
+                # may share the folders)
+                "owner": {**self.leases.me.to_dict(), "label": self.leases.me.label},
+                "work": self.leases.view(),
                 "http": self.http.connections if self.http is not None else None,
                 # standard streams the log could not be written to (a log reader that went away), else {}
                 "log_streams_lost": lost_streams()}
@@ -162,15 +180,13 @@ class Daemon:
         from augd.io import clean_stale_temps
         for path in clean_stale_temps(s.out):
             event("stale_temp_removed", "removed stale temp output %s", path, path=path)
-        from augd.daemon.claim import recover
-        recovered = recover(s.work)
         self.watcher.start()
         self.worker.heartbeat = time.monotonic()
-        self.worker.start(recovered)
+        self.worker.start()   # its first step takes over the jobs in work/ whose holder is gone
         self.ready = True
         self.notifier.notify("READY=1", f"STATUS={self.worker.status_line()}")
-        event("ready", "augd %s watching %s (out: %s; %d job(s) recovered from work/)", augd.__version__, s.inbox,
-              s.out, len(recovered), inbox=s.inbox, out=s.out, recovered=len(recovered))
+        event("ready", "augd %s watching %s (out: %s; this daemon is %s)", augd.__version__, s.inbox, s.out,
+              self.leases.me.label, inbox=s.inbox, out=s.out, owner=self.leases.me.label)
 
     # -- main loop -------------------------------------------------------------------------------------------
     def serve(self) -> int:
@@ -183,12 +199,38 @@ class Daemon:
                 if self.signals.reloads:
                     self.signals.reloads = 0
                     self.reload()
+                self._signals_logged()
+                self._renew()
                 if self.ready and not self.worker.alive():
                     log.error("the job runner stopped unexpectedly; exiting")
                     return 1
             return self.shutdown()
         finally:
             self.close()
+
+    def _renew(self) -> None:
+        """The heartbeat of the claim records this daemon holds, while its job loop is healthy (a hung loop lets
+        the lease lapse, so another daemon takes its job over); jobs found taken over are stopped here."""
+        if not self.ready or not self.health()[0]:
+            return
+        lost = self.leases.renew()
+        if lost:
+            self.worker.lost(lost)
+
+    def _signals_logged(self) -> None:
+        """SIGUSR1: the status in one line; a signal augd ignores: one line saying so."""
+        sig = self.signals
+        if sig.status_dumps:
+            sig.status_dumps = 0
+            st = self.status()
+            cur = st["current"]
+            event("status", "SIGUSR1: %s; %s; jobs in work/: %s", st["state"], self.worker.status_line(),
+                  ", ".join(f"{w['job']} ({w['holder'] or 'no holder'})" for w in st["work"]) or "none",
+                  state=st["state"], current=cur and cur["job"], queue=st["queue"]["jobs"],
+                  settling=st["settling"], work=st["work"], device=st["device"])
+        for name in sig.take_ignored():
+            event("signal_ignored", "%s received: ignored (augd acts on SIGTERM, SIGINT, SIGHUP and SIGUSR1; "
+                  "docs/daemon.md)", name, level=logging.WARNING, signal=name)
 
     def shutdown(self) -> int:
         self.stopping = True
@@ -201,6 +243,7 @@ class Daemon:
         deadline = time.monotonic() + s.grace_seconds
         while self.worker.alive() and time.monotonic() < deadline and self.signals.stops < 2:
             self.worker.join(0.2)
+            self._renew()   # the job finishing in its grace period is still this daemon's
         if self.worker.alive():
             why = "second signal" if self.signals.stops >= 2 else "grace period over"
             if (cur := self.worker.current) is not None:

@@ -1,13 +1,27 @@
-"""Signal handling for the daemon's main thread. Handlers only record what arrived; the main loop acts.
+"""Signal handling for the daemon's main thread. Handlers only record what arrived; the main loop acts (and logs:
+a handler that logs could deadlock on the logging lock the interrupted code holds).
 
-SIGTERM / SIGINT: the first asks for a graceful stop, the second for an immediate one. SIGHUP: reload.
+SIGTERM / SIGINT / SIGXCPU: the first asks for a graceful stop, the second for an immediate one (SIGXCPU: the soft
+CPU-time limit, with the kernel's SIGKILL to follow at the hard one). SIGHUP: reload. SIGUSR1: one status line in
+the log. augd.defaults.IGNORED_SIGNALS (SIGUSR2, SIGALRM, SIGPWR, ...: whose default action would end the process
+silently): one log line saying it was ignored. Every other catchable signal keeps its default action, as
+docs/daemon.md lists.
 """
 from __future__ import annotations
 
 import signal
 import threading
 
-__all__ = ["SignalState"]
+from augd.defaults import IGNORED_SIGNALS
+
+__all__ = ["SignalState", "ignored_signals"]
+
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGXCPU")
+
+
+def ignored_signals() -> list[signal.Signals]:
+    """IGNORED_SIGNALS that this platform has."""
+    return [getattr(signal, n) for n in IGNORED_SIGNALS if hasattr(signal, n)]
 
 
 class SignalState:
@@ -18,6 +32,8 @@ class SignalState:
         self.on_stop = on_stop
         self.stops = 0
         self.reloads = 0
+        self.status_dumps = 0
+        self.ignored: list[str] = []   # names of the ignored signals that arrived, not yet logged
         self.wake = threading.Event()
         self._previous: dict = {}
 
@@ -34,9 +50,23 @@ class SignalState:
         self.reloads += 1
         self.wake.set()
 
+    def _on_usr1(self, _signum, _frame) -> None:
+        self.status_dumps += 1
+        self.wake.set()
+
+    def _on_ignored(self, signum, _frame) -> None:
+        self.ignored.append(signal.Signals(signum).name)
+        self.wake.set()
+
+    def take_ignored(self) -> list[str]:
+        got, self.ignored = self.ignored, []
+        return got
+
     def install(self) -> "SignalState":
-        for sig, fn in ((signal.SIGTERM, self._on_stop), (signal.SIGINT, self._on_stop),
-                        (signal.SIGHUP, self._on_hup)):
+        table = [(getattr(signal, n), self._on_stop) for n in STOP_SIGNALS if hasattr(signal, n)]
+        table += [(signal.SIGHUP, self._on_hup), (signal.SIGUSR1, self._on_usr1)]
+        table += [(s, self._on_ignored) for s in ignored_signals()]
+        for sig, fn in table:
             self._previous[sig] = signal.signal(sig, fn)
         return self
 

@@ -221,7 +221,11 @@ class Watcher:
             log.error("inbox %s does not exist", self.inbox)
             return found
         for e in top:
-            if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
+            if e.name.startswith("."):
+                continue
+            if e.is_symlink() and e.is_dir():
+                self._symlink_ignored(e.name)
+            if not e.is_dir(follow_symlinks=False):
                 continue
             if e.name in routes:
                 try:
@@ -236,12 +240,23 @@ class Watcher:
                                 "in inbox/%s/%s/ or rename it.", e.name, ", ".join(sorted(loose)[:3]), e.name,
                                 e.name, e.name)
                 for s in subs:
+                    if not s.name.startswith(".") and s.is_symlink() and s.is_dir():
+                        self._symlink_ignored(f"{e.name}/{s.name}")
                     if not s.name.startswith(".") and s.is_dir(follow_symlinks=False):
                         rel = f"{e.name}/{s.name}"
                         found[(rel, s.inode())] = (s.path, rel, s.name, e.name)
             else:
                 found[(e.name, e.inode())] = (e.path, e.name, e.name, None)
         return found
+
+    def _symlink_ignored(self, rel: str) -> None:
+        """Once per name: a job is claimed by renaming its folder, and renaming a link would move the link only."""
+        if f"link:{rel}" in self._warned:
+            return
+        self._warned.add(f"link:{rel}")
+        event("job_ignored", "inbox/%s is a symbolic link to a folder, not a job: augd claims a job by renaming its "
+              "folder, which would move the link and leave the files where they are. Copy or move the folder into "
+              "the inbox instead.", rel, level=logging.WARNING, job=os.path.basename(rel), why="symlink")
 
     def scan(self) -> list[JobReady]:
         """One pass over the inbox; emits and returns the jobs that became ready."""

@@ -1,15 +1,16 @@
 """The job worker: one thread that takes JobReady values off the queue and runs each job to its outcome.
 
 claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ with failure.json + error.txt,
-or back to the inbox when shutdown cancels it. A job found in work/ at start-up ended the last process; after
-`max_attempts` such ends it goes to failed/ (reason crashed) instead of taking the daemon down again. It is also
+or back to the inbox when shutdown cancels it. A job in work/ whose holder is gone (this daemon's last process,
+or another daemon sharing the folders: augd/daemon/lease.py) is taken over at start-up and by the rescans while
+idle; after `max_attempts` processes started it, it goes to failed/ (reason crashed) instead of taking the daemon
+down again. A job another daemon took over from this one is left to it. It is also
 the daemon's heartbeat: `tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and
 feeds /healthz and systemd's watchdog, so a hang anywhere in the work stops both.
 """
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import enum
 import logging
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Callable
 
 from augd import defaults
 from augd.daemon import claim
-from augd.daemon.logs import TextFormatter, event
+from augd.daemon.lease import Leases
+from augd.daemon.logs import event
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
@@ -55,6 +57,7 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"
     REQUEUED = "requeued"
     SKIPPED = "skipped"
+    LOST = "lost"          # another daemon took it over
 
 
 @dataclass
@@ -65,16 +68,18 @@ class RunningJob:
     chosen_by: str          # how the pipeline was chosen (routing folder, augd.yaml, default)
     started: float          # Unix seconds
     attempt: int
+    key: str                # its folder's name in work/ (its claim records')
     progress: JobProgress | None = None
 
 
 class JobWorker:
-    """worker = JobWorker(settings, q, metrics, notifier); worker.start(recovered); ... worker.stop_taking()"""
+    """worker = JobWorker(settings, q, leases, metrics, notifier); worker.start(); ... worker.stop_taking()"""
 
-    def __init__(self, settings, jobs: "queue.Queue[JobReady]", metrics: Metrics, notifier: Notifier,
+    def __init__(self, settings, jobs: "queue.Queue[JobReady]", leases: Leases, metrics: Metrics, notifier: Notifier,
                  waiting=lambda: 0, pause: Pause = no_pause):
         self.settings = settings            # replaced whole on SIGHUP
         self.jobs = jobs
+        self.leases = leases
         self.metrics = metrics
         self.notifier = notifier
         self.waiting = waiting
@@ -96,9 +101,8 @@ class JobWorker:
         self._last_progress_log = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    def start(self, recovered: list) -> "JobWorker":
-        self._thread = threading.Thread(target=self._loop, args=(list(recovered),), name="augd-runner",
-                                        daemon=True)
+    def start(self) -> "JobWorker":
+        self._thread = threading.Thread(target=self._loop, name="augd-runner", daemon=True)
         self._thread.start()
         return self
 
@@ -172,9 +176,21 @@ class JobWorker:
         self._stop.set()
 
     def cancel_current(self, cause: CancelCause) -> bool:
-        """Cancel the running job between two images: SHUTDOWN requeues it, TIMEOUT fails it."""
+        """Cancel the running job between two images: SHUTDOWN requeues it, TIMEOUT fails it, LOST leaves it to
+        the daemon that took it over."""
         with self._lock:
             return self._cancel is not None and self._cancel.set(cause)
+
+    def lost(self, job_keys: list[str]) -> None:
+        """The main loop's renewal found these held jobs taken over by another daemon: stop the one running."""
+        cur = self.current
+        for key in job_keys:
+            log.error("job %s: another daemon took it over (this daemon's claim lapsed: its heartbeat was older "
+                      "than claim_lease_seconds=%g); stopping it here, committing nothing", key,
+                      self.leases.lease_seconds)
+            self.metrics.claims_lost.inc()
+            if cur is not None and cur.key == key:
+                self.cancel_current(CancelCause.LOST)
 
     # -- heartbeat -------------------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -200,14 +216,16 @@ class JobWorker:
         return f"{head}; queue: {ready} ready, {waiting} settling"
 
     # -- the loop --------------------------------------------------------------------------------------------
-    def _loop(self, recovered: list) -> None:
+    def _loop(self) -> None:
+        next_rescan = 0.0
         try:
-            for c in recovered:
-                if self._stop.is_set():
-                    break
-                self._guarded(self._recover, c, c.name)
             while not self._stop.is_set():
                 self.tick()
+                if time.monotonic() >= next_rescan:   # jobs left in work/ go first, at start-up and while idle
+                    self._take_over()
+                    next_rescan = time.monotonic() + min(self.settings.rescan_seconds,
+                                                         self.leases.lease_seconds / 4)
+                    continue
                 try:
                     job = self.jobs.get(timeout=defaults.TICK_SECONDS)
                 except queue.Empty:
@@ -230,28 +248,45 @@ class JobWorker:
             self.current = None
             self.metrics.inflight.set(0)
 
+    def _take_over(self) -> None:
+        """Run every job in work/ whose holder is gone, each now held by this daemon."""
+        try:
+            taken = claim.take_over(self.leases)
+        except OSError as exc:
+            log.error("cannot look for jobs to take over in %s: %s", self.settings.work, exc)
+            return
+        for c in taken:
+            if self._stop.is_set():
+                self.leases.forget(c.key)   # still in work/, holder gone: the next start (or another daemon) takes it
+                break
+            self._guarded(self._recover, c, c.name)
+
     def _recover(self, c: claim.Claimed) -> Outcome:
-        """A job found in work/ ended the last process: run it again, or dead-letter it after max_attempts."""
+        """A job in work/ whose holder is gone ended that process: run it again, or dead-letter it after
+        max_attempts."""
         from augd.io import is_complete
         s = self.settings
+        self.metrics.taken_over.inc()
         committed = c.output_checked and is_complete(f"{s.out}/{c.name}")  # _run moves it to done/
         if c.attempts >= s.max_attempts and not committed:
             return self._dead_letter(c)
         try:
-            c = claim.next_attempt(c)
+            c = claim.next_attempt(c, self.leases)
         except OSError as exc:
             return self._dead_letter(c, f"its attempts cannot be counted ({exc})")
-        event("job_recovered", "job %s found in work/: running it again (attempt %d of %d)", c.name, c.attempts,
-              s.max_attempts, job=c.name, attempt=c.attempts)
+        event("job_recovered", "job %s found in work/: running it again (attempt %d of %d) as its holder %s is gone",
+              c.name, c.attempts, s.max_attempts, c.taken_from or "(none recorded)", job=c.name, attempt=c.attempts,
+              taken_from=c.taken_from)
         return self._run(c)
 
     def _take(self, job: JobReady) -> Outcome:
         s = self.settings
         from augd.io import is_complete
         clash = is_complete(f"{s.out}/{job.name}")
-        c = claim.claim(job, s.work, output_checked=not clash)
+        c = claim.claim(job, self.leases, output_checked=not clash)
         if c is None:
-            event("job_skipped", "job %s is gone or was replaced before it was claimed", job.relpath, job=job.name)
+            event("job_skipped", "job %s is gone (another daemon claimed it, or it was removed) or was replaced before "
+                  "it was claimed", job.relpath, job=job.name)
             return Outcome.SKIPPED
         event("job_claimed", "claimed %s -> %s", job.relpath, c.path, job=c.name, trigger=job.trigger,
               waited_seconds=round(time.time() - job.seen_at, 3) if job.seen_at else None)
@@ -263,7 +298,7 @@ class JobWorker:
         return self._run(c)
 
     def _run(self, c: claim.Claimed) -> Outcome:
-        with _job_log(c):
+        with claim.job_log(c):
             return self._run_logged(c)
 
     def _run_logged(self, c: claim.Claimed) -> Outcome:
@@ -288,7 +323,7 @@ class JobWorker:
         with self._lock:
             self._cancel = cancel
             self.current = RunningJob(name=c.name, pipeline=spec.name, chosen_by=how, started=time.time(),
-                                      attempt=c.attempts)
+                                      attempt=c.attempts, key=c.key)
         rows: list = []  # thumbnails of the first images, for the status page's sheet of the last job
         thumbnails = PREVIEW_IMAGES if s.status_preview_on else 0
 
@@ -310,7 +345,7 @@ class JobWorker:
             self.warm_pool()
             options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                                  memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
-                                 executor="processes" if self.pool else "threads")
+                                 executor="processes" if self.pool else "threads", root=c.identity)
             beam = s.beam_settings
             if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam.options) or
@@ -319,9 +354,11 @@ class JobWorker:
                                                                     executor_args=tuple(beam.options)))
             else:
                 result = run_job(c.path, spec, s.out, options,
-                                 JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel), self.engine,
-                                 self.pool)
+                                 JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
+                                          before_commit=lambda: self._still_held(c)), self.engine, self.pool)
         except JobCancelled as exc:
+            if exc.cause is CancelCause.LOST:
+                return self._lost(c, t0)
             if exc.cause is CancelCause.SHUTDOWN:
                 return self._requeue(c)
             return self._fail(c, t0, FailureReason.TIMEOUT, spec.name,
@@ -330,6 +367,8 @@ class JobWorker:
         except JobFailed as exc:
             if exc.reason is FailureReason.WORKER_LOST and self._draining:
                 return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
+            if not self.leases.holds(c.key):   # another daemon took it over: its outcome is theirs to tell
+                return self._lost(c, t0)
             return self._fail(c, t0, exc.reason, spec.name, str(exc))
         except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
             return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
@@ -389,9 +428,25 @@ class JobWorker:
                                       "seconds": round(time.monotonic() - t0, 3), **extra})
         self.current = None
 
+    def _still_held(self, c: claim.Claimed) -> None:
+        """Before the commit: stop (JobCancelled LOST) if another daemon took the job over meanwhile."""
+        if not self.leases.holds(c.key):
+            raise JobCancelled(CancelCause.LOST)
+
+    def _lost(self, c: claim.Claimed, t0: float) -> Outcome:
+        """Another daemon holds the job now: leave its folder, its records and its output to that daemon."""
+        self.leases.forget(c.key)
+        event("job_lost", "job %s was taken over by another daemon; left to it", c.name, level=logging.WARNING,
+              job=c.name)
+        self._record(c, Outcome.LOST, t0)
+        return Outcome.LOST
+
     def _finish(self, c, t0, result: JobResult | None, note: str | None) -> Outcome:
         s = self.settings
-        dest = claim.finish(c, s.done, s.on_success)
+        dest = claim.finish(c, s.done, s.on_success, self.leases)
+        if dest is None and s.on_success != "delete":
+            log.warning("job %s: its folder left work/ after its output was committed; nothing to move to done/",
+                        c.name)
         extra = {"output": result.out_dir, "images": result.report.inputs.written,
                  "records": result.report.records.written} if result else {"note": note}
         self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
@@ -419,8 +474,9 @@ class JobWorker:
                    "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3),
                    "attempts": c.attempts, **extra}
         text = f"augd could not process job {c.name!r} (reason: {reason}).\n\n{message}\n"
-        dest = claim.fail(c, s.failed, failure, text)
-        event("job_failed", "job %s failed (%s): %s", c.name, reason, failure["message"], level=logging.WARNING,
+        dest = claim.fail(c, s.failed, failure, text, self.leases)
+        event("job_failed", "job %s failed (%s): %s%s", c.name, reason, failure["message"],
+              "" if dest else " (its folder is gone from work/: nothing to move to failed/)", level=logging.WARNING,
               job=c.name, reason=reason, moved_to=dest)
         self._record(c, Outcome.FAILED, t0, reason=reason, message=failure["message"], moved_to=dest,
                      attempts=c.attempts)
@@ -428,7 +484,7 @@ class JobWorker:
 
     def _requeue(self, c) -> Outcome:
         try:
-            dest = claim.requeue(c, self.settings.inbox)
+            dest = claim.requeue(c, self.settings.inbox, self.leases)
         except OSError as exc:
             log.error("cannot move job %s back to the inbox (%s); it stays in work/ and runs at the next start",
                       c.name, exc)
@@ -437,28 +493,3 @@ class JobWorker:
         event("job_requeued", "job %s cancelled by shutdown, back in the inbox: %s", c.name, dest, job=c.name)
         self.current = None
         return Outcome.REQUEUED
-
-
-@contextlib.contextmanager
-def _job_log(c: claim.Claimed):
-    """While the job runs, the daemon's log lines (but those about other jobs) also go to the job's own log, so
-    that a job that takes the process down leaves its last words where its failure report can read them."""
-    try:
-        handler = logging.StreamHandler(claim.open_job_log(c))
-    except OSError as exc:  # a read-only job folder still runs
-        log.warning("cannot write %s into %s: %s", claim.JOB_LOG, c.path, exc)
-        yield
-        return
-    handler.setFormatter(TextFormatter())
-    # This job's lines, and the job's own threads' (the runner and its image workers), not the watcher's.
-    handler.addFilter(lambda r: getattr(r, "job", None) == c.name or (
-        not hasattr(r, "job") and r.threadName.startswith(("augd-runner", "augd-img"))))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-        handler.stream.close()
-

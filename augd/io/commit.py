@@ -1,6 +1,8 @@
 """Atomic job output: readers see no destination, or a complete one with `_SUCCESS` in it.
 
-Everything is written into a hidden temp folder beside the destination, `<out_root>/.<job>.tmp-<pid>-<hex>`.
+Everything is written into a hidden temp folder beside the destination, `<out_root>/.<job>.tmp-<machine>-<pid>-<hex>`
+(`machine`: augd.owner.machine_key, so that a daemon sharing the output folder from another machine or container
+never takes a live run's temp folder for a dead one's).
 commit() fsyncs it (local), renames it to `<out_root>/<job>` and writes `_SUCCESS` last. A crash before the
 rename leaves only hidden debris (clean_stale_temps removes it); a crash between the rename and `_SUCCESS`
 leaves a destination without `_SUCCESS`, which readers treat as incomplete and the next run removes.
@@ -24,11 +26,13 @@ import shutil
 from augd.errors import AugdError
 from augd.files import fsync_dir, fsync_file
 from augd.io.jobfs import is_url, local_path
+from augd.owner import machine_key, pid_alive
 
 __all__ = ["SUCCESS", "AtomicOutput", "OutputExists", "clean_stale_temps", "is_complete", "write_json", "write_text"]
 
 SUCCESS = "_SUCCESS"
-_TEMP = re.compile(r"^\.(?P<job>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+(\.old)?$")
+# Temp folders named before the machine key was added to the name are taken to be this machine's.
+_TEMP = re.compile(r"^\.(?P<job>.+)\.tmp-(?:(?P<machine>[0-9a-f]{12})-)?(?P<pid>\d+)-[0-9a-f]+(\.old)?$")
 
 
 class OutputExists(AugdError):
@@ -82,18 +86,6 @@ def _rmtree(path: str) -> None:
         shutil.rmtree(local_path(path), ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:  # os.kill(0, ...) would address our own process group
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 class AtomicOutput:
     """with AtomicOutput(out, "job") as o: write into o.tmp_dir ...; o.commit()
 
@@ -107,7 +99,7 @@ class AtomicOutput:
         self.job_name = job_name
         self.overwrite = overwrite
         self.dest = _join(self.out_root, job_name)
-        self.tmp_dir = _join(self.out_root, f".{job_name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        self.tmp_dir = _join(self.out_root, f".{job_name}.tmp-{machine_key()}-{os.getpid()}-{secrets.token_hex(4)}")
         self.local = not is_url(self.out_root)
         self.committed = False
 
@@ -196,8 +188,8 @@ def _copy_tree(src: str, dst: str) -> None:
 
 
 def clean_stale_temps(out_root: str) -> list[str]:
-    """Remove temp folders of runs that died (their pid is gone) under a local out_root; returns their paths.
-    Object-store roots are left alone: a pid there may belong to a live run on another machine."""
+    """Remove temp folders of this machine's runs that died (their pid is gone) under a local out_root; returns
+    their paths. Another machine's are left alone (its pid means nothing here), as are object-store roots."""
     if is_url(out_root):
         return []
     root = local_path(out_root)
@@ -208,7 +200,7 @@ def clean_stale_temps(out_root: str) -> list[str]:
         return []
     for name in names:
         m = _TEMP.match(name)
-        if m and not _pid_alive(int(m.group("pid"))):
+        if m and m.group("machine") in (None, machine_key()) and not pid_alive(int(m.group("pid"))):
             path = os.path.join(root, name)
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)

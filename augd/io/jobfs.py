@@ -14,7 +14,8 @@ from augd.files import inside
 if TYPE_CHECKING:
     from augd.io.inputs import InputImage
 
-__all__ = ["GFileTree", "LocalTree", "OutsideJob", "is_url", "local_path", "open_inside", "read_bytes"]
+__all__ = ["GFileTree", "LocalTree", "OutsideJob", "folder_identity", "is_url", "local_path", "open_inside",
+           "read_bytes", "vanished"]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -42,6 +43,24 @@ def read_bytes(img: "InputImage") -> bytes:
 
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def vanished(exc: OSError) -> bool:
+    """The file, or a folder on its path, is no longer there: the job folder changed under the job (an input
+    that fails for a reason of its own is rejected; one that vanished fails the job, reason input_missing)."""
+    return isinstance(exc, (FileNotFoundError, NotADirectoryError))
+
+
+def folder_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a local job folder, None for a URL or a folder that is not there. A job commits only
+    while its folder is still the one it started on: renamed away, removed or replaced, it is not."""
+    if is_url(path):
+        return None
+    try:
+        st = os.stat(local_path(path))
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 class OutsideJob(OSError):
@@ -150,6 +169,8 @@ class LocalTree:
                 if stat.S_ISDIR(st.st_mode):  # not followed: it would list images twice or loop
                     return "not_regular_file", "symlink to a folder (not followed; move or copy the images)"
         except OSError as err:
+            if vanished(err):
+                return "missing", "listed, then gone before it could be looked at"
             return "unreadable", f"cannot stat: {err.strerror or err}"
         if stat.S_ISDIR(st.st_mode):
             return "dir", None

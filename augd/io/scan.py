@@ -27,7 +27,7 @@ from augd.defaults import MAX_PIXELS
 from augd.errors import FailureReason, JobFailed, Rejected, RejectReason
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 from augd.io.inputs import ImageLayout, InputImage, RejectedInput, ScanResult
-from augd.io.jobfs import GFileTree, LocalTree, OutsideJob, is_url, local_path
+from augd.io.jobfs import GFileTree, LocalTree, OutsideJob, is_url, local_path, vanished
 
 __all__ = [
     "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
@@ -211,8 +211,13 @@ def _visible_or_unreadable(fs, rel_dir: str, skip: _Skip, rejected: list) -> lis
     try:
         return _visible(fs, rel_dir, skip)
     except OSError as e:
-        rejected.append(RejectedInput(rel_dir + "/", "unreadable", f"cannot list folder: {e.strerror or e}"))
+        rejected.append(RejectedInput(rel_dir + "/", *_unlisted(e)))
         return []
+
+
+def _unlisted(e: OSError) -> tuple[str, str]:
+    """(reason, message) of a folder that cannot be listed: gone (the job changed under it) or unreadable."""
+    return ("missing" if vanished(e) else "unreadable"), f"cannot list folder: {e.strerror or e}"
 
 
 def _split_folders(root: str, top) -> list[str]:
@@ -232,7 +237,7 @@ def _walk(fs, rel_dir: str, skip: _Skip) -> Iterator[tuple[str, str, object]]:
     try:
         entries = fs.entries(rel_dir)
     except OSError as e:
-        yield rel_dir + "/", "unreadable", f"cannot list folder: {e.strerror or e}"
+        yield rel_dir + "/", *_unlisted(e)
         return
     for name, kind, detail in entries:
         rel = f"{rel_dir}/{name}"
@@ -281,6 +286,8 @@ def _check(fs, c: _Candidate, max_pixels: int, header: ImageHeader | None = None
     except OutsideJob as e:
         raise Rejected("outside_job", e.strerror) from None
     except OSError as e:
+        if vanished(e):
+            raise Rejected("missing", f"listed, then gone before its header was read: {e.strerror or e}") from None
         raise Rejected("unreadable", f"cannot read file: {e.strerror or e}") from None
     pixels = check_header(header, max_pixels)
     # The engine reads a file whole. One far bigger than its image can need (a small header glued onto

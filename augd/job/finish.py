@@ -10,12 +10,13 @@ from augd import jobfolder
 from augd.errors import (FailureReason, JobFailed, RejectReason, WorkerError, WorkerLost,
                          tf_error_message)
 from augd.io import AtomicOutput, OutputExists, write_text
+from augd.io.jobfs import folder_identity
 from augd.job.detection import Detection
 from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobReport, RecordCounts,
                              ShardSet, Tally, Timing, iso_utc, labels_txt, reasons_summary)
 from augd.job.units import JobPlan, variants_of
 
-__all__ = ["build_report", "check_outcome", "claimed_output", "write_sidecars"]
+__all__ = ["build_report", "check_outcome", "check_root", "claimed_output", "write_sidecars"]
 
 
 def _check_rejected(input_dir: str, seen: int, rejected: list, max_rejected: float | None,
@@ -67,14 +68,32 @@ def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo
 def check_outcome(plan: JobPlan, tally: Tally, max_rejected: float | None) -> list:
     """All rejected inputs (the scan's and the executor's), after checking that the job may commit: JobFailed when
     nothing was written or more than max_rejected was rejected."""
+    rejected = list(plan.scan.rejected) + tally.rejected
+    gone = [r for r in rejected if r.reason == RejectReason.MISSING]
+    if gone:   # before "nothing written": a job whose folder was removed has every image gone
+        raise JobFailed(f"{plan.input_dir}: {len(gone)} of the inputs the job listed vanished while it ran (first: "
+                        f"{gone[0].relpath}: {gone[0].message}); the folder changed under the job, so nothing was "
+                        f"committed. Drop the job again, whole", reason=FailureReason.INPUT_MISSING)
     if tally.progress.written == 0:
         first = tally.rejected[0]
         raise JobFailed(f"{plan.input_dir}: none of {len(plan.images)} images could be decoded "
                         f"(first: {first.relpath}: {first.message})", reason=FailureReason.NO_VALID_INPUT)
-    rejected = list(plan.scan.rejected) + tally.rejected
     seen = len(plan.scan.images) + len(plan.scan.rejected)
     _check_rejected(plan.input_dir, seen, rejected, max_rejected, plan.scan.not_inputs)
     return rejected
+
+
+def check_root(input_dir: str, identity: tuple[int, int] | None) -> None:
+    """JobFailed (input_missing) when the job folder is no longer the one the job started on (`identity`: its
+    device and inode then; None: a URL, not checked): removed, renamed away or replaced, even after its last
+    image was read. Called just before the commit, so that _SUCCESS never stands for a folder that is gone."""
+    if identity is None:
+        return
+    now = folder_identity(input_dir)
+    if now != identity:
+        what = "is gone (removed or moved away)" if now is None else "was replaced by another folder"
+        raise JobFailed(f"{input_dir}: the job folder {what} while the job ran; nothing was committed",
+                        reason=FailureReason.INPUT_MISSING)
 
 
 def write_sidecars(out_dir: str, plan: JobPlan, report: JobReport) -> None:

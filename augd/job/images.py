@@ -13,6 +13,7 @@ from augd.annotations import AnnotationError
 from augd.errors import Rejected, RejectReason, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, RejectedInput, read_bytes
+from augd.io.jobfs import vanished
 from augd.job.detection import Detection
 from augd.job.mixing import Partners, mixed_variant
 from augd.job.report import ObjectCounts
@@ -57,6 +58,9 @@ def _read_checked(img: InputImage):
     try:
         data = read_bytes(img)
     except OSError as exc:
+        if vanished(exc):   # not a reason of the image's own: the job fails (check_outcome), nothing is committed
+            return None, ImageOutcome(img, rejected=RejectedInput(
+                img.relpath, RejectReason.MISSING, f"listed when the job was scanned, gone when read: {exc}"))
         return None, ImageOutcome(img, rejected=RejectedInput(img.relpath, RejectReason.UNREADABLE,
                                                               f"cannot read: {exc}"))
     changed = _changed_since_scan(img, data)

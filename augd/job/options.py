@@ -30,6 +30,9 @@ class JobOptions:
     max_rejected: float | None = None
     executor: ExecutorKind = ExecutorKind.AUTO
     executor_args: tuple[str, ...] = ()
+    #: The job folder's (device, inode) when it was claimed (the daemon's); None: taken as the job starts. The
+    #: commit happens only while the folder is still that one.
+    root: tuple[int, int] | None = None
 
     def __post_init__(self):
         try:
@@ -78,3 +81,5 @@ class JobWatch:
     on_image: Callable | None = None       # (ImageOutcome) -> None
     on_progress: Callable | None = None    # (JobProgress) -> None
     cancel: Cancel | None = None
+    #: Called just before the commit, may raise to stop it (JobCancelled): the daemon checks it still holds the job.
+    before_commit: Callable[[], None] | None = None

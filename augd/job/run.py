@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 from augd.defaults import ExecutorKind
 from augd.engine.options import EngineOptions
 from augd.host import usable_cpus
+from augd.io.jobfs import folder_identity
 from augd.job.executors import Launch, choose_executor, open_executor
-from augd.job.finish import build_report, check_outcome, claimed_output, write_sidecars
+from augd.job.finish import build_report, check_outcome, check_root, claimed_output, write_sidecars
 from augd.job.images import ImageOutcome, process_images
 from augd.job.options import Cancel, JobOptions, JobResult, JobWatch
 from augd.job.report import JobProgress, Tally
@@ -42,6 +43,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     TensorFlow, whose import (seconds of CPU) would compete with the workers' own."""
     opts, watch = options or JobOptions(), watch or JobWatch()
     started, t_start = time.time(), time.perf_counter()
+    root = opts.root or folder_identity(input_dir)
     plan = plan_job(input_dir, spec, opts.name, opts.max_pixels, chunked_map(pool) if pool is not None else None)
     workers = opts.workers or usable_cpus()
     kind = opts.executor
@@ -73,6 +75,9 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
             report = build_report(plan, tally, shards, graph, device, started, time.perf_counter() - t_start,
                                   rejected, first)
             write_sidecars(out.tmp_dir, plan, report)
+            check_root(input_dir, root)
+            if watch.before_commit is not None:
+                watch.before_commit()
             out.commit()
     finally:
         if executor is not None:

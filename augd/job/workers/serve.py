@@ -8,16 +8,27 @@ import signal
 import time
 import traceback
 
+from augd.defaults import IGNORED_SIGNALS
+
 __all__ = ["serve"]
 
 
 def serve(conn, options: dict) -> None:
     """A worker's life: one Engine; per job, its graph built at its first batch (or the previous job's graph of
     the same pipeline, kept: see _Graphs); batches until told to stop or the parent goes (its end of the pipe
-    closes)."""
-    # Ctrl-C reaches the whole process group: the parent decides, and ends a worker through its pipe. (SIGTERM
-    # stays: multiprocessing ends leftover workers with it at exit; the systemd unit signals the daemon alone.)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    closes: the worker then ends without a word, whatever it was doing)."""
+    try:
+        _serve(conn, options)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        pass   # the parent is gone (killed, or it exited): nothing to report to, nobody to blame
+
+
+def _serve(conn, options: dict) -> None:
+    # Ctrl-C, a terminal's hangup and `systemctl kill -s USR1` reach the whole process group: the parent decides,
+    # and ends a worker through its pipe. (SIGTERM stays: multiprocessing ends leftover workers with it at exit.)
+    for name in ("SIGINT", "SIGHUP", "SIGUSR1", *IGNORED_SIGNALS):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     _without_keras()
     from augd.tfenv import quiet_native_stderr
     with quiet_native_stderr():

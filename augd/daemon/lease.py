@@ -1,0 +1,290 @@
+"""Claim records: which daemon runs each job in work/, so that several daemons can share one set of folders.
+
+`work/.claims/<job>/` holds the records of the job folder `work/<job>`, one file per generation, `<gen>.json`:
+`{"owner": {host, boot_id, pid_ns, pid, started}, "attempts": n, "beat": k, "renewed": ISO time}`. The highest
+generation is the job's holder. Every record file is created whole and only if absent (written aside, then
+`os.link`ed into place), so of two daemons taking the same job over at once exactly one gets generation g + 1.
+
+- A new claim first creates `work/.claims/<job>/` (mkdir: exactly one daemon gets a name) and generation 1, then
+  renames the job into `work/<job>`: a job folder in work/ always has its holder's record.
+- The holder renews its record (beat + 1) every lease/6 seconds while its job loop is healthy, and gives the job
+  up (cancels it, commits nothing, touches nothing) when it finds a generation above its own: another daemon
+  judged it gone and took the job over.
+- A holder is gone when its process is dead (same process table: augd.owner.Owner.alive, exact) or, on another
+  machine, when its record has not changed for `lease_seconds` while this daemon watched it (by this daemon's
+  own clock: no clocks are compared across machines). A job whose holder is gone is taken over by the first
+  daemon to create the next generation; its attempts carry on (a job that keeps killing its daemons is still
+  dead-lettered after max_attempts).
+- The records of a job leave with it (done/, failed/, the inbox): `release`. Records whose job is no longer in
+  work/ and whose holder is gone (a crash between the move and the release) are swept by `orphans`.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+
+from augd.errors import UntrustedFileError
+from augd.files import fsync_dir, read_capped
+from augd.owner import Owner
+
+log = logging.getLogger("augd.daemon")
+
+__all__ = ["CLAIMS_DIR", "Leases", "Record"]
+
+CLAIMS_DIR = ".claims"
+_GEN = re.compile(r"^(\d{1,9})\.json$")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One generation of a job's claim record."""
+    job: str               # the job folder's name in work/
+    gen: int
+    owner: Owner | None    # None: a record that cannot be read (judged by its heartbeat, like another machine's)
+    attempts: int = 1      # processes that started the job so far
+    beat: int = 0
+
+    def to_dict(self) -> dict:
+        return {"owner": self.owner.to_dict() if self.owner else None, "attempts": self.attempts, "beat": self.beat,
+                "renewed": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")}
+
+
+class Leases:
+    """The claim records of one work/ folder, as one daemon (`me`) sees and holds them. Thread-safe: the job
+    runner claims, takes over and releases; the main loop renews; HTTP reads the view."""
+
+    def __init__(self, work: str, lease_seconds: float, me: Owner | None = None):
+        self.work = work
+        self.root = os.path.join(work, CLAIMS_DIR)
+        self.lease_seconds = lease_seconds
+        self.me = me or Owner.me()
+        self._held: dict[str, Record] = {}
+        self._watched: dict[str, tuple[int, int, float]] = {}   # job -> (gen, beat, monotonic time first seen)
+        self._lock = threading.RLock()
+        self._renewed = 0.0
+
+    # -- records ---------------------------------------------------------------------------------------------
+    def _dir(self, job: str) -> str:
+        return os.path.join(self.root, job)
+
+    def _gens(self, job: str) -> list[int]:
+        try:
+            return sorted(int(m.group(1)) for n in os.listdir(self._dir(job)) if (m := _GEN.match(n)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def read(self, job: str) -> Record | None:
+        """The job's holder (its highest generation), None when it has no record."""
+        for _ in range(3):   # a generation may be replaced by the next one while it is read
+            gens = self._gens(job)
+            if not gens:
+                return None
+            try:
+                d = json.loads(read_capped(os.path.join(self._dir(job), f"{gens[-1]}.json"), 64 * 1024, "claim"))
+            except FileNotFoundError:
+                continue
+            except (OSError, UntrustedFileError, ValueError):
+                return Record(job, gens[-1], None)
+            try:
+                return Record(job, gens[-1], Owner.from_dict(d["owner"]), max(1, int(d["attempts"])), int(d["beat"]))
+            except (KeyError, TypeError, ValueError):
+                return Record(job, gens[-1], None)
+        return None
+
+    def _put(self, rec: Record, *, new: bool) -> bool:
+        """Write a record whole; `new`: only if its generation does not exist yet (False when it does)."""
+        path = os.path.join(self._dir(rec.job), f"{rec.gen}.json")
+        tmp = f"{path}.{self.me.machine}-{self.me.pid}-{secrets.token_hex(4)}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(rec.to_dict(), fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            if new:
+                os.link(tmp, path)
+            else:
+                os.replace(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            _unlink(tmp)
+        fsync_dir(self._dir(rec.job))
+        return True
+
+    def _hold(self, rec: Record) -> Record:
+        with self._lock:
+            self._held[rec.job] = rec
+        return rec
+
+    # -- what the job runner does ----------------------------------------------------------------------------
+    def taken(self, job: str) -> bool:
+        """The name is in use in work/: a job folder or claim records (a claim under way, or records to sweep)."""
+        return os.path.lexists(os.path.join(self.work, job)) or os.path.lexists(self._dir(job))
+
+    def reserve(self, job: str) -> bool:
+        """Hold the name `job` in work/ for a new claim, before the job is renamed there: False when another
+        claim has it. Raises OSError when the records cannot be written (the caller releases)."""
+        os.makedirs(self.root, exist_ok=True)
+        try:
+            os.mkdir(self._dir(job))
+        except FileExistsError:
+            return False
+        rec = Record(job, 1, self.me)
+        if not self._put(rec, new=True):
+            return False
+        self._hold(rec)
+        return True
+
+    def take(self, job: str, rec: Record | None) -> Record | None:
+        """Become the holder of `job`, whose holder `rec` is gone (None: it has none): the next generation, if no
+        other daemon created it first (then None). Its attempts carry on."""
+        attempts = rec.attempts if rec is not None else 1
+        gen = rec.gen + 1 if rec is not None else 1
+        os.makedirs(self._dir(job), exist_ok=True)
+        if rec is not None and not os.path.exists(os.path.join(self._dir(job), f"{rec.gen}.json")):
+            return None   # taken over (or released) since it was read
+        mine = Record(job, gen, self.me, attempts)
+        if not self._put(mine, new=True):
+            return None
+        for g in self._gens(job):
+            if g < gen:
+                _unlink(os.path.join(self._dir(job), f"{g}.json"))
+        return self._hold(mine)
+
+    def count_attempt(self, job: str) -> int:
+        """One more process starts the held job: counted durably before it runs (a crash during it counts)."""
+        with self._lock:
+            rec = self._held[job]
+            rec = Record(job, rec.gen, self.me, rec.attempts + 1, rec.beat + 1)
+            self._put(rec, new=False)
+            self._held[job] = rec
+        return rec.attempts
+
+    def release(self, job: str) -> None:
+        """The held job left work/ (to done/, failed/ or the inbox): its records go with it."""
+        with self._lock:
+            self._held.pop(job, None)
+        shutil.rmtree(self._dir(job), ignore_errors=True)
+        try:
+            os.rmdir(self.root)   # work/ stays empty between jobs (another job's records keep it)
+        except OSError:
+            pass
+
+    def forget(self, job: str) -> None:
+        """Stop holding a job another daemon took over: its records are theirs now."""
+        with self._lock:
+            self._held.pop(job, None)
+
+    def holds(self, job: str) -> bool:
+        """Whether this daemon still holds the job: its generation is the highest (read now, not remembered)."""
+        with self._lock:
+            mine = self._held.get(job)
+        gens = self._gens(job)
+        return mine is not None and bool(gens) and gens[-1] == mine.gen
+
+    # -- what the main loop does -----------------------------------------------------------------------------
+    def renew(self, now: float | None = None) -> list[str]:
+        """Beat every held job's record, at most every lease/6 s. Returns the held jobs lost since the last
+        renewal (their records gone, or a higher generation there): the caller cancels them."""
+        now = time.monotonic() if now is None else now
+        if now - self._renewed < max(0.2, self.lease_seconds / 6):
+            return []
+        self._renewed = now
+        lost = []
+        with self._lock:   # held: count_attempt's write (the runner's) never crosses a beat's
+            for job in list(self._held):
+                if not self.holds(job):
+                    self.forget(job)
+                    lost.append(job)
+                    continue
+                rec = self._held[job]
+                beat = Record(job, rec.gen, self.me, rec.attempts, rec.beat + 1)
+                try:
+                    self._put(beat, new=False)
+                except OSError as exc:   # the next beat tries again; a lapsed lease is what another daemon sees
+                    log.warning("cannot renew the claim of job %s: %s", job, exc)
+                    continue
+                self._held[job] = beat
+        return lost
+
+    # -- what every daemon's rescans do ----------------------------------------------------------------------
+    def _gone(self, rec: Record, now: float) -> bool:
+        alive = rec.owner.alive() if rec.owner is not None else None
+        if alive is not None:
+            return not alive
+        seen = self._watched.get(rec.job)
+        if seen is None or seen[:2] != (rec.gen, rec.beat):
+            self._watched[rec.job] = (rec.gen, rec.beat, now)
+            return False
+        return now - seen[2] >= self.lease_seconds
+
+    def _jobs(self) -> list[str]:
+        try:
+            with os.scandir(self.work) as it:
+                return sorted(e.name for e in it if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+
+    def orphans(self) -> list[tuple[str, Record | None]]:
+        """The jobs in work/ that no live daemon holds, with their last holder's record (None: no record: a
+        folder put there by hand, or by augd before claim records). Sweeps the records of jobs no longer in
+        work/ whose holder is gone."""
+        now = time.monotonic()
+        jobs = self._jobs()
+        out = []
+        with self._lock:
+            held = set(self._held)
+        for job in jobs:
+            if job in held:
+                continue
+            rec = self.read(job)
+            if rec is None or self._gone(rec, now):
+                out.append((job, rec))
+        try:
+            recorded = set(os.listdir(self.root))
+        except OSError:
+            recorded = set()
+        for job in recorded - set(jobs) - held:
+            rec = self.read(job)
+            if rec is None and _age(self._dir(job)) < self.lease_seconds:
+                continue   # a claim creating its first record
+            if rec is None or self._gone(rec, now):
+                shutil.rmtree(self._dir(job), ignore_errors=True)
+        self._watched = {k: v for k, v in self._watched.items() if k in recorded or k in jobs}
+        return out
+
+    def view(self) -> list[dict]:
+        """Every job in work/ and its holder, for /status."""
+        out = []
+        now = time.monotonic()
+        for job in self._jobs():
+            rec = self.read(job)
+            seen = self._watched.get(job)
+            out.append({"job": job, "holder": rec.owner.label if rec and rec.owner else None,
+                        "this_daemon": bool(rec and rec.owner == self.me), "attempts": rec.attempts if rec else None,
+                        "generation": rec.gen if rec else None,
+                        "unchanged_seconds": round(now - seen[2], 1) if seen and rec and seen[:2] == (rec.gen, rec.beat)
+                        else None})
+        return out
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _age(path: str) -> float:
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except OSError:
+        return float("inf")
