@@ -80,7 +80,10 @@ class Owner:
 
     @property
     def machine(self) -> str:
-        return hashlib.sha1(f"{self.boot_id or self.host}|{self.pid_ns}".encode()).hexdigest()[:12]
+        """The process table's key. Where the pid namespace cannot be read, a table of this process alone:
+        containers share a boot id, and a pid seen from one of them names nothing in another."""
+        table = self.pid_ns or f"pid {self.pid} started {self.started}"
+        return hashlib.sha1(f"{self.boot_id or self.host}|{table}".encode()).hexdigest()[:12]
 
     @property
     def label(self) -> str:

@@ -29,7 +29,8 @@ def test_harmless_signals_to_the_whole_group_end_nothing_and_orphaned_workers_ex
         wait_for(lambda: d.events("worker processes (pids"), 60, "the worker")
         drop_job(d.inbox, "slow/steady", n=6, seed=1)
         wait_for(lambda: running_images(d, "steady") >= 1, 120, "the job running", on_fail=d.log_tail)
-        workers = children_of(d.proc.pid) - {resource_tracker_of(d.proc.pid)}
+        tracker = resource_tracker_of(d.proc.pid)
+        workers = children_of(d.proc.pid) - {tracker}
         names = ["SIGUSR1", *(n for n in IGNORED_SIGNALS if hasattr(signal, n))]
         for name in names:   # to every process of the group: the daemon, its worker, the resource tracker
             os.killpg(d.proc.pid, getattr(signal, name))
@@ -37,8 +38,13 @@ def test_harmless_signals_to_the_whole_group_end_nothing_and_orphaned_workers_ex
                      d.events(f"{name} received: ignored"), 30, f"the line for {name}", on_fail=d.log_tail)
         d.wait_done("steady", timeout=120)
         assert d.get("/healthz")[0] == 200
-        assert all(not _gone(w) for w in workers), "the worker outlived every signal"
+        assert workers and all(not _gone(w) for w in workers), "the worker outlived every signal"
+        assert tracker and not _gone(tracker), "so did multiprocessing's resource tracker"
         assert "died" not in d.log(), d.log_tail()
+        for name in names[1:]:
+            os.kill(d.proc.pid, getattr(signal, name))   # again: no second line (a profiler's 100 Hz SIGPROF)
+        os.kill(d.proc.pid, signal.SIGUSR1)   # after them: its line shows the main loop has handled them
+        wait_for(lambda: len(d.events("SIGUSR1: ")) >= 2, 30, "a second status line", on_fail=d.log_tail)
         for name in names[1:]:
             assert len(d.events(f"{name} received: ignored")) == 1, d.log_tail()
         dump = d.events("SIGUSR1: ")[0]

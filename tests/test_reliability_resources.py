@@ -125,22 +125,22 @@ def test_attempts_are_counted_per_claim_and_forgotten_when_the_job_leaves_work(t
     assert c.attempts == 1
     os.chmod(c.path, 0o555)  # the count lives in work/.claims, not in the job
     taken = claim.take_over(here)
-    assert [t.attempts for t in taken] == [1] and taken[0].recovered
-    assert claim.next_attempt(taken[0], here).attempts == 2
+    assert taken.attempts == 1 and taken.recovered
+    assert claim.next_attempt(taken, here).attempts == 2
     assert here.read("again").attempts == 2, "written through"
-    assert claim.take_over(here) == [], "a job its live holder runs is never taken (again)"
+    assert claim.take_over(here) is None, "a job its live holder runs is never taken (again)"
     os.chmod(c.path, 0o755)
-    claim.finish(taken[0], str(done), "move", here)
-    assert not (work / ".claims").exists(), "its records left with it"
+    claim.finish(taken, str(done), "move", here)
+    assert os.listdir(work / ".claims") == [], "its records left with it"
     os.rename(done / "again", inbox / "again")  # dropped again
     assert claimed("again", killed).attempts == 1
-    claim.requeue(claim.next_attempt(claim.take_over(here)[0], here), str(inbox), here)
-    assert os.listdir(work) == [], "work/ is empty again between jobs"
+    claim.requeue(claim.next_attempt(claim.take_over(here), here), str(inbox), here)
+    assert os.listdir(work) == [".claims"] and os.listdir(work / ".claims") == [], "no job, no record between jobs"
     (work / ".claims" / "gone").mkdir(parents=True)  # a job that left work/ without its records (a crash)
     (work / ".claims" / "gone" / "3.json").write_text(json.dumps(
         {"owner": dead_owner().to_dict(), "attempts": 3, "beat": 0}))
     assert claimed("again", here).attempts == 1
-    assert claim.take_over(here) == []
+    assert claim.take_over(here) is None
     assert not (work / ".claims" / "gone").exists(), "records of a job no longer in work/ are swept"
 
 

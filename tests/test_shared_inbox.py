@@ -41,7 +41,7 @@ def test_a_job_is_claimed_by_one_daemon_and_a_name_is_reserved_once(tmp_path):
     assert not there.reserve("pets"), "a name in work/ is never reserved twice"
     again = claim.claim(_ready(tmp_path / "inbox", "pets"), there)   # a new folder of the same name
     assert again is not None and os.path.basename(again.path) == "pets.1" and again.name == "pets"
-    assert claim.take_over(here) == [] and claim.take_over(there) == [], "both holders are alive"
+    assert claim.take_over(here) is None and claim.take_over(there) is None, "both holders are alive"
 
 
 def test_a_job_whose_holder_died_is_taken_over_exactly_once(tmp_path):
@@ -62,10 +62,33 @@ def test_a_job_whose_holder_died_is_taken_over_exactly_once(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    taken = [c for g in got for c in g]
+    taken = [c for c in got if c is not None]
     assert len(taken) == 1 and taken[0].recovered and taken[0].taken_from == dead.label, taken
     assert sum(t.holds("orphan") for t in takers) == 1
     assert [n for n in os.listdir(work / ".claims" / "orphan")] == ["2.json"], "one generation left: the taker's"
+
+
+class _Beater:
+    """Renews a Leases' records on a thread of its own, as a daemon's main loop does, until stopped."""
+
+    def __init__(self):
+        self.beating = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, leases: Leases) -> None:
+        self.beating.set()
+        self.thread = threading.Thread(target=self._run, args=(leases,))
+        self.thread.start()
+
+    def _run(self, leases: Leases) -> None:
+        while self.beating.is_set():
+            leases.renew()
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.beating.clear()
+        if self.thread is not None:
+            self.thread.join()
 
 
 def test_another_machines_job_is_taken_only_when_its_heartbeat_stops(tmp_path):
@@ -74,26 +97,17 @@ def test_another_machines_job_is_taken_only_when_its_heartbeat_stops(tmp_path):
     remote = Leases(str(work), 0.5, me=ELSEWHERE)
     assert claim.claim(_ready(tmp_path / "inbox", "far"), remote) is not None
     here = Leases(str(work), 0.5)
-    beating = threading.Event()
-    beating.set()
-
-    def beat() -> None:
-        while beating.is_set():
-            remote.renew()
-            time.sleep(0.02)
-
-    t = threading.Thread(target=beat)
-    t.start()
+    beater = _Beater()
+    beater.start(remote)
     try:
         deadline = time.monotonic() + 2.0   # four leases: its beats keep it held the whole time
         while time.monotonic() < deadline:
-            assert claim.take_over(here) == [], "a job whose holder beats is never taken"
+            assert claim.take_over(here) is None, "a job whose holder beats is never taken"
             time.sleep(0.05)
     finally:
-        beating.clear()
-        t.join()
+        beater.stop()
     taken = wait_for(lambda: claim.take_over(here), 10, "the takeover after the heartbeat stopped")
-    assert [c.taken_from for c in taken] == ["other-host:4242"] and taken[0].attempts == 1
+    assert taken.taken_from == "other-host:4242" and taken.attempts == 1
     assert remote.renew(now=time.monotonic() + 10) == ["far"], "the old holder finds it lost the job"
     assert not remote.holds("far") and here.holds("far")
 
@@ -185,6 +199,38 @@ def test_two_daemons_share_an_inbox_through_restarts_and_kills(tmp_path):
             d.stop()
 
 
+def test_a_daemon_whose_job_was_taken_over_stops_it_and_commits_nothing(tmp_path):
+    """While A runs a job, another daemon (here: the test, as a daemon of another machine) takes it over, as it
+    would after A's heartbeat lapsed: A finds the newer record at its next beat, stops the job, commits nothing,
+    moves nothing, leaves the records to the new holder, and goes on with the next job."""
+    _pipelines(tmp_path)
+    a = _shared(tmp_path, "a", 2).start()
+    beater = _Beater()
+    try:
+        a.wait_ready(timeout=120)
+        drop_job(a.inbox, "slow/contested", n=6, seed=1)
+        wait_for(lambda: running_images(a, "contested") >= 1, 120, "A running the job", on_fail=a.log_tail)
+        other = Leases(str(a.work), 2, me=ELSEWHERE)
+        assert other.take("contested", other.read("contested")) is not None
+        beater.start(other)
+        last = wait_for(lambda: {r["job"]: r for r in status(a)["last_jobs"]}.get("contested"), 60,
+                        "A's outcome of the job", on_fail=a.log_tail)
+        assert last["result"] == "lost", last
+        t_lost = time.monotonic()
+        assert a.events("job contested was taken over by another daemon"), a.log_tail()
+        assert (a.work / "contested").is_dir() and not (a.out / "contested").exists(), "nothing moved or committed"
+        assert other.holds("contested") and other.read("contested").owner == ELSEWHERE
+        assert 'augd_claims_lost_total 1.0' in a.get("/metrics")[1]
+        assert [w["state"] for w in status(a)["work"] if w["job"] == "contested"] == ["other"]
+        drop_job(a.inbox, "after", n=2, seed=2)
+        a.wait_done("after", timeout=60)
+        wait_for(lambda: time.monotonic() - t_lost > 2 * 2, 30, "two leases of A watching the beats")
+        assert not a.events("found in work/"), "A never takes back a job whose holder beats"
+    finally:
+        beater.stop()
+        a.stop()
+
+
 def _shared_again(d: Daemon) -> Daemon:
     """The same daemon started again (its config, rooms and port)."""
     again = Daemon(d.config)
@@ -217,7 +263,7 @@ def test_a_daemon_in_another_pid_namespace_is_judged_by_its_lease(tmp_path):
         drop_job(c.inbox, "slow/far", n=6, seed=1)
         wait_for(lambda: running_images(c, "far") >= 1, 120, "C running the job", on_fail=c.log_tail)
         holder = [w for w in status(b)["work"] if w["job"] == "far"]
-        assert holder and not holder[0]["this_daemon"] and holder[0]["holder"], holder
+        assert holder and holder[0]["state"] == "other" and holder[0]["holder"], holder
         watched = time.monotonic()
         wait_for(lambda: time.monotonic() - watched > 2 * lease, 30, "B watching C beat for two leases")
         assert 0 <= running_images(c, "far") < 6, "C still runs the job"

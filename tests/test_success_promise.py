@@ -110,7 +110,8 @@ def test_the_daemon_fails_a_job_whose_folder_is_removed_moved_or_replaced_and_co
         failure = json.loads((d.failed / "replaced" / "failure.json").read_text())
         assert failure["reason"] == "input_missing" and "replaced" in failure["message"], failure
         assert not (d.failed / "removed").exists() and not (d.failed / "moved").exists()
-        wait_for(lambda: os.listdir(d.work) == [], 10, "work/ empty", on_fail=lambda: os.listdir(d.work))
+        wait_for(lambda: [p for p in d.work.rglob("*")] == [d.work / ".claims"], 10, "work/ empty, no record left",
+                 on_fail=lambda: list(d.work.rglob("*")))
         assert [n for n in os.listdir(d.out) if not n.startswith(".")] == []
         assert "stays where it is" not in d.log() and "Traceback" not in d.log(), d.log_tail()
     finally:

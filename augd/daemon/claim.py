@@ -19,6 +19,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import secrets
 import shutil
 import stat
 from dataclasses import asdict, dataclass
@@ -28,6 +29,7 @@ from augd.daemon.logs import TextFormatter
 from augd.daemon.watcher import CLAIM_FILE, JobReady
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
+from augd.io.jobfs import folder_identity
 from augd.jobfolder import ERROR_FILE, FAILURE_FILE
 
 log = logging.getLogger("augd.daemon")
@@ -93,19 +95,13 @@ _SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    _own(tmp)
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _SAFE, 0o644), "w", encoding="utf-8") as fh:
+    tmp = f"{path}.{secrets.token_hex(4)}.tmp"   # its own: two daemons may claim one folder at once
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _SAFE, 0o644), "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, ensure_ascii=False, sort_keys=True)
         fh.write("\n")
         fh.flush()
         os.fsync(fh.fileno())  # this fd: reopening the name in a job folder (files.fsync_file) could meet a FIFO
     os.replace(tmp, path)
-
-
-def _identity(path: str) -> tuple[int, int]:
-    st = os.stat(path, follow_symlinks=False)
-    return st.st_dev, st.st_ino
 
 
 def claim(job: JobReady, leases: Leases, *, output_checked: bool = True) -> Claimed | None:
@@ -117,14 +113,13 @@ def claim(job: JobReady, leases: Leases, *, output_checked: bool = True) -> Clai
             return None
     except FileNotFoundError:
         return None
-    while True:
-        dest = _free_path(leases.work, job.name, lambda p: leases.taken(os.path.basename(p)))
-        key = os.path.basename(dest)
-        if leases.reserve(key):
-            break
-    c = Claimed(path=dest, name=job.name, route=job.route, inbox_relpath=job.relpath, claimed_at=_now(),
-                output_checked=output_checked)
+    key = None
     try:
+        while key is None:
+            dest = _free_path(leases.work, job.name, lambda p: leases.taken(os.path.basename(p)))
+            key = os.path.basename(dest) if leases.reserve(os.path.basename(dest)) else None
+        c = Claimed(path=dest, name=job.name, route=job.route, inbox_relpath=job.relpath, claimed_at=_now(),
+                    output_checked=output_checked)
         try:
             _write_json(os.path.join(job.path, CLAIM_FILE), c.meta())
         except PermissionError as exc:  # a read-only drop still runs; a takeover then forgets its route
@@ -133,53 +128,64 @@ def claim(job: JobReady, leases: Leases, *, output_checked: bool = True) -> Clai
             raise FileNotFoundError(job.path)
         os.rename(job.path, dest)
     except FileNotFoundError:   # gone: claimed by another daemon, or removed
-        leases.release(key)
+        if key is not None:
+            leases.release(key)
         return None
     except BaseException:
-        leases.release(key)
+        if key is not None:
+            leases.release(key)
         raise
-    return dataclasses.replace(c, identity=_identity(dest))
+    return dataclasses.replace(c, identity=folder_identity(dest))
 
 
-def take_over(leases: Leases) -> list[Claimed]:
-    """The jobs in work/ whose holder is gone (a crash, `kill -9`, another daemon's), now held by this daemon,
-    oldest claim first. A job another live daemon holds is left to it."""
-    out = []
+def take_over(leases: Leases) -> Claimed | None:
+    """One job in work/ whose holder is gone (a crash, `kill -9`, another daemon's lapsed lease), now held by
+    this daemon; None when there is none. One at a time: other idle daemons take the next ones. A job another
+    live daemon holds is left to it."""
     for key, rec in leases.orphans():
         if leases.take(key, rec) is None:
             continue   # another daemon took it first
         path = os.path.join(leases.work, key)
-        try:
-            identity = _identity(path)
-        except FileNotFoundError:   # it left work/ while it was looked at
+        identity = folder_identity(path)
+        if identity is None:   # it left work/ while it was looked at
             leases.release(key)
             continue
         attempts = rec.attempts if rec is not None else 1
         was = rec.owner.label if rec is not None and rec.owner is not None else None
-        try:
-            meta = json.loads(read_capped(os.path.join(path, CLAIM_FILE), 64 * 1024, "claim"))
-            c = Claimed(path=path, recovered=True, attempts=attempts, identity=identity, taken_from=was,
-                        **{k: meta[k] for k in ("name", "route", "inbox_relpath", "claimed_at", "output_checked")})
-        except (OSError, UntrustedFileError, ValueError, KeyError, TypeError):
-            # Claimed by hand, or the claim file was lost: run it as a plain job, and check its output again.
-            c = Claimed(path=path, name=key, route=None, inbox_relpath=key, claimed_at=_now(),
-                        output_checked=False, recovered=True, attempts=attempts, identity=identity, taken_from=was)
-        out.append(c)
-    out.sort(key=lambda c: c.claimed_at)
-    return out
+        meta = _claim_meta(path)
+        if meta is None:   # claimed by hand, or the claim file was lost: a plain job, its output checked again
+            meta = {"name": key, "route": None, "inbox_relpath": key, "claimed_at": _now(), "output_checked": False}
+        return Claimed(path=path, recovered=True, attempts=attempts, identity=identity, taken_from=was, **meta)
+    return None
+
+
+def _claim_meta(path: str) -> dict | None:
+    """The claim file's fields, checked (the job folder is the user's: a name must stay a plain folder name, the
+    inbox path inside the inbox), else None."""
+    try:
+        meta = json.loads(read_capped(os.path.join(path, CLAIM_FILE), 64 * 1024, "claim"))
+        meta = {k: meta[k] for k in ("name", "route", "inbox_relpath", "claimed_at", "output_checked")}
+    except (OSError, UntrustedFileError, ValueError, KeyError, TypeError):
+        return None
+    name, route, rel = meta["name"], meta["route"], meta["inbox_relpath"]
+    plain = isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and not name.startswith(".")
+    if not plain or not (route is None or isinstance(route, str)) or not isinstance(rel, str) or \
+            not isinstance(meta["claimed_at"], str) or not isinstance(meta["output_checked"], bool) or \
+            os.path.isabs(rel) or any(p in ("", ".", "..") for p in rel.split("/")):
+        return None
+    return meta
 
 
 def next_attempt(c: Claimed, leases: Leases) -> Claimed:
-    """Count one more attempt of a job taken over, durably, before it runs (a crash during it counts)."""
+    """Count one more attempt of a job taken over, durably, before it runs (a crash during it counts). Raises
+    lease.Lost when another daemon took it over meanwhile."""
     return dataclasses.replace(c, attempts=leases.count_attempt(c.key))
 
 
 def folder_state(c: Claimed) -> str:
     """"here", "gone" (removed or moved away from work/) or "replaced" (another folder under its name)."""
-    try:
-        return "here" if c.identity is None or _identity(c.path) == c.identity else "replaced"
-    except FileNotFoundError:
-        return "gone"
+    now = folder_identity(c.path)
+    return "gone" if now is None else "here" if c.identity is None or now == c.identity else "replaced"
 
 
 def open_job_log(c: Claimed):

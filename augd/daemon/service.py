@@ -77,8 +77,7 @@ class Daemon:
         """{holder: jobs in work/} for augd_work_jobs: this daemon, another live one, none (to be taken over)."""
         out: dict = {}
         for j in self.leases.view():
-            h = "this" if j["this_daemon"] else "other" if j["holder"] else "none"
-            out[h] = out.get(h, 0) + 1
+            out[j["state"]] = out.get(j["state"], 0) + 1
         return out
 
     def _device_memory(self) -> dict:
@@ -209,11 +208,16 @@ class Daemon:
             self.close()
 
     def _renew(self) -> None:
-        """The heartbeat of the claim records this daemon holds, while its job loop is healthy (a hung loop lets
-        the lease lapse, so another daemon takes its job over); jobs found taken over are stopped here."""
-        if not self.ready or not self.health()[0]:
+        """The heartbeat of the claim records this daemon holds, while its job runner lives (a hung one is the
+        watchdog's to end: /healthz, systemd's WatchdogSec; gaps between its ticks, a long commit say, must not
+        let another daemon take a job that runs); jobs found taken over are stopped here."""
+        if not self.ready or not self.worker.alive():
             return
-        lost = self.leases.renew()
+        try:
+            lost = self.leases.renew()
+        except Exception:  # noqa: BLE001 - the main loop must outlive a bad beat; the next one tries again
+            log.exception("renewing the claim records failed; trying again at the next beat")
+            return
         if lost:
             self.worker.lost(lost)
 
@@ -222,15 +226,19 @@ class Daemon:
         sig = self.signals
         if sig.status_dumps:
             sig.status_dumps = 0
-            st = self.status()
+            try:
+                st = self.status()
+            except Exception:  # noqa: BLE001 - a status line is not worth the daemon
+                log.exception("SIGUSR1: cannot gather the status")
+                return
             cur = st["current"]
             event("status", "SIGUSR1: %s; %s; jobs in work/: %s", st["state"], self.worker.status_line(),
                   ", ".join(f"{w['job']} ({w['holder'] or 'no holder'})" for w in st["work"]) or "none",
                   state=st["state"], current=cur and cur["job"], queue=st["queue"]["jobs"],
                   settling=st["settling"], work=st["work"], device=st["device"])
         for name in sig.take_ignored():
-            event("signal_ignored", "%s received: ignored (augd acts on SIGTERM, SIGINT, SIGHUP and SIGUSR1; "
-                  "docs/daemon.md)", name, level=logging.WARNING, signal=name)
+            event("signal_ignored", "%s received: ignored, now and from here on without a line (augd acts on "
+                  "SIGTERM, SIGINT, SIGHUP and SIGUSR1; docs/daemon.md)", name, level=logging.WARNING, signal=name)
 
     def shutdown(self) -> int:
         self.stopping = True

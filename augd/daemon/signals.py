@@ -1,11 +1,12 @@
 """Signal handling for the daemon's main thread. Handlers only record what arrived; the main loop acts (and logs:
 a handler that logs could deadlock on the logging lock the interrupted code holds).
 
-SIGTERM / SIGINT / SIGXCPU: the first asks for a graceful stop, the second for an immediate one (SIGXCPU: the soft
-CPU-time limit, with the kernel's SIGKILL to follow at the hard one). SIGHUP: reload. SIGUSR1: one status line in
-the log. augd.defaults.IGNORED_SIGNALS (SIGUSR2, SIGALRM, SIGPWR, ...: whose default action would end the process
-silently): one log line saying it was ignored. Every other catchable signal keeps its default action, as
-docs/daemon.md lists.
+SIGTERM / SIGINT: the first asks for a graceful stop, the second for an immediate one. SIGXCPU (the soft CPU-time
+limit; the kernel repeats it every second until the hard one's SIGKILL): a graceful stop, never escalated. SIGHUP:
+reload. SIGUSR1: one status line in the log. augd.defaults.IGNORED_SIGNALS (SIGUSR2, SIGALRM, SIGPWR, ...: whose
+default action would end the process silently): the first of each name gets one log line saying it is ignored
+(a profiler's SIGPROF at 100 Hz must not flood the log). Every other catchable signal keeps its default action,
+as docs/daemon.md lists.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from augd.defaults import IGNORED_SIGNALS
 
 __all__ = ["SignalState", "ignored_signals"]
 
-STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGXCPU")
+STOP_SIGNALS = ("SIGTERM", "SIGINT")
 
 
 def ignored_signals() -> list[signal.Signals]:
@@ -33,7 +34,8 @@ class SignalState:
         self.stops = 0
         self.reloads = 0
         self.status_dumps = 0
-        self.ignored: list[str] = []   # names of the ignored signals that arrived, not yet logged
+        self.ignored: list[str] = []   # names of the ignored signals that arrived first, not yet logged
+        self._seen: set[str] = set()
         self.wake = threading.Event()
         self._previous: dict = {}
 
@@ -46,6 +48,10 @@ class SignalState:
         finally:
             self.wake.set()
 
+    def _on_xcpu(self, signum, frame) -> None:
+        if self.stops == 0:
+            self._on_stop(signum, frame)
+
     def _on_hup(self, _signum, _frame) -> None:
         self.reloads += 1
         self.wake.set()
@@ -55,8 +61,11 @@ class SignalState:
         self.wake.set()
 
     def _on_ignored(self, signum, _frame) -> None:
-        self.ignored.append(signal.Signals(signum).name)
-        self.wake.set()
+        name = signal.Signals(signum).name
+        if name not in self._seen:
+            self._seen.add(name)
+            self.ignored.append(name)
+            self.wake.set()
 
     def take_ignored(self) -> list[str]:
         got, self.ignored = self.ignored, []
@@ -65,6 +74,7 @@ class SignalState:
     def install(self) -> "SignalState":
         table = [(getattr(signal, n), self._on_stop) for n in STOP_SIGNALS if hasattr(signal, n)]
         table += [(signal.SIGHUP, self._on_hup), (signal.SIGUSR1, self._on_usr1)]
+        table += [(signal.SIGXCPU, self._on_xcpu)] if hasattr(signal, "SIGXCPU") else []
         table += [(s, self._on_ignored) for s in ignored_signals()]
         for sig, fn in table:
             self._previous[sig] = signal.signal(sig, fn)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 from augd import defaults
 from augd.daemon import claim
-from augd.daemon.lease import Leases
+from augd.daemon.lease import Leases, Lost
 from augd.daemon.logs import event
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
@@ -137,16 +137,16 @@ class JobWorker:
             if self._draining:   # the stop signal came while it started
                 self.pool.drain()
 
-    def _on_beam(self, c, spec, options):
+    def _on_beam(self, c, spec, options, watch):
         """run_job on the Beam executor, on a thread of its own, this one ticking meanwhile (the health check and
         systemd's watchdog see a live daemon through a long pipeline). A Beam job is not cancelled: it runs to its
-        end."""
+        end (and commits only if this daemon still holds it: `watch.before_commit`)."""
         from augd.job import run_job
         s, done = self.settings, {}
 
         def run() -> None:
             try:
-                done["result"] = run_job(c.path, spec, s.out, options, engine_options=self.engine.options)
+                done["result"] = run_job(c.path, spec, s.out, options, watch, engine_options=self.engine.options)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the runner thread below
                 done["error"] = exc
 
@@ -222,9 +222,9 @@ class JobWorker:
             while not self._stop.is_set():
                 self.tick()
                 if time.monotonic() >= next_rescan:   # jobs left in work/ go first, at start-up and while idle
-                    self._take_over()
-                    next_rescan = time.monotonic() + min(self.settings.rescan_seconds,
-                                                         self.leases.lease_seconds / 4)
+                    took = self._take_over()
+                    next_rescan = 0.0 if took else time.monotonic() + min(self.settings.rescan_seconds,
+                                                                          self.leases.lease_seconds / 4)
                     continue
                 try:
                     job = self.jobs.get(timeout=defaults.TICK_SECONDS)
@@ -248,18 +248,16 @@ class JobWorker:
             self.current = None
             self.metrics.inflight.set(0)
 
-    def _take_over(self) -> None:
-        """Run every job in work/ whose holder is gone, each now held by this daemon."""
+    def _take_over(self) -> bool:
+        """Run one job in work/ whose holder is gone, now held by this daemon; False when there was none."""
         try:
-            taken = claim.take_over(self.leases)
+            c = claim.take_over(self.leases)
         except OSError as exc:
             log.error("cannot look for jobs to take over in %s: %s", self.settings.work, exc)
-            return
-        for c in taken:
-            if self._stop.is_set():
-                self.leases.forget(c.key)   # still in work/, holder gone: the next start (or another daemon) takes it
-                break
+            return False
+        if c is not None:
             self._guarded(self._recover, c, c.name)
+        return c is not None
 
     def _recover(self, c: claim.Claimed) -> Outcome:
         """A job in work/ whose holder is gone ended that process: run it again, or dead-letter it after
@@ -272,6 +270,8 @@ class JobWorker:
             return self._dead_letter(c)
         try:
             c = claim.next_attempt(c, self.leases)
+        except Lost:
+            return self._lost(c, time.monotonic())
         except OSError as exc:
             return self._dead_letter(c, f"its attempts cannot be counted ({exc})")
         event("job_recovered", "job %s found in work/: running it again (attempt %d of %d) as its holder %s is gone",
@@ -324,13 +324,12 @@ class JobWorker:
             self._cancel = cancel
             self.current = RunningJob(name=c.name, pipeline=spec.name, chosen_by=how, started=time.time(),
                                       attempt=c.attempts, key=c.key)
-        rows: list = []  # thumbnails of the first images, for the status page's sheet of the last job
-        thumbnails = PREVIEW_IMAGES if s.status_preview_on else 0
+        from augd.preview import JobSheet
+        sheet = JobSheet(spec, PREVIEW_IMAGES if s.status_preview_on else 0)  # the status page's picture of it
 
         def on_image(o) -> None:
             tally.image(o)
-            if o.records and len(rows) < thumbnails:
-                self._thumbnail(spec, o, rows)
+            sheet.add(o)
             self.tick()
         timer = None
         if s.job_timeout_seconds:
@@ -351,7 +350,8 @@ class JobWorker:
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam.options) or
                       "DirectRunner", job=c.name)
                 result = self._on_beam(c, spec, dataclasses.replace(options, executor="beam",
-                                                                    executor_args=tuple(beam.options)))
+                                                                    executor_args=tuple(beam.options)),
+                                       JobWatch(before_commit=lambda: self._still_held(c)))
             else:
                 result = run_job(c.path, spec, s.out, options,
                                  JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
@@ -367,8 +367,6 @@ class JobWorker:
         except JobFailed as exc:
             if exc.reason is FailureReason.WORKER_LOST and self._draining:
                 return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
-            if not self.leases.holds(c.key):   # another daemon took it over: its outcome is theirs to tell
-                return self._lost(c, t0)
             return self._fail(c, t0, exc.reason, spec.name, str(exc))
         except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
             return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
@@ -383,30 +381,14 @@ class JobWorker:
         duration = time.monotonic() - t0
         r = result.report
         tally.succeeded(r, duration)
-        if rows:
-            self._preview(c.name, spec, rows)
+        if (png := sheet.png(c.name)) is not None:
+            self.last_preview = (c.name, time.time(), png)
         event("job_done", "job %s done: %d/%d images, %d records, %d rejected, %.1f img/s -> %s", c.name,
               r.inputs.written, r.inputs.seen, r.records.written, r.inputs.rejected,
               r.inputs.written / duration if duration > 0 else 0.0, result.out_dir, job=c.name,
               pipeline=spec.name, images=r.inputs.written, rejected=r.inputs.rejected,
               records=r.records.written, seconds=round(duration, 3), output=result.out_dir)
         return self._finish(c, t0, result, None)
-
-    # A picture for people: never turns a done job into a failed one.
-    def _thumbnail(self, spec, outcome, rows: list) -> None:
-        try:
-            from augd.preview import row_from_outcome
-            rows.append(row_from_outcome(spec, outcome))
-        except Exception:  # noqa: BLE001
-            log.warning("no preview of %s", outcome.image.relpath, exc_info=True)
-            rows.append(None)  # tried: only the first images are drawn
-
-    def _preview(self, name: str, spec, rows: list) -> None:
-        try:
-            from augd.preview import sheet_png
-            self.last_preview = (name, time.time(), sheet_png(spec, [r for r in rows if r is not None]))
-        except Exception:  # noqa: BLE001
-            log.warning("job %s: no preview sheet", name, exc_info=True)
 
     def _done_images(self) -> int:
         cur = self.current
@@ -430,8 +412,16 @@ class JobWorker:
 
     def _still_held(self, c: claim.Claimed) -> None:
         """Before the commit: stop (JobCancelled LOST) if another daemon took the job over meanwhile."""
-        if not self.leases.holds(c.key):
+        if not self._mine(c):
             raise JobCancelled(CancelCause.LOST)
+
+    def _mine(self, c: claim.Claimed) -> bool:
+        """Whether this daemon still holds the job; True when its records cannot be read now (it held it last)."""
+        try:
+            return self.leases.holds(c.key)
+        except OSError as exc:
+            log.warning("job %s: cannot read its claim records (%s); going on as its holder", c.name, exc)
+            return True
 
     def _lost(self, c: claim.Claimed, t0: float) -> Outcome:
         """Another daemon holds the job now: leave its folder, its records and its output to that daemon."""
@@ -443,6 +433,8 @@ class JobWorker:
 
     def _finish(self, c, t0, result: JobResult | None, note: str | None) -> Outcome:
         s = self.settings
+        if not self._mine(c):   # committed, then taken over: the folder is the new holder's to move
+            return self._lost(c, t0)
         dest = claim.finish(c, s.done, s.on_success, self.leases)
         if dest is None and s.on_success != "delete":
             log.warning("job %s: its folder left work/ after its output was committed; nothing to move to done/",
@@ -467,6 +459,8 @@ class JobWorker:
 
     def _fail(self, c, t0, reason: FailureReason, pipeline: str | None, message: str, **extra) -> Outcome:
         s = self.settings
+        if not self._mine(c):   # another daemon took it over: its folder and outcome are theirs
+            return self._lost(c, t0)
         duration = time.monotonic() - t0
         message = message.replace(c.path + "/", "")  # "augd.yaml:3: ...": the job folder moves on from work/
         self.metrics.job_failed(duration, reason)
@@ -483,6 +477,8 @@ class JobWorker:
         return Outcome.FAILED
 
     def _requeue(self, c) -> Outcome:
+        if not self._mine(c):
+            return self._lost(c, time.monotonic())
         try:
             dest = claim.requeue(c, self.settings.inbox, self.leases)
         except OSError as exc:

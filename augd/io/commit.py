@@ -3,9 +3,10 @@
 Everything is written into a hidden temp folder beside the destination, `<out_root>/.<job>.tmp-<machine>-<pid>-<hex>`
 (`machine`: augd.owner.machine_key, so that a daemon sharing the output folder from another machine or container
 never takes a live run's temp folder for a dead one's).
-commit() fsyncs it (local), renames it to `<out_root>/<job>` and writes `_SUCCESS` last. A crash before the
-rename leaves only hidden debris (clean_stale_temps removes it); a crash between the rename and `_SUCCESS`
-leaves a destination without `_SUCCESS`, which readers treat as incomplete and the next run removes.
+Locally, commit() writes `_SUCCESS` into it last, fsyncs it and renames it to `<out_root>/<job>`: the output
+appears whole, `_SUCCESS` and all, in one rename. A crash before the rename leaves only hidden debris
+(clean_stale_temps removes it). A destination without `_SUCCESS` (an older augd's crash between its rename and its
+`_SUCCESS`, a partial copy) is treated as incomplete by readers and removed by the next run.
 
 Overwrite: the old destination is renamed aside (hidden), the new one renamed in, then the old one deleted.
 Between those two renames (microseconds, local) the destination path is absent; readers that find it absent or
@@ -17,6 +18,7 @@ Object stores (any scheme but local/file) cannot rename atomically: there a rena
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -130,7 +132,10 @@ class AtomicOutput:
         self.committed = True
 
     def _commit_local(self) -> None:
+        """_SUCCESS goes into the temp folder first, and one rename makes the whole output appear: a reader (or
+        another daemon committing an output of the same name) never meets the destination without it."""
         tmp, dest, root = local_path(self.tmp_dir), local_path(self.dest), local_path(self.out_root)
+        write_text(os.path.join(tmp, SUCCESS), "")
         _fsync_tree(tmp)
         aside = None
         if os.path.lexists(dest):
@@ -140,12 +145,14 @@ class AtomicOutput:
             os.rename(dest, aside)
         try:
             os.rename(tmp, dest)
-        except OSError:
+        except OSError as exc:
             if aside:  # put the old output back rather than leave no output at all
                 os.rename(aside, dest)
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and is_complete(dest):   # committed just now
+                raise OutputExists(f"{self.dest} already holds a complete output (committed while this run "
+                                   f"committed); pass --overwrite to replace it") from None
             raise
         fsync_dir(root)
-        self._write_success()
         if aside:
             shutil.rmtree(aside, ignore_errors=True)
 
@@ -158,15 +165,8 @@ class AtomicOutput:
                 gfile.remove(_join(self.dest, SUCCESS))  # demote to incomplete before touching anything else
             _rmtree(self.dest)
         _copy_tree(self.tmp_dir, self.dest)
-        self._write_success()
+        write_text(_join(self.dest, SUCCESS), "")   # last: an object store's only commit point
         _rmtree(self.tmp_dir)
-
-    def _write_success(self) -> None:
-        path = _join(self.dest, SUCCESS)
-        write_text(path, "")
-        if self.local:
-            fsync_file(local_path(path))
-            fsync_dir(local_path(self.dest))
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if not self.committed:

@@ -14,10 +14,10 @@ letterboxes the tiles to one size.
 The package imports neither TensorFlow nor OpenCV until a sheet is made (the CLI builds its parser cheaply).
 """
 from augd.preview.cli import add_preview_arguments, cmd_preview, main
-from augd.preview.records import row_from_outcome, sheet_png
+from augd.preview.records import JobSheet, row_from_outcome, sheet_png
 from augd.preview.render import contact_sheet, letterbox, render_sheet
 from augd.preview.sheet import MAX_DEFAULT_VARIANTS, PreviewRow, Tile, describe_variant, format_decisions, preview_rows
 
-__all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "add_preview_arguments", "cmd_preview", "contact_sheet",
+__all__ = ["JobSheet", "MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "add_preview_arguments", "cmd_preview", "contact_sheet",
            "describe_variant", "format_decisions", "letterbox", "main", "preview_rows", "render_sheet",
            "row_from_outcome", "sheet_png"]

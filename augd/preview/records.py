@@ -1,7 +1,9 @@
 """The daemon's hook: a sheet of the last job's first images, made from the records the job wrote (no second
-graph, no re-read of the input). The worker calls row_from_outcome per finished image and sheet_png once the
-job is done; the status page shows the PNG at /preview.png."""
+graph, no re-read of the input). The worker feeds a JobSheet each finished image (row_from_outcome) and takes
+its PNG once the job is done (sheet_png); the status page shows it at /preview.png."""
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 
@@ -9,7 +11,37 @@ from augd.ops.words import size
 from augd.preview.render import letterbox, render_sheet
 from augd.preview.sheet import PreviewRow, Tile, format_decisions
 
-__all__ = ["row_from_outcome", "sheet_png"]
+__all__ = ["JobSheet", "row_from_outcome", "sheet_png"]
+
+log = logging.getLogger("augd.daemon")
+
+
+class JobSheet:
+    """The first `images` written images of a running job, as sheet rows; a picture for people, so nothing it
+    does may fail the job (a row or a sheet that cannot be made is logged and left out)."""
+
+    def __init__(self, spec, images: int):
+        self.spec, self.images, self.rows = spec, images, []
+
+    def add(self, outcome) -> None:
+        if not outcome.records or len(self.rows) >= self.images:
+            return
+        try:
+            self.rows.append(row_from_outcome(self.spec, outcome))
+        except Exception:  # noqa: BLE001
+            log.warning("no preview of %s", outcome.image.relpath, exc_info=True)
+            self.rows.append(None)  # tried: only the first images are drawn
+
+    def png(self, job: str) -> bytes | None:
+        """The sheet, None without rows (or when it cannot be drawn)."""
+        rows = [r for r in self.rows if r is not None]
+        if not rows:
+            return None
+        try:
+            return sheet_png(self.spec, rows)
+        except Exception:  # noqa: BLE001
+            log.warning("job %s: no preview sheet", job, exc_info=True)
+            return None
 
 
 def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> PreviewRow:

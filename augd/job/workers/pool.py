@@ -31,7 +31,7 @@ from multiprocessing.connection import wait
 from augd.engine.options import EngineOptions
 from augd.errors import WorkerError, WorkerLost
 from augd.host import usable_cpus
-from augd.job.workers.serve import serve
+from augd.job.workers.serve import group_signals_blocked, serve
 
 log = logging.getLogger("augd.job")
 
@@ -221,7 +221,8 @@ class ProcessPool:
         # the target lives in a module that loads nothing on import, so TensorFlow's start-up noise is filtered
         p = self._ctx.Process(target=serve, args=(child, self._worker_options.model_dump()), name="augd-worker",
                               daemon=True)
-        p.start()
+        with group_signals_blocked():
+            p.start()
         child.close()
         return _Worker(p, parent)
 

@@ -2,6 +2,7 @@
 runs it): TensorFlow's start-up noise, where the worker loads it itself, is filtered by quiet_native_stderr."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -10,7 +11,23 @@ import traceback
 
 from augd.defaults import IGNORED_SIGNALS
 
-__all__ = ["serve"]
+__all__ = ["GROUP_SIGNALS", "group_signals_blocked", "serve"]
+
+#: What a signal to the daemon's whole process group must not end a child with (workers, multiprocessing's
+#: resource tracker): the daemon acts on them itself, or ignores them.
+GROUP_SIGNALS = frozenset(getattr(signal, n) for n in ("SIGINT", "SIGHUP", "SIGUSR1", *IGNORED_SIGNALS)
+                          if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def group_signals_blocked():
+    """Start child processes inside this: they inherit the mask (it survives exec), so a group-wide signal cannot
+    end one before it has set its own handlers, nor ever end the resource tracker started with the first one."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def serve(conn, options: dict) -> None:
@@ -26,9 +43,10 @@ def serve(conn, options: dict) -> None:
 def _serve(conn, options: dict) -> None:
     # Ctrl-C, a terminal's hangup and `systemctl kill -s USR1` reach the whole process group: the parent decides,
     # and ends a worker through its pipe. (SIGTERM stays: multiprocessing ends leftover workers with it at exit.)
-    for name in ("SIGINT", "SIGHUP", "SIGUSR1", *IGNORED_SIGNALS):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    # The pool started this process with them blocked (group_signals_blocked): ignored now, they can be let in.
+    for sig in GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     _without_keras()
     from augd.tfenv import quiet_native_stderr
     with quiet_native_stderr():
