@@ -28,12 +28,15 @@ from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, 
 from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.rle import rle_decode, rle_encode
 
-__all__ = ["INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved", "Shape",
-           "instance_masks", "transform", "uncover"]
+__all__ = ["HIDDEN", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved",
+           "Shape", "hidden_by", "hide_in_masks", "instance_masks", "transform", "uncover"]
 
 #: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
 #: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
 KEPT = "augd/kept_objects"
+#: ... and under this one the output's HxW bool mask of the pixels its covers overwrote (None: none), so that a
+#: caller takes them off the objects' instance masks too.
+HIDDEN = "augd/hidden_pixels"
 
 Box = tuple[float, float, float, float]
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
@@ -44,11 +47,13 @@ _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/b
 @dataclass(frozen=True)
 class Moved:
     """An object's shape after every step: the extent of what is visible (None: nothing), the extent of the
-    whole moved object had no canvas cut it, whether one did, and the Object fields the shape rewrites."""
+    whole moved object had no canvas cut it, whether one did, the Object fields the shape rewrites, and where a
+    box alone now lies (its corners through the steps, clipped: what a cover is judged against)."""
     box: Box | None
     whole: Box | None
     cut: bool
     changes: dict
+    region: tuple = ()
 
 
 class Shape(Protocol):
@@ -105,7 +110,7 @@ class _Box:
 
     def move(self, obj, maps, steps) -> Moved:
         clipped, free, cut = forward((corners(obj.box),), maps, steps)
-        return Moved(extent(clipped), extent(free), cut, {})
+        return Moved(extent(clipped), extent(free), cut, {}, tuple(tuple(p) for p in clipped if len(p) >= 3))
 
 
 class _Keypoints:
@@ -158,22 +163,25 @@ WEIGHTS = _Weights()
 KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
-def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> Object | None:
-    """The object with its new box, or None when too little of it is left."""
+def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> tuple[Object | None, float]:
+    """(the object with its new box, or None when too little of it is left; the share of it the canvases left)."""
     box, whole = moved.box, area(moved.whole)
     if box is None or whole <= 0.0:
-        return None
+        return None, 0.0
     visible = min(area(box) / whole, 1.0)
     if visible <= 0.0 or visible < min_visibility or min(box[2] - box[0], box[3] - box[1]) < min_size:
-        return None
-    return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes)
+        return None, visible
+    return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes), visible
 
 
-def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points) -> Object | None:
+def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points, hidden) -> Object | None:
     """One object in the output's coordinates, or None when too little of it is left. `points`: (mirrored,
-    flip or None for no swap, min_keypoints, covers)."""
+    flip or None for no swap, min_keypoints, covers); `hidden`: the output's pixels the covers overwrote."""
     shape = next(s for s in SHAPES if s.carries(obj))
-    new = _keep(obj, shape.move(obj, maps, steps), min_visibility, min_size)
+    moved = shape.move(obj, maps, steps)
+    new, share = _keep(obj, moved, min_visibility, min_size)
+    if new is not None and hidden is not None:   # of what the canvases left, the covers may hide more
+        new = _uncovered(new, hidden, min_visibility / share, min_size, points=False, region=moved.region)
     if new is None or not obj.keypoints:
         return new
     mirrored, flip, least, covers = points
@@ -183,9 +191,23 @@ def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, poin
     return dataclasses.replace(new, keypoints=moved)
 
 
+def hidden_by(covers, maps, steps, size: tuple[int, int]) -> np.ndarray | None:
+    """The output's HxW bool mask of the pixels the covers overwrote (None: no cover): each cover's rectangle
+    (k, (x0, y0, x1, y1)), overwritten after the first k steps, through the steps after it and rasterised at
+    pixel centres, as the pixels it filled moved. `size`: the output's (h, w) when there are no steps."""
+    if not covers:
+        return None
+    oh, ow = (int(round(steps[-1][1])), int(round(steps[-1][2]))) if steps else size
+    out = np.zeros((oh, ow), bool)
+    for k, (x0, y0, x1, y1) in covers:
+        clipped, _, _ = forward((((x0, y0), (x1, y0), (x1, y1), (x0, y1)),), maps[k:], steps[k:])
+        out |= rasterise([p for p in clipped if len(p) >= 3], oh, ow).astype(bool)
+    return out
+
+
 def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
               mask: np.ndarray | None = None, flip: Sequence[int] | None = None, min_keypoints: int = 0,
-              covers=()) -> tuple[Annotation, np.ndarray | None, int]:
+              covers=(), size: tuple[int, int] | None = None) -> tuple[Annotation, np.ndarray | None, int]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped).
 
     Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
@@ -195,21 +217,41 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     the whole transformed object, or when a side of it is under `min_size` px. Kept objects carry their
     clipped polygons and their warped RLE mask in output coordinates; `extra[KEPT]` lists their input indices.
     `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside.
-    Keypoints (the job's schema's `flip`) move as the _Keypoints kind says, `covers` (Program.covers: the
-    cutouts' rectangles) hiding those under them; an object with fewer than `min_keypoints` labelled points
-    left is dropped too."""
+    `covers` (Program.covers: the cutouts' rectangles) hide what they overwrite by the one occlusion rule
+    (uncover's): an object's box becomes the extent of its part still showing (remnants thinner than `min_size`
+    do not count), its mask loses those pixels, the keypoints under them are no longer labelled, and one left
+    with less than `min_visibility` of itself is dropped; `size`: the source's (h, w), needed for covers when
+    there are no steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says; an object with
+    fewer than `min_keypoints` labelled points left is dropped too."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
     points = (mirrors(steps), None if flip is None else tuple(flip), min_keypoints, tuple(covers))
+    hidden = hidden_by(covers, maps, steps, size) if covers and ann.objects else None
+    if hidden is not None and not hidden.any():
+        hidden = None
     kept, objects = [], []
     for k, obj in enumerate(ann.objects):
-        new = _move(obj, maps, steps, min_visibility, min_size, points)
+        new = _move(obj, maps, steps, min_visibility, min_size, points, hidden)
         if new is not None:
             kept.append(k)
             objects.append(new)
-    extra = {**ann.extra, KEPT: tuple(kept)}
+    extra = {**ann.extra, KEPT: tuple(kept), HIDDEN: hidden}
     out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
     warped = None if mask is None else SEMANTIC_MASK.move(mask, steps)
     return out, warped, len(ann.objects) - len(objects)
+
+
+def hide_in_masks(masks: list[np.ndarray], objects, hidden: np.ndarray | None) -> list[np.ndarray]:
+    """The survivors' instance masks (instance_masks of the source, kept ones) without what the covers hid
+    (transform's extra[HIDDEN]) nor what their box, the extent of what counts, left out: a mask and its box
+    agree. Unchanged without a cover."""
+    if hidden is None:
+        return masks
+    for m, obj in zip(masks, objects):
+        c0, r0, c1, r1 = _pixels(obj.box, *m.shape)
+        inside = np.zeros(m.shape, bool)
+        inside[r0:r1, c0:c1] = True
+        m[hidden | ~inside] = 0
+    return masks
 
 
 def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
@@ -233,16 +275,18 @@ def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> li
     return out
 
 
-def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0) -> tuple[Annotation, int]:
+def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0,
+            min_size: float = 1.0) -> tuple[Annotation, int]:
     """(the annotation with what `hidden` (its image's HxW bool: the pixels a paste covers) hides taken off each
     object, objects dropped). An object with polygons or an RLE mask keeps the pixels still showing (as an RLE
     mask: its box becomes their extent); a box alone keeps the extent of its pixels still showing (its own edges
-    where they show). One with nothing left, or less than `min_visibility` of it (pixels), is dropped; one cut
-    becomes truncated, and its keypoints under the paste are no longer labelled. `extra[KEPT]` lists the
-    survivors' input indices, as transform's does."""
+    where they show). Remnants thinner than `min_size` pixels (a 1-px strip beside a patch) do not count as
+    showing. One with nothing left, or less than `min_visibility` of it (pixels), is dropped; one cut becomes
+    truncated, and its keypoints under the paste are no longer labelled. `extra[KEPT]` lists the survivors'
+    input indices, as transform's does."""
     kept, objects = [], []
     for k, obj in enumerate(ann.objects):
-        new = _uncovered(obj, hidden, min_visibility)
+        new = _uncovered(obj, hidden, min_visibility, min_size)
         if new is not None:
             kept.append(k)
             objects.append(new)
@@ -256,7 +300,24 @@ def _pixels(box, h: int, w: int) -> tuple[int, int, int, int]:
             min(max(int(np.ceil(box[2] - 0.5)), 0), w), min(max(int(np.ceil(box[3] - 0.5)), 0), h))
 
 
-def _uncovered(obj: Object, hidden: np.ndarray, min_visibility: float) -> Object | None:
+def _opened(visible: np.ndarray, min_size: float) -> np.ndarray:
+    """The pixels of `visible` (2-D bool: an object's window) that belong to a part at least `min_size` pixels
+    thick both ways: a morphological opening by a square of that side, outside the window counting as hidden (a
+    2-px strip along the object's own edge is thin; a whole object of at least that size is its own opening).
+    Below 2 pixels, everything counts."""
+    k = int(np.ceil(min_size))
+    if k < 2 or not visible.any():
+        return visible
+    import cv2
+    return cv2.morphologyEx(visible.astype(np.uint8), cv2.MORPH_OPEN, np.ones((k, k), np.uint8),
+                            borderType=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
+
+
+def _uncovered(obj: Object, hidden: np.ndarray, min_visibility: float, min_size: float = 1.0,
+               points: bool = True, region: tuple = ()) -> Object | None:
+    """The object with what `hidden` hides taken off (see uncover), None when too little of it shows.
+    `points`: False leaves its keypoints to the caller (transform moves them itself); `region`: where a box
+    alone lies when it is no longer upright (its rotated corners), else its box."""
     h, w = hidden.shape
     c0, r0, c1, r1 = _pixels(obj.box, h, w)
     under = hidden[r0:r1, c0:c1]
@@ -266,20 +327,23 @@ def _uncovered(obj: Object, hidden: np.ndarray, min_visibility: float) -> Object
     def shown(p) -> bool:
         return p[2] > 0 and not hidden[min(max(int(p[1]), 0), h - 1), min(max(int(p[0]), 0), w - 1)]
 
-    points = tuple(p if shown(p) else (0.0, 0.0, 0) for p in obj.keypoints)
-    if obj.polygons or obj.rle is not None:
-        src = rasterise(obj.polygons, h, w) if obj.polygons else rle_decode(obj.rle)
+    kp = {"keypoints": tuple(p if shown(p) else (0.0, 0.0, 0) for p in obj.keypoints)} if points else {}
+    if obj.polygons or obj.rle is not None or region:
+        src = rasterise(obj.polygons or region, h, w) if obj.polygons or obj.rle is None else rle_decode(obj.rle)
         full = int(src.sum())
         src[hidden] = 0
+        src[r0:r1, c0:c1] = _opened(src[r0:r1, c0:c1] > 0, min_size)
         box = mask_extent(src)
         if box is None or not full or src.sum() / full < max(min_visibility, 1e-9):
             return None
-        return dataclasses.replace(obj, box=box, polygons=(), rle=rle_encode(src), truncated=True, keypoints=points)
-    visible = ~under
+        if obj.polygons or obj.rle is not None:
+            return dataclasses.replace(obj, box=box, polygons=(), rle=rle_encode(src), truncated=True, **kp)
+        return dataclasses.replace(obj, box=box, truncated=True, **kp)   # a box alone stays a box
+    visible = _opened(~under, min_size)
     if not visible.any() or visible.mean() < min_visibility:
         return None
     rows, cols = np.flatnonzero(visible.any(axis=1)), np.flatnonzero(visible.any(axis=0))
     x0, y0, x1, y1 = obj.box
     box = (max(x0, float(c0 + cols[0])), max(y0, float(r0 + rows[0])), min(x1, float(c0 + cols[-1] + 1)),
            min(y1, float(r0 + rows[-1] + 1)))
-    return dataclasses.replace(obj, box=box, truncated=True, keypoints=points)
+    return dataclasses.replace(obj, box=box, truncated=True, **kp)

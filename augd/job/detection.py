@@ -165,14 +165,14 @@ class ImageObjects:
         annotation as a mix left it (augd.annotations.targets.uncover), its objects' masks from it; `masks`:
         instance masks even for an annotation without polygons or RLE (a mix with one that has them);
         `semantic`: False leaves the semantic mask out (None)."""
-        from augd.annotations.targets import KEPT, instance_masks, transform
+        from augd.annotations.targets import HIDDEN, KEPT, hide_in_masks, instance_masks, transform
         s = self.det.settings
         kp = self.det.keypoints
         src = self.ann if ann is None else ann
         out, seg, dropped = transform(src, steps, min_visibility=s.value("min_visibility"),
                                       min_size=s.value("min_size"), mask=self.mask if semantic else None,
                                       flip=kp.flip if kp else None, min_keypoints=s.value("min_keypoints"),
-                                      covers=covers)
+                                      covers=covers, size=(self.h, self.w))
         self.dropped += dropped
         if not (self.instances or masks) or not src.objects:
             return out, seg, []
@@ -182,7 +182,8 @@ class ImageObjects:
             o if o.polygons or o.rle is not None else dataclasses.replace(o, polygons=(corners(o.box),))
             for o in src.objects))
         got = instance_masks(src, self.h, self.w, steps)   # one per input object: keep the survivors'
-        return out, seg, [got[i] for i in out.extra[KEPT]]
+        masks = hide_in_masks([got[i] for i in out.extra[KEPT]], out.objects, out.extra[HIDDEN])
+        return out, seg, masks
 
     def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool):
         """The RecordObjects of a variant made on a mix's canvas: each placed source's objects through its tile
@@ -204,7 +205,7 @@ class ImageObjects:
             hidden = mixed.hidden(k)
             if hidden is not None and hidden.any():
                 ann, gone = uncover(ann, _in_source(hidden, p, part.h, part.w),
-                                    self.det.settings.value("min_visibility"))
+                                    self.det.settings.value("min_visibility"), self.det.settings.value("min_size"))
                 part.dropped += gone
             part_steps = placement_steps(p, mix) + list(steps)
             moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False)

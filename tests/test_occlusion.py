@@ -1,0 +1,114 @@
+"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`) hides part of an object, before or after
+other geometry, and the object's box becomes the extent of what still shows (remnants thinner than `min_size`
+do not count), its mask loses what was hidden, and an object showing less than `min_visibility` of itself is
+dropped. Scenes: solid rectangles of one colour each on white, PNG output (no JPEG blur), the cutout black."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from augd.annotations import Annotation, Object
+from augd.annotations.targets import transform, uncover
+from augd.job import JobOptions, run_job
+from augd.spec import parse_pipeline
+from tests.annotated import Img, Shape, voc_job
+from tests.test_ssd_ops import read_records, strength
+
+COLOURS = {"red": (230, 30, 30), "green": (30, 210, 30), "blue": (30, 30, 230)}
+MIN_SIZE, MIN_VISIBILITY = 3, 0.25
+CHAINS = {
+    "erase only": "  - random_erasing: {area: [0.08, 0.3], value: 0}\n",
+    "erase, then flip and rotate": "  - random_erasing: {area: [0.08, 0.3], value: 0}\n"
+                                   "  - random_flip_left_right: {}\n  - random_rotation: {degrees: 8, fill: 255}\n",
+    "rotate, then erase": "  - random_rotation: {degrees: 8, fill: 255}\n"
+                          "  - random_erasing: {area: [0.08, 0.3], value: 0}\n",
+}
+
+
+def _scenes(root) -> dict:
+    """{(image file, class): its object's area in pixels}."""
+    images = []
+    for i in range(6):
+        rng = np.random.default_rng(i)
+        shapes = []
+        for k, (cls, colour) in enumerate(COLOURS.items()):
+            x0, y0 = 8 + 62 * k + int(rng.integers(0, 8)), int(rng.integers(10, 60))
+            shapes.append(Shape(cls, (x0, y0, x0 + int(rng.integers(30, 50)), y0 + int(rng.integers(35, 60))),
+                                colour))
+        images.append(Img(f"im{i}.png", 130, 200, tuple(shapes)))
+    voc_job(str(root), images)
+    return {(f"JPEGImages/{im.name}", s.cls): (s.geom[2] - s.geom[0]) * (s.geom[3] - s.geom[1])
+            for im in images for s in im.objects()}
+
+
+def _shown(pixels: np.ndarray, colour, k: int = MIN_SIZE) -> np.ndarray:
+    """The colour's pixels that count: its own (not the black cutout, not white), opened by a k-square."""
+    s = strength(pixels, colour) > 80
+    return cv2.morphologyEx(s.astype(np.uint8), cv2.MORPH_OPEN, np.ones((k, k), np.uint8)) > 0
+
+
+def _extent(mask: np.ndarray):
+    ys, xs = np.nonzero(mask)
+    return (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1) if len(xs) else None
+
+
+def _agrees(box, pixels, colour) -> bool:
+    """The box is the extent of the colour's pixels that count, within 2 px: a remnant as thick as min_size
+    give or take the resampling's pixel may count or not (a warped cutout's edge moves by one)."""
+    return any((seen := _extent(_shown(pixels, colour, k))) is not None and np.abs(np.array(seen) - box).max() <= 2
+               for k in (MIN_SIZE - 1, MIN_SIZE, MIN_SIZE + 1))
+
+
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+def test_a_cutout_shrinks_boxes_to_what_shows_and_drops_what_it_hides(tmp_path, chain):
+    areas = _scenes(tmp_path / "voc")
+    spec = parse_pipeline("name: occ\nseed: 3\nvariants: 8\nkeep_original: false\noutput: {format: png, shards: 1}\n"
+                          f"annotations: {{min_size: {MIN_SIZE}, min_visibility: {MIN_VISIBILITY}}}\n"
+                          "ops:\n" + CHAINS[chain], "occ.yaml")
+    res = run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    kept = dropped = disagree = 0
+    wrong = []
+    for r in read_records(tmp_path / "out" / "voc"):
+        pixels = r["pixels"]
+        h, w = pixels.shape[:2]
+        names = [t.decode() for t in r["image/object/class/text"]]
+        boxes = np.stack([r[f"image/object/bbox/{k}"] for k in ("xmin", "ymin", "xmax", "ymax")], -1) * [w, h, w, h]
+        for cls, colour in COLOURS.items():
+            shown = _shown(pixels, colour)
+            share = shown.sum() / areas[r["image/filename"].decode(), cls]
+            if cls not in names:
+                dropped += 1
+                if share > MIN_VISIBILITY + 0.05:   # clearly over min_visibility: it should have been kept
+                    wrong.append((r["image/filename"], r["augd/variant"], cls, "dropped", round(share, 3)))
+                continue
+            kept += 1
+            if share < MIN_VISIBILITY - 0.05:
+                wrong.append((r["image/filename"], r["augd/variant"], cls, "kept", round(share, 3)))
+            box = boxes[names.index(cls)]
+            if not _agrees(box, pixels, colour):
+                disagree += 1
+                wrong.append((r["image/filename"], r["augd/variant"], cls, box.round(1).tolist(), _extent(shown)))
+    print(f"\n{chain}: boxes in {3 * 6 * 8}, out {kept}, dropped {dropped} "
+          f"(manifest: {res.report.annotations.dropped}), disagreeing with their pixels {disagree}")
+    assert kept + dropped == 3 * 6 * 8 and dropped == res.report.annotations.dropped
+    assert dropped > 0 and not wrong, wrong
+
+
+def test_a_one_pixel_remnant_beside_a_patch_does_not_count_and_a_wholly_erased_object_goes():
+    """Cutouts drawn by hand (Program.covers' form): one leaves a 1-px L of a box and its top 25 px (the box
+    becomes those 25 px), one covers an object whole (dropped), one misses (unchanged)."""
+    a, b, c = Object("a", (10.0, 10.0, 60.0, 110.0)), Object("b", (80.0, 20.0, 120.0, 60.0)), \
+        Object("c", (140.0, 10.0, 180.0, 40.0))
+    covers = ((0, (11.0, 35.0, 70.0, 120.0)), (0, (75.0, 15.0, 125.0, 65.0)))   # a: 1-px column left of the patch
+    ann = Annotation(objects=(a, b, c))
+    out, _, gone = transform(ann, [], covers=covers, size=(120, 200), min_size=3)
+    assert gone == 1 and [o.name for o in out.objects] == ["a", "c"]
+    assert out.objects[0].box == (10.0, 10.0, 60.0, 35.0) and out.objects[0].truncated
+    assert out.objects[1] == c
+    loose, _, _ = transform(ann, [], covers=covers, size=(120, 200), min_size=1)
+    assert loose.objects[0].box == (10.0, 10.0, 60.0, 110.0), "at min_size 1 the 1-px column still counts"
+    hidden = np.zeros((120, 200), bool)
+    hidden[35:, 11:] = True
+    assert uncover(Annotation(objects=(a,)), hidden, 0.0, 3)[0].objects[0].box == (10.0, 10.0, 60.0, 35.0)
+    assert uncover(Annotation(objects=(a,)), hidden, 0.3, 3)[1] == 1, "25 of 100 rows show: under 0.3"
