@@ -232,7 +232,7 @@ class Daemon:
                 log.exception("SIGUSR1: cannot gather the status")
                 return
             cur = st["current"]
-            event("status", "SIGUSR1: %s; %s; jobs in work/: %s", st["state"], self.worker.status_line(),
+            event("status", "SIGUSR1: %s; jobs in work/: %s", self.worker.status_line(),
                   ", ".join(f"{w['job']} ({w['holder'] or 'no holder'})" for w in st["work"]) or "none",
                   state=st["state"], current=cur and cur["job"], queue=st["queue"]["jobs"],
                   settling=st["settling"], work=st["work"], device=st["device"])
