@@ -241,8 +241,8 @@ def _shared_again(d: Daemon) -> Daemon:
 
 def _unshare_works() -> bool:
     try:
-        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
-                              timeout=10).returncode == 0
+        return subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "true"],
+                              capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -255,7 +255,7 @@ def test_a_daemon_in_another_pid_namespace_is_judged_by_its_lease(tmp_path):
     lease = 1.0
     # B's own (empty) inbox: the job is C's; B only sees work/, where C holds it
     b, c = _shared(tmp_path, "b", lease, inbox=str(tmp_path / "data" / "inbox-b")), _shared(tmp_path, "c", lease)
-    c.start(prefix=("unshare", "--pid", "--fork", "--mount-proc"))
+    c.start(prefix=("unshare", "--pid", "--fork", "--kill-child", "--mount-proc"))   # C dies with unshare
     b.start()
     try:
         c.wait_ready(timeout=120)
