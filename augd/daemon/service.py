@@ -54,6 +54,7 @@ class Daemon:
         self.metrics = Metrics(self.registry, device_memory=self._device_memory)
         self.jobs: queue.Queue = queue.Queue()
         self.leases = Leases(settings.work, settings.claim_lease_seconds)
+        self._holders_at: tuple[float, dict] = (float("-inf"), {})
         me = self.leases.me
         self.metrics.owner_sources(me.host, me.pid, me.boot_id, self._holders)
         self.watcher = Watcher(settings.inbox, self.jobs, routes=self._routes,
@@ -74,11 +75,15 @@ class Daemon:
         return known_pipelines(self.settings.search_dirs())
 
     def _holders(self) -> dict:
-        """{holder: jobs in work/} for augd_work_jobs: this daemon, another live one, none (to be taken over)."""
-        out: dict = {}
-        for j in self.leases.view():
-            out[j["state"]] = out.get(j["state"], 0) + 1
-        return out
+        """{holder: jobs in work/} for augd_work_jobs: this daemon, another live one, none (to be taken over).
+        One look at work/ serves a whole scrape (each of the three samples asks)."""
+        now = time.monotonic()
+        if now - self._holders_at[0] > 1.0:
+            out: dict = {}
+            for j in self.leases.view():
+                out[j["state"]] = out.get(j["state"], 0) + 1
+            self._holders_at = (now, out)
+        return self._holders_at[1]
 
     def _device_memory(self) -> dict:
         if self.device is None or self.device.kind != "GPU":
