@@ -12,6 +12,7 @@ import functools
 import numpy as np
 
 from augd.engine.kernels import warp_np, warp_tf
+from augd.engine.placement import host_step
 from augd.engine.plan import FLIP_X, FLIP_XY, FLIP_Y, GENERAL, IDENTITY, Colour, Geo, Program, Seeded
 from augd.ops import Domain
 from augd.ops._tf import tf
@@ -121,8 +122,9 @@ def _colour_tf(step: Colour, fast: bool, image, floats, ints):
     for foldable, ops in (_fast_groups(step.ops) if fast else [(False, step.ops)]):
         if foldable:
             mean = tf.reduce_mean(tf.cast(x, tf.float64), axis=[0, 1])
-            m = tf.numpy_function(functools.partial(fold_colour, ops), [floats, ints, mean], tf.float64,
-                                  stateful=False)
+            with host_step("colour_matrix"):   # 3 means in, 12 numbers out: the pixels stay where they are
+                m = tf.numpy_function(functools.partial(fold_colour, ops), [floats, ints, mean], tf.float64,
+                                      stateful=False)
             m = tf.cast(tf.reshape(m, [3, 4]), tf.float32)
             x = tf.clip_by_value(tf.einsum("hwc,dc->hwd", x, m[:, :3]) + m[:, 3], 0.0, 1.0)
             continue
@@ -135,12 +137,15 @@ def _colour_tf(step: Colour, fast: bool, image, floats, ints):
 
 def _seeded_tf(step: Seeded, image, floats, ints):
     x = to_float(image) if step.op.domain is Domain.FLOAT else to_uint8(image)
-    seed = ints[step.seed]
-    if step.region is not None:
-        region = floats[step.region]
-        out = tf.cond(ints[step.on] > 0, lambda: step.op.apply(x, seed, region), lambda: x)
-    else:
-        out = tf.cond(ints[step.on] > 0, lambda: step.op.apply(x, seed), lambda: x)
+    args = (x, ints[step.seed]) + ((floats[step.region],) if step.region is not None else ())
+
+    def apply():
+        if step.op.host_step:   # only the op itself: the coin and an image it skips stay on the device
+            with host_step(step.op.name):
+                return step.op.apply(*args)
+        return step.op.apply(*args)
+
+    out = tf.cond(ints[step.on] > 0, apply, lambda: x)
     out.set_shape([None, None, 3])
     return out
 

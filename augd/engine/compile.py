@@ -16,7 +16,7 @@ import numpy as np
 
 from augd.engine.chain import apply_program
 from augd.engine.decode import decode_planned
-from augd.engine.placement import CPU, augment_device, stage_devices
+from augd.engine.placement import CPU, GPU, augment_device, stage_devices
 from augd.engine.plan import Program
 from augd.engine.seeds import image_seed
 from augd.errors import Rejected
@@ -46,15 +46,16 @@ class Compiled:
     """One job's graph, built by Engine.compile(spec). Thread-safe: workers call process() / process_many()
     concurrently."""
 
-    def __init__(self, spec: PipelineSpec, engine):
+    def __init__(self, spec: PipelineSpec, engine, *, as_gpu_host: bool = False):
         self.spec = spec
         self.device = engine.device
         self.traces = 0
-        self.kernel = kernel = engine.kernel
+        self.kernel = kernel = "tf" if as_gpu_host else engine.kernel
         crop = engine.options.crop_decode
         out = spec.output
         self.program = program = Program(spec.ops)
-        self._augment_on = on = augment_device(self.device.kind, kernel)
+        self._augment_on = on = GPU if as_gpu_host else augment_device(self.device.kind, kernel)
+        self._device_label = self.device.name if self.device.kind == "GPU" or not as_gpu_host else "GPU (as placed)"
 
         def encode(img):
             if out.format == "jpeg":
@@ -202,7 +203,7 @@ class Compiled:
     @functools.cached_property
     def stage_devices(self) -> dict:
         """Where decode, augment and encode run, read back from the graph (augd.engine.placement)."""
-        return stage_devices(self.graph.as_graph_def(), self.device.name, self.kernel, self._augment_on)
+        return stage_devices(self.graph.as_graph_def(), self._device_label, self.kernel, self._augment_on)
 
     def close(self) -> None:
         """Drop the graph so its memory goes back at the job's end."""

@@ -23,10 +23,12 @@ class Engine:
         self.traces = 0
         self._lock = threading.Lock()
 
-    def compile(self, spec):
-        """One traced, finalized graph for `spec` (augd.engine.compile.Compiled)."""
+    def compile(self, spec, *, as_gpu_host: bool = False):
+        """One traced, finalized graph for `spec` (augd.engine.compile.Compiled). as_gpu_host: trace it as a GPU
+        host would (TF kernels, the augment stage placed on the GPU) whatever this host has, to read its
+        placement (Compiled.stage_devices, placement.gpu_stage); without a GPU, soft placement runs it on the CPU."""
         from augd.engine.compile import Compiled
-        compiled = Compiled(spec, self)
+        compiled = Compiled(spec, self, as_gpu_host=as_gpu_host)
         with self._lock:
             self.builds += 1
         return compiled

@@ -42,13 +42,15 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp: str):
     src = tf.cast(image, tf.float32)
 
     def shrink():
-        # Area resize by an integer factor is an exact k x k box average: strong downscales then do not
-        # alias. The image is first extended to a multiple of k by repeating its last row and column.
+        # An exact k x k box average (what an area resize by an integer factor is): strong downscales then do
+        # not alias. The image is first extended to a multiple of k by repeating its last row and column.
+        # A reshape and a mean, not tf.image.resize(method="area"): ResizeArea has no GPU kernel.
         shape = tf.shape(src)
         ph, pw = -shape[0] % k, -shape[1] % k
         padded = tf.concat([src, tf.repeat(src[-1:], ph, axis=0)], 0)
         padded = tf.concat([padded, tf.repeat(padded[:, -1:], pw, axis=1)], 1)
-        small = tf.image.resize(padded, tf.stack([(shape[0] + ph) // k, (shape[1] + pw) // k]), method="area")
+        blocks = tf.stack([(shape[0] + ph) // k, k, (shape[1] + pw) // k, k, 3])
+        small = tf.reduce_mean(tf.reshape(padded, blocks), axis=[1, 3])
         return small, shrink_matrix_tf(tf.cast(k, tf.float32)) @ m
 
     src, mm = tf.cond(k >= 2, shrink, lambda: (src, m))

@@ -3,16 +3,22 @@
 The graph places its stages explicitly: decoding and encoding on the CPU (TensorFlow's image codecs
 have no GPU kernels), the augmentation steps on the GPU when one is used with the TF kernels. An op
 placed on a device with no kernel for it there runs on the CPU instead (soft placement), so the report
-checks every op against TensorFlow's kernel registry: a GPU run that silently does part of its work on
-the CPU says so (for example the host-side tf.numpy_function of `colour: fast`).
+checks every node against TensorFlow's kernel registry, by its dtypes: a GPU run that silently does part
+of its work on the CPU says so. Three kinds of node in the GPU stage are not such fallbacks:
+- device-agnostic kernels (`DEFAULT`: If, Case, ...), which run where their inputs are;
+- planned host steps: graph code that must run on the CPU by nature (a JPEG re-encode), pinned there with
+  `host_step(name)` and listed by that name.
+The Linux TensorFlow wheel is the CUDA build, so all of this can be read on a CPU host too.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import re
 
 from augd.ops._tf import tf
 
-__all__ = ["CPU", "augment_device", "stage_devices"]
+__all__ = ["CPU", "GPU", "augment_device", "gpu_stage", "host_step", "stage_devices"]
 
 CPU = "/device:CPU:0"
 GPU = "/device:GPU:0"
@@ -21,54 +27,96 @@ DECODE_OPS = frozenset({"DecodeImage", "DecodeJpeg", "DecodeAndCropJpeg", "Decod
 ENCODE_OPS = frozenset({"EncodeJpeg", "EncodePng", "SerializeTensor"})
 # Graph plumbing that says nothing about where the pixels are processed.
 _PLUMBING = frozenset({"Const", "Identity", "IdentityN", "NoOp", "Placeholder", "_Arg", "_Retval"})
+_HOST = "host."          # the name scope of a planned host step: host.<name>
+_HOST_SCOPE = re.compile(r"(?:^|/)host\.([A-Za-z0-9_.-]+?)(?:_\d+)?(?:/|$)")
 
 
 def augment_device(device_kind: str, kernel: str) -> str:
     return GPU if device_kind == "GPU" and kernel == "tf" else CPU
 
 
+@contextlib.contextmanager
+def host_step(name: str):
+    """Graph code that runs on the CPU by design (TensorFlow's JPEG codec, a few numbers computed in NumPy):
+    pinned there, and named in the report as a planned host step, never counted as a fallback."""
+    with tf.name_scope(_HOST + name), tf.device(CPU):
+        yield
+
+
 @functools.lru_cache(maxsize=None)
-def _kernel_devices(op_type: str) -> frozenset:
+def _kernels(op_type: str) -> tuple:
     from tensorflow.python.framework import kernels
-    return frozenset(k.device_type for k in kernels.get_registered_kernels_for_op(op_type).kernel)
+    return tuple(kernels.get_registered_kernels_for_op(op_type).kernel)
+
+
+def _matches(kernel, node) -> bool:
+    """Whether a registered kernel accepts the node's dtypes (its type constraints against the node's attrs)."""
+    for c in kernel.constraint:
+        attr = node.attr.get(c.name)
+        if attr is None:
+            continue
+        allowed = set(c.allowed_values.list.type)
+        types = list(attr.list.type) if attr.HasField("list") else [attr.type]
+        if any(t and t not in allowed for t in types):
+            return False
+    return True
+
+
+def _kind(node) -> str:
+    """A node asked to run on the GPU: "GPU" (a GPU kernel for its dtypes), "any" (a device-agnostic kernel) or
+    "CPU" (neither: soft placement moves it to the CPU)."""
+    ks = [k for k in _kernels(node.op) if _matches(k, node)]
+    if any(k.device_type == "GPU" for k in ks):
+        return "GPU"
+    if any(k.device_type == "DEFAULT" for k in ks):
+        return "any"
+    return "CPU"
 
 
 def _requested(device: str) -> str:
     return (tf.DeviceSpec.from_string(device).device_type if device else None) or "CPU"
 
 
-def _runs_on(op_type: str, requested: str) -> str:
-    """The device type a node runs on: the one it asks for, if a kernel for its op exists there."""
-    kind = _requested(requested)
-    return kind if kind == "CPU" or kind in _kernel_devices(op_type) else "CPU"
+def _nodes(graph_def) -> list:
+    return list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
 
 
-def _stage(kinds: dict, label_for: dict) -> str:
-    """kinds: device type -> op types. The stage's device, and the op types that run elsewhere."""
-    if not kinds:
-        return "none"
-    main = "GPU" if "GPU" in kinds else "CPU"
-    others = sorted(kinds.get("CPU", ())) if main == "GPU" else []
-    return label_for[main] + (f"; on the CPU: {', '.join(others)}" if others else "")
+def gpu_stage(graph_def) -> dict:
+    """The nodes the graph asks to run on the GPU, and its planned host steps, by op type:
+    {"gpu": {...}, "agnostic": {...}, "fallback": {...}, "host": {step name: {op types}}}."""
+    out: dict = {"gpu": set(), "agnostic": set(), "fallback": set(), "host": {}}
+    for n in _nodes(graph_def):
+        host = _HOST_SCOPE.search(n.name)
+        if host:
+            if n.op not in _PLUMBING:
+                out["host"].setdefault(host.group(1), set()).add(n.op)
+        elif n.op not in _PLUMBING and _requested(n.device) == "GPU":
+            out[{"GPU": "gpu", "any": "agnostic", "CPU": "fallback"}[_kind(n)]].add(n.op)
+    return out
 
 
 def stage_devices(graph_def, device_name: str, kernel: str, augment: str) -> dict:
     """{"decode": ..., "augment": ..., "encode": ...}: the device each stage runs on, e.g. "GPU:0 (NVIDIA
-    H200)", with any op types of the stage that fall back to the CPU listed after it. `augment`: the
-    device the graph placed its augmentation steps on (augment_device)."""
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    kinds: dict[str, dict[str, set]] = {"decode": {}, "augment": {}, "encode": {}}
-    for n in nodes:
-        if n.op in DECODE_OPS:
-            stage = "decode"
-        elif n.op in ENCODE_OPS:
-            stage = "encode"
-        elif augment != CPU and n.op not in _PLUMBING and _requested(n.device) == "GPU":
-            stage = "augment"
-        else:
-            continue
-        kinds[stage].setdefault(_runs_on(n.op, n.device), set()).add(n.op)
-    out = {stage: _stage(k, {"GPU": device_name, "CPU": "CPU"}) for stage, k in kinds.items()}
+    H200)", with the augment stage's planned host steps and any op types that fall back to the CPU after it:
+    "GPU:0 (X); host steps: random_jpeg_quality; on the CPU: PyFunc". `augment`: the device the graph placed
+    its augmentation steps on (augment_device)."""
+    kinds: dict[str, set] = {"decode": set(), "encode": set()}
+    for n in _nodes(graph_def):
+        stage = "decode" if n.op in DECODE_OPS else "encode" if n.op in ENCODE_OPS else None
+        if stage and not _HOST_SCOPE.search(n.name):
+            kinds[stage].add("GPU" if _requested(n.device) == "GPU" and _kind(n) == "GPU" else "CPU")
+    out = {s: (device_name if "GPU" in k else "CPU") if k else "none" for s, k in kinds.items()}
     if augment == CPU:  # CPU hosts: no other device to fall back from
         out["augment"] = "CPU (OpenCV)" if kernel == "opencv" else "CPU"
-    return out
+        return {s: out[s] for s in ("decode", "augment", "encode")}
+    g = gpu_stage(graph_def)
+    if not g["gpu"]:
+        text = "CPU"    # a build without GPU kernels: everything ran on the CPU
+    else:
+        text = device_name
+        if g["host"]:
+            text += "; host steps: " + ", ".join(sorted(g["host"]))
+        if g["fallback"]:
+            text += "; on the CPU: " + ", ".join(sorted(g["fallback"]))
+    out["augment"] = text
+    return {s: out[s] for s in ("decode", "augment", "encode")}

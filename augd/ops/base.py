@@ -192,6 +192,9 @@ class SeededOp(Op):
     rectangle as a [4] float tensor (x0, y0, x1, y1: the pixels [x0, x1) x [y0, y1) of its input)."""
     domain: ClassVar[Domain] = Domain.UINT8
     covers: ClassVar[bool] = False       # True: region() draws a rectangle that apply() receives
+    #: True: apply() needs the CPU by nature (TensorFlow's JPEG codec has no GPU kernel): a GPU host runs it there,
+    #: pinned and named in the report as a planned host step (augd.engine.placement.host_step)
+    host_step: ClassVar[bool] = False
 
     def apply(self, image, seed, region=None):
         """Image (3 channels, of `domain`'s dtype) -> image of the same dtype; `seed` is a [2] int64 tensor

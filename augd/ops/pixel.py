@@ -39,7 +39,8 @@ class Equalize(SeededOp):
         pass
 
     def apply(self, image, seed):
-        return tf.stack([self._channel(image[..., c]) for c in range(3)], axis=-1)
+        # concat, not stack: TensorFlow's GPU Pack has no uint8 kernel (Concat does)
+        return tf.concat([self._channel(image[..., c])[..., None] for c in range(3)], axis=-1)
 
     @staticmethod
     def _channel(ch):
@@ -62,7 +63,8 @@ class ChannelShuffle(SeededOp):
 
     def apply(self, image, seed):
         perm = tf.argsort(tf.random.stateless_uniform([3], seed))
-        return tf.gather(image, perm, axis=-1)
+        # gathered in float32: TensorFlow's GPU Gather has no uint8 kernel; the values stay exact
+        return tf.cast(tf.gather(tf.cast(image, tf.float32), perm, axis=-1), tf.uint8)
 
 
 @register_op("invert", Kind.PIXEL)
@@ -116,6 +118,7 @@ class RandomErasing(SeededOp):
 @register_op("random_jpeg_quality", Kind.PIXEL)
 class RandomJpegQuality(SeededOp):
     """Re-compress through JPEG at a quality drawn from the range, to teach robustness to artefacts."""
+    host_step = True    # TensorFlow's JPEG codec runs on the CPU only
     class Params(OpParams):
         quality: range_of(1, 100, kind=int) = Field((50, 95), description="[low, high] JPEG quality")
 
