@@ -10,7 +10,11 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     TF_CPP_MIN_LOG_LEVEL=2 \
-    TF_CUDNN_USE_AUTOTUNE=0
+    TF_CUDNN_USE_AUTOTUNE=0 \
+    CUDA_CACHE_PATH=/data/.cuda-cache \
+    CUDA_CACHE_MAXSIZE=4294967296
+# CUDA_CACHE_*: the kernels the GPU driver compiles from PTX (Hopper and newer) kept on the data volume, across
+# restarts and worker processes (docs/operations.md, "The first job on a GPU host").
 
 # tini as PID 1: forwards SIGTERM to augd (graceful shutdown) and reaps zombies.
 RUN apt-get update \

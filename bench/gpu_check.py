@@ -9,8 +9,13 @@ minutes, into one JSON report.
 3. jobs: `augd run` on the demo photos (seed-classifier) and on the VOC detection sample (detection-ssd), with
    `AUGD_DEVICE=gpu` on a GPU host; each manifest's device and graph.stage_devices (verdict: the augment stage
    on the GPU, no op of it left to the CPU), while nvidia-smi is sampled (utilisation, memory);
-4. bench: the codec floor (OpenCV decode + encode, a process pool) against augd's seed chain on the same
-   photos, the GPU row of bench.bench (target >= 0.8 on a GPU; a figure only on a CPU), sampled the same way.
+4. placement: where each op of those jobs' augment stage actually ran, from TensorFlow's placement log in a child
+   process (bench/gpu_rows.py), beside the static report (verdict: no unplanned host op);
+5. bench: the codec floor (OpenCV decode + encode, a process pool) against augd's seed chain on the same
+   photos, the GPU row of bench.bench (target >= 0.8 on a GPU; a figure only on a CPU), sampled the same way;
+6. buys: what the GPU buys, on the same photos: the codec floor, CPU-only worker processes, the GPU with threads,
+   with 2 and with all-core worker processes (img/s, CPU-s per image, utilisation), and the time to the first
+   record with a cold and a warm kernel cache (bench/gpu_rows.py).
 
 On a host without a GPU it says so, runs every part a CPU can (the GPU tests skip, the jobs and the bench run
 on the CPU, nothing is judged) and exits 0. On a GPU host it exits 1 when a verdict fails. Figures only; no
@@ -38,6 +43,7 @@ SAMPLE_SECONDS = 0.25
 #: Where the GPU-marked tests live (one file: collecting the whole suite to find them would cost more than them).
 GPU_TESTS = "tests/test_gpu.py"
 JOBS = (("demo", "augd/samples/demo", "seed-classifier"), ("detection", "augd/samples/detection", "detection-ssd"))
+PARTS = ("tests", "jobs", "placement", "bench", "buys")
 _QUERY = "--query-gpu=index,name,utilization.gpu,memory.used,memory.total,driver_version"
 
 
@@ -205,10 +211,10 @@ def _mkdir(path: str) -> str:
     return path
 
 
-def run_bench(n: int, workers: int, tmp: str, gpu: bool, sampler: Sampler) -> dict:
+def run_bench(photos: tuple, workers: int, tmp: str, gpu: bool, sampler: Sampler) -> dict:
     """The codec floor (a pool, before TensorFlow loads here) and augd's seed chain on the same photos."""
     from bench.workloads import run_pool
-    folder, files, what = _bench_photos(n, tmp)
+    folder, files, what = photos
     with sampler.phase("bench codec"):
         codec = run_pool("codec", [os.path.join(folder, f) for f in files], processes=workers, warmup=2)
     os.environ["AUGD_DEVICE"] = "gpu" if gpu else "auto"   # read by EngineOptions.from_env in run_augd
@@ -242,6 +248,10 @@ def verdicts(report: dict, gpu: bool) -> list[dict]:
     if t is not None:   # left out with --skip tests: not judged
         judge("GPU tests", t["returncode"] == 0 and t["counts"].get("passed", 0) > 0
               and not t["counts"].get("skipped"), t["summary"])
+    for row in report.get("placement", []):
+        judge(f"placement of {row['pipeline']}", "error" not in row and bool(row["gpu"]) and not row["unplanned"],
+              row.get("error") or f"on the GPU: {len(row['gpu'])} op types; host steps: "
+              f"{', '.join(row['host_steps']) or 'none'}; unplanned host ops: {', '.join(row['unplanned']) or 'none'}")
     for job in report.get("jobs", []):
         augment = (job.get("stage_devices") or {}).get("augment", "")
         judge(f"job {job['job']} on the GPU", job["returncode"] == 0 and augment.startswith("GPU")
@@ -267,12 +277,12 @@ def main(argv=None) -> int:
                     help="photos for the bench rows (default 400, or AUGD_GPU_CHECK_IMAGES)")
     ap.add_argument("--workers", type=int, default=default_workers(),
                     help="pool processes and augd workers (default: the CPUs this process may use)")
-    ap.add_argument("--skip", default="", help="comma-separated parts to leave out: tests, jobs, bench")
+    ap.add_argument("--skip", default="", help=f"comma-separated parts to leave out: {', '.join(PARTS)}")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    unknown = skip - {"tests", "jobs", "bench"}
+    unknown = skip - set(PARTS)
     if unknown:
-        ap.error(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; allowed: tests, jobs, bench")
+        ap.error(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; allowed: {', '.join(PARTS)}")
     gpus = nvidia_smi_gpus()
     gpu = bool(gpus)
     say = lambda *a: print("gpu-check:", *a, file=sys.stderr, flush=True)  # noqa: E731
@@ -292,12 +302,31 @@ def main(argv=None) -> int:
             report["jobs"] = run_jobs(tmp, gpu, sampler)
             for j in report["jobs"]:
                 say(f"job {j['job']}: rc {j['returncode']}, device {j.get('device')}, stages {j.get('stage_devices')}")
+        if "placement" not in skip:
+            from bench.gpu_rows import placement_log
+            demo = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(REPO, JOBS[0][1])) for f in fs)
+            report["placement"] = [placement_log(pipeline, demo[:4]) for _, _, pipeline in JOBS]
+            for row in report["placement"]:
+                say(f"placement of {row['pipeline']}: " + (
+                    row.get("error") or (f"host steps {row['host_steps']}, unplanned host ops {row['unplanned']}"
+                                         if gpu else f"{len(row['unplanned'])} op types, all on the CPU (no GPU here)")))
+        photos = _bench_photos(args.n, tmp) if {"bench", "buys"} - skip else None
         if "bench" not in skip:
             say(f"bench rows on {args.n} photos ...")
-            report["bench"] = run_bench(args.n, args.workers, tmp, gpu, sampler)
+            report["bench"] = run_bench(photos, args.workers, tmp, gpu, sampler)
             b = report["bench"]
             say(f"codec floor {b['codec_images_per_second']} img/s, augd seed {b['augd_seed_images_per_second']} "
                 f"img/s: {b['ratio']['value']}" + (f" (target >= {GPU_TARGET})" if gpu else " (judged on a GPU only)"))
+        if "buys" not in skip:
+            from bench.gpu_rows import first_record, gpu_buys
+            say(f"what the GPU buys, on {args.n} photos ...")
+            report["buys"] = gpu_buys(photos[0], photos[1], args.workers, gpu, sampler, tmp)
+            report["buys"]["first_record"] = first_record(os.path.join(REPO, JOBS[0][1]), gpu, tmp)
+            for r in report["buys"]["rows"]:
+                say(f"{r['row']}: {r.get('images_per_second')} img/s, {r.get('cpu_seconds_per_image')} CPU-s/img, "
+                    f"GPU {r.get('utilization_percent_mean')} % mean, {r.get('utilization_percent_max')} % max"
+                    + (f" ({r['error']})" if r.get("error") else ""))
+            say(f"first record: {report['buys']['first_record']}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report["nvidia_smi"] = {"sample_seconds": SAMPLE_SECONDS, "phases": sampler.phases}

@@ -93,13 +93,25 @@ def test_kill_9_during_a_job_then_restart_completes_it_once(tmp_path):
 
 
 def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
-    cfg = write_config(tmp_path, grace_seconds=60)
+    """And the warm-up (forced on here; auto warms GPU hosts only): every configured pipeline's graph run once
+    before READY=1, each announced to systemd with a longer start timeout; a broken one logged, not fatal."""
+    cfg = write_config(tmp_path, grace_seconds=60, warm_up="on")
     add_slow_pipeline(tmp_path)
+    (tmp_path / "pipelines" / "broken.yaml").write_text("name: broken\nops:\n  - no_such_op: {}\n")
     sock = NotifySocket()
     d = Daemon(cfg, env={"NOTIFY_SOCKET": sock.name}).start()
     try:
         d.wait_ready()
         wait_for(lambda: sock.has("READY=1"), 30, "READY=1")
+        said = sock.messages()
+        warming = [i for i, m in enumerate(said) if m.startswith("STATUS=warming up pipeline")]
+        assert warming and max(warming) < said.index("READY=1") and "EXTEND_TIMEOUT_USEC=120000000" in said
+        rows = status(d)["warm_up"]
+        assert [r["pipeline"] for r in rows] == ["tiny", "broken", "slow", "tiny2"], rows
+        assert "no_such_op" in rows[1]["error"] and all(r["seconds"] > 0 for r in rows if r is not rows[1])
+        log = d.log()
+        assert "warm-up of pipeline broken failed" in log
+        assert log.index("warmed up pipeline tiny2") < log.index(" watching ")
         wait_for(lambda: sock.has("WATCHDOG=1"), 30, "WATCHDOG=1")
         assert any(m.startswith("STATUS=") and "queue" in m for m in sock.messages())
 

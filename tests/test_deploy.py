@@ -120,7 +120,8 @@ def test_systemd_unit_settings():
     unit = _read("deploy", "systemd", "augd.service")
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "User=augd", "NoNewPrivileges=yes",
                  "ProtectSystem=strict", "ReadWritePaths=/var/lib/augd", "ProtectHome=yes", "PrivateTmp=yes",
-                 "ExecReload=/bin/kill -HUP $MAINPID", "DeviceAllow=/dev/nvidiactl rw", "LimitNOFILE=65536"):
+                 "ExecReload=/bin/kill -HUP $MAINPID", "DeviceAllow=/dev/nvidiactl rw", "LimitNOFILE=65536",
+                 "Environment=CUDA_CACHE_PATH=/var/lib/augd/", "Environment=CUDA_CACHE_MAXSIZE="):
         assert line in unit, line
     directives = [ln.strip() for ln in unit.splitlines() if not ln.lstrip().startswith("#")]
     assert "PrivateDevices=yes" not in directives  # would hide the GPU
@@ -143,6 +144,8 @@ def test_compose_parses_and_names_three_services():
     augd = compose["services"]["augd"]
     assert augd["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert augd["ulimits"]["nofile"] == {"soft": 65536, "hard": 65536}
+    cache = augd["environment"]   # the driver's compiled kernels on the volume, room for TensorFlow's (>= 2 GiB)
+    assert cache["CUDA_CACHE_PATH"].startswith("/data/") and int(cache["CUDA_CACHE_MAXSIZE"]) >= 2 << 30
     scrape = yaml.safe_load(_read("deploy", "compose", "prometheus", "prometheus.yml"))
     assert scrape["scrape_configs"][0]["static_configs"][0]["targets"] == ["augd:7464"]
     for svc in ("prometheus", "grafana"):
@@ -161,6 +164,8 @@ def test_dockerfile_pins_base_runs_as_non_root_with_init_and_healthcheck():
     assert any(ln.startswith("ENTRYPOINT") and "tini" in ln for ln in lines)
     assert any(ln.startswith("EXPOSE 7464") for ln in lines)
     assert any(ln.startswith("VOLUME") for ln in lines)
+    text = _read("Dockerfile")
+    assert re.search(r"CUDA_CACHE_PATH=/data/", text) and int(re.search(r"CUDA_CACHE_MAXSIZE=(\d+)", text)[1]) >= 2 << 30
     from augd import defaults
     assert defaults.METRICS_PORT == 7464
     assert os.path.isfile(os.path.join(ROOT, ".dockerignore"))

@@ -36,6 +36,18 @@ def test_on_a_host_without_a_gpu_the_check_runs_the_cpu_parts_and_exits_0(tmp_pa
     assert b["images"] == 12 and b["codec_images_per_second"] > 0 and b["augd_seed_images_per_second"] > 0
     assert b["ratio"]["judged"] is False and b["ratio"]["target"] == 0.8
     assert [v["verdict"] for v in r["verdicts"]] == ["NONE"] and r["nvidia_smi"]["phases"] == {}
+    # where each op ran, from TensorFlow's placement log: here the graph a GPU host traces, run on the CPU
+    place = {row["pipeline"]: row for row in r["placement"]}
+    assert set(place) == {"seed-classifier", "detection-ssd"} and not any("error" in row for row in place.values())
+    assert all(row["unplanned"] and not row["gpu"] for row in place.values())   # a CPU host: all of it on the CPU
+    assert all(row["static"]["augment"] == "GPU (as placed)" for row in place.values())
+    assert "ImageProjectiveTransformV3" in place["detection-ssd"]["unplanned"]
+    # what the GPU buys: the CPU rows ran, the GPU rows and the kernel cache's are said to be left out
+    buys = r["buys"]
+    assert [row["row"] for row in buys["rows"]] == ["buys codec floor", "buys CPU, worker processes"]
+    assert all(row["images_per_second"] > 0 and row["cpu_seconds_per_image"] > 0 for row in buys["rows"])
+    assert buys["rows"][1]["records"] == 12 and buys["rows"][1]["executor"] == "processes"
+    assert "no GPU" in buys["gpu_rows"] and "no GPU" in buys["first_record"]["skipped"]
 
 
 FAKE_SMI = """#!/bin/sh
@@ -88,14 +100,19 @@ def test_on_a_gpu_host_a_job_left_on_the_cpu_fails_its_verdict():
         "nvidia_smi": {"phases": {"job demo": {"utilization_percent_max": 35.0},
                                   "job detection": {"utilization_percent_max": 0.0}}},
         "bench": {"ratio": {"value": 0.85}, "augd_seed_images_per_second": 850, "codec_images_per_second": 1000},
+        "placement": [{"pipeline": "seed-classifier", "gpu": ["ImageProjectiveTransformV3"], "host_steps": {},
+                       "unplanned": []},
+                      {"pipeline": "detection-ssd", "gpu": ["ImageProjectiveTransformV3"], "host_steps": {},
+                       "unplanned": ["ResizeArea"]}],
     }
     got = {v["check"]: v["verdict"] for v in gpu_check.verdicts(report, gpu=True)}
     assert got == {"TensorFlow sees the GPU": "PASS", "GPU tests": "PASS", "job demo on the GPU": "PASS",
                    "job demo keeps the GPU busy": "PASS", "job detection on the GPU": "FAIL",
-                   "job detection keeps the GPU busy": "FAIL", "bench: augd seed / codec floor": "PASS"}
+                   "job detection keeps the GPU busy": "FAIL", "bench: augd seed / codec floor": "PASS",
+                   "placement of seed-classifier": "PASS", "placement of detection-ssd": "FAIL"}
 
 
 def test_the_check_refuses_an_unknown_part():
     p = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--skip", "gpus"], cwd=REPO, capture_output=True,
                        text=True, timeout=60)
-    assert p.returncode == 2 and "--skip: unknown part(s) gpus; allowed: tests, jobs, bench" in p.stderr
+    assert p.returncode == 2 and "--skip: unknown part(s) gpus; allowed: tests, jobs, placement, bench, buys" in p.stderr

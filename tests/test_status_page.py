@@ -267,7 +267,7 @@ def test_page_in_a_browser_shows_the_running_job_queue_device_and_last_failures(
     assert f"{bar.attrs['value']} / {SLOW_IMAGES} images" in figures and "images/s" in figures and "ETA" in figures
     assert items(dom, "queue-ready") == [QUEUED, XSS_QUEUED]
     assert items(dom, "queue-settling") == [SETTLING]
-    assert dom.by_id("device").text() == before["device"] == "CPU"
+    assert dom.by_id("device").text() == before["device"] == "CPU" and before["warm_up"] is None  # auto: GPUs only
     assert dom.by_id("version").text() == before["version"] and dom.by_id("state").text() == "running"
     assert re.match(r"^\d+(\.\d)? (s|min|h|d)\b", dom.by_id("uptime").text())
     rows = result_rows(dom)

@@ -53,6 +53,10 @@ class DaemonConfig(BaseModel):
                                                         "(default DATA_DIR/pipelines, when it exists)")
     default_pipeline: str = Field(defaults.DEFAULT_PIPELINE, description="pipeline name or file for jobs that "
                                                                         "name none")
+    warm_up: Literal["auto", "on", "off"] = Field(
+        "auto", description="before reporting ready, run default_pipeline's graph and each in pipelines_dir once on "
+        "a small image, so the first job does not wait while the GPU driver compiles TensorFlow's kernels (Hopper "
+        "and newer); auto: on GPU hosts only")
     settle_seconds: float = Field(defaults.SETTLE_SECONDS, gt=0, description="quiet time before a job without "
                                                                              "_READY is ready")
     rescan_seconds: float = Field(defaults.RESCAN_SECONDS, gt=0, description="full inbox rescan period")

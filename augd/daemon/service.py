@@ -67,6 +67,7 @@ class Daemon:
         # a stop signal to the whole process group ends the workers too: none may be replaced meanwhile
         self.signals = SignalState(on_stop=self.worker.drain_pool)
         self.ready = False
+        self.warmed: list[dict] | None = None   # warm-up rows (augd.daemon.warmup); None: not warmed up
         self.started = time.time()
         self.stopping = False
 
@@ -121,7 +122,7 @@ class Daemon:
                 for r in list(self.worker.last_results)]
         return {"version": augd.__version__, "state": "stopping" if self.stopping else
                 ("running" if cur else ("idle" if self.ready else "starting")),
-                "device": self.device.name if self.device else None,
+                "device": self.device.name if self.device else None, "warm_up": self.warmed,
                 "time": round(now, 3), "time_iso": _iso(now),
                 "started": round(self.started, 3), "started_iso": _iso(self.started),
                 "uptime_seconds": round(now - self.started, 1),
@@ -180,6 +181,10 @@ class Daemon:
             raise AugdError(f"cannot set up the engine: {exc}") from None
         self.device = engine.device
         self.worker.warm_pool()   # the workers import TensorFlow while the inbox is scanned
+        from augd.daemon import warmup
+        if warmup.wanted(s.config.warm_up, self.device.kind):
+            self.warmed = warmup.warm_up(engine, warmup.configured_pipelines(s.default_pipeline, s.pipelines_dir),
+                                         s.search_dirs(), lambda: self.signals.stops > 0, self.notifier.notify)
         self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)
         from augd.io import clean_stale_temps
         for path in clean_stale_temps(s.out):

@@ -16,7 +16,7 @@ import numpy as np
 
 from augd.engine.chain import apply_program
 from augd.engine.decode import decode_planned
-from augd.engine.placement import CPU, GPU, augment_device, stage_devices
+from augd.engine.placement import AUGMENT_SCOPE, CPU, GPU, augment_device, stage_devices
 from augd.engine.plan import Program
 from augd.engine.seeds import image_seed
 from augd.errors import Rejected
@@ -77,7 +77,7 @@ class Compiled:
                 t1 = tf.timestamp()
             with tf.control_dependencies([t1]):
                 img = tf.identity(img)
-            with tf.device(on):
+            with tf.device(on), tf.name_scope(AUGMENT_SCOPE):   # the scope: placement logs can tell the stage
                 aug = tf.cond(augment, lambda: apply_program(program, img, f, i, kernel, spec.colour), lambda: img)
             aug.set_shape([None, None, 3])
             with tf.control_dependencies([aug]):

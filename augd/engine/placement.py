@@ -18,7 +18,7 @@ import re
 
 from augd.ops._tf import tf
 
-__all__ = ["CPU", "GPU", "augment_device", "gpu_stage", "host_step", "stage_devices"]
+__all__ = ["AUGMENT_SCOPE", "CPU", "GPU", "augment_device", "gpu_stage", "host_step", "placed", "stage_devices"]
 
 CPU = "/device:CPU:0"
 GPU = "/device:GPU:0"
@@ -27,6 +27,7 @@ DECODE_OPS = frozenset({"DecodeImage", "DecodeJpeg", "DecodeAndCropJpeg", "Decod
 ENCODE_OPS = frozenset({"EncodeJpeg", "EncodePng", "SerializeTensor"})
 # Graph plumbing that says nothing about where the pixels are processed.
 _PLUMBING = frozenset({"Const", "Identity", "IdentityN", "NoOp", "Placeholder", "_Arg", "_Retval"})
+AUGMENT_SCOPE = "augment"   # the name scope of the augment stage (compile.py)
 _HOST = "host."          # the name scope of a planned host step: host.<name>
 _HOST_SCOPE = re.compile(r"(?:^|/)host\.([A-Za-z0-9_.-]+?)(?:_\d+)?(?:/|$)")
 
@@ -120,3 +121,26 @@ def stage_devices(graph_def, device_name: str, kernel: str, augment: str) -> dic
             text += "; on the CPU: " + ", ".join(sorted(g["fallback"]))
     out["augment"] = text
     return {s: out[s] for s in ("decode", "augment", "encode")}
+
+
+_PLACED = re.compile(r"(?:placer\.cc:\d+\] )?(\S+): \((\w+)\): (/job:\S+)$")
+_IN_AUGMENT = re.compile(rf"(?:^|/){AUGMENT_SCOPE}(?:_\d+)?/")
+
+
+def placed(log_lines) -> dict:
+    """What TensorFlow's placement log (tf.debugging.set_log_device_placement) says ran in the augment stage:
+    {"gpu": {op types}, "host": {step: {op types}}, "unplanned": {op types}} where unplanned are its nodes that
+    ran on the CPU outside any host step (graph plumbing aside)."""
+    out: dict = {"gpu": set(), "host": {}, "unplanned": set()}
+    for line in log_lines:
+        m = _PLACED.search(line.strip())
+        if not m or not _IN_AUGMENT.search(m[1]) or m[2] in _PLUMBING:
+            continue
+        host = _HOST_SCOPE.search(m[1])
+        if host:
+            out["host"].setdefault(host.group(1), set()).add(m[2])
+        elif tf.DeviceSpec.from_string(m[3]).device_type == "GPU":
+            out["gpu"].add(m[2])
+        else:
+            out["unplanned"].add(m[2])
+    return out
