@@ -125,12 +125,18 @@ def test_exif_orientation_is_applied_like_pil():
         assert np.array_equal(got, expected), orientation
 
 
-def test_strong_downscale_is_antialiased():
-    """A fine checkerboard shrunk 8x must come out flat grey (box prefilter), not moire."""
+@pytest.mark.parametrize("gpu_host", [False, True], ids=["cpu-host", "gpu-host"])
+@pytest.mark.parametrize("size", [32, 37])
+def test_strong_downscale_is_antialiased(gpu_host, size):
+    """A fine checkerboard shrunk 8x (or 6.9x: a 6x box, then bilinear) comes out flat grey, not moire, on both
+    kernels: OpenCV's area resize, and the reshape-and-mean box that replaced ResizeArea on the GPU path."""
+    from augd.engine import Engine
     board = ((np.indices((256, 256)).sum(0) % 2) * 255).astype(np.uint8)
     img = np.repeat(board[:, :, None], 3, axis=2)
-    out = run([{"resize": {"size": [32, 32]}}], img).astype(float)
-    assert abs(out.mean() - 127.5) < 3 and out.std() < 3
+    c = Engine().compile(spec_for([{"resize": {"size": [size, size]}}]), as_gpu_host=gpu_host)
+    r = c.process(png(img), "board.png", 1)
+    out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3).astype(float)
+    assert out.shape == (size, size, 3) and abs(out.mean() - 127.5) < 3 and out.std() < 3
 
 
 def test_decode_errors_raise_for_the_caller_to_reject():
