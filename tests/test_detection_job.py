@@ -36,6 +36,7 @@ ops:
   - random_rotation: {degrees: 10}
   - random_flip_left_right: {}
   - random_brightness: {max_delta: 0.02}
+annotations: {min_visibility: 0, min_size: 1}   # the geometry judged by the pixels: every remnant keeps its box
 """
 
 
@@ -241,7 +242,7 @@ def test_negatives_rejected_when_the_setting_says_so(tmp_path, pipeline):
     spec, _ = resolve_pipeline(str(job), str(pipeline), "tiny")
     assert spec.annotations.value("negatives") == "reject"
     p = tmp_path / "reject.yaml"
-    p.write_text(PIPELINE + "annotations: {negatives: reject}\n")
+    p.write_text(PIPELINE.replace("annotations: {", "annotations: {negatives: reject, "))
     m = run(job, tmp_path / "out", p)
     assert m["annotations"]["negatives"] == {"kept": 0, "rejected": 1}
     assert [(f["path"], f["reason"]) for f in m["inputs"]["rejected_files"]] == [("images/im00.png", "negative")]
@@ -257,8 +258,10 @@ def test_same_shard_bytes_for_one_and_three_workers(tmp_path, pipeline):
         assert (tmp_path / "w1" / "det" / s).read_bytes() == (tmp_path / "w3" / "det" / s).read_bytes(), s
 
 
-def test_classification_jobs_are_unchanged(tmp_path, pipeline):
+def test_classification_jobs_are_unchanged(tmp_path):
     from augd.spec import load_pipeline
+    pipeline = tmp_path / "plain.yaml"
+    pipeline.write_text(PIPELINE[:PIPELINE.index("annotations:")])   # a pipeline that says nothing of annotations
     spec = load_pipeline(pipeline)
     assert spec.annotations is None and "annotations" not in spec.normalized()
     for cls in ("cats", "dogs"):
@@ -308,7 +311,7 @@ def test_settings_layer_job_over_pipeline_over_daemon(tmp_path):
     (job / "augd.yaml").write_text("annotations: {format: yolo}\n")
     daemon = Annotations(format="voc", label_map=("a", "b"), min_size=5.0)
     spec, _ = resolve_pipeline(str(job), str(p), "tiny", annotations=daemon)
-    assert spec.annotations.normalized() == {"format": "yolo", "label_map": ["a", "b"], "min_visibility": 0.0,
+    assert spec.annotations.normalized() == {"format": "yolo", "label_map": ["a", "b"], "min_visibility": 0.3,
                                              "min_size": 3.0, "negatives": "keep"}
     assert parse_pipeline("name: p\nops: []\n").sha256 != spec.sha256
     (job / "augd.yaml").write_text("annotations: {label_map: ../outside.pbtxt}\n")

@@ -204,7 +204,7 @@ def test_a_point_pushed_off_the_canvas_is_not_visible_and_stays_gone():
     assert out.objects[0].keypoints == ((12.0, 12.0, 2), (0.0, 0.0, 0), (0.0, 0.0, 0))
     # min_keypoints drops an object left with too few labelled points
     out, _, dropped = transform(ann, [_shift(10.0)], flip=(0, 1, 2), min_keypoints=2)
-    assert out.objects == () and dropped == 1
+    assert out.objects == () and dropped == {"keypoints": 1}
 
 
 def test_flip_pairs_come_from_the_names_and_must_pair_the_points():
@@ -443,7 +443,8 @@ def test_keypoints_of_every_tile_and_patch_sit_on_their_dots_after_a_mix(tmp_pat
     every object sits on a dot of its colour, and every dot whose middle shows is some object's visible point of
     that index (a point under a cutmix patch is not visible; the patch's own people bring theirs)."""
     coco_pose_job(str(tmp_path / "p"), people(6, seed=4))
-    chain = f"name: kp-mix\nseed: 3\nvariants: 4\nkeep_original: false\noutput: {{format: png}}\nops:\n{ops}"
+    chain = (f"name: kp-mix\nseed: 3\nvariants: 4\nkeep_original: false\noutput: {{format: png}}\nops:\n{ops}"
+             "annotations: {min_visibility: 0, min_size: 1}\n")   # every dot showing belongs to some object
     _, folder = _run(tmp_path / "p", tmp_path / "out", chain, workers=1)
     objects = points = 0
     for rec in read_records(folder):

@@ -113,9 +113,14 @@ PIPELINES = {
 }
 
 
+#: These tests judge the geometry by the pixels: every remnant keeps its box (an object with any pixel showing has
+#: one), so the drop rule's defaults (min_visibility 0.3, min_size 2: tests/test_occlusion.py) are turned off.
+KEEP_REMNANTS = "annotations: {min_visibility: 0, min_size: 1}\n"
+
+
 def pipeline(op: str, variants: int = 3, fmt: str = "png"):
     return parse_pipeline(f"name: t-{op}\nseed: 5\nvariants: {variants}\noutput: {{format: {fmt}}}\n"
-                          f"ops:\n{PIPELINES[op]}")
+                          f"ops:\n{PIPELINES[op]}{KEEP_REMNANTS}")
 
 
 @pytest.fixture(scope="module")
@@ -433,7 +438,8 @@ def test_copy_paste_boxes_and_masks_agree_with_the_pixels(tmp_path, layout):
     imgs = png_scenes(polygon_scenes() if layout == "coco" else scenes())
     (coco_job if layout == "coco" else voc_job)(str(tmp_path / "job"), imgs)
     spec = parse_pipeline("name: cp\nseed: 3\nvariants: 3\noutput: {format: png}\nops:\n"
-                          "  - copy_paste: {objects: [2, 3], scale: [0.6, 1.2]}\n  - random_flip_left_right: {}\n")
+                          "  - copy_paste: {objects: [2, 3], scale: [0.6, 1.2]}\n  - random_flip_left_right: {}\n"
+                          + KEEP_REMNANTS)
     out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
     recs = [r for r in records(out) if r["augd/variant"] > 0]
     # a polygon's vertex shows as a few edge pixels, blended: its box (the polygon's extent) may lie 3 px out
@@ -565,7 +571,7 @@ def test_a_partner_gone_mid_job_leaves_its_tile_to_the_fill_and_brings_nothing(t
             for i in range(6)]
     voc_job(str(tmp_path / "job"), imgs)
     spec = parse_pipeline("name: m\nseed: 1\nvariants: 3\nkeep_original: false\noutput: {format: png}\n"
-                          "ops:\n  - mosaic: {size: [128, 128]}\n")
+                          "ops:\n  - mosaic: {size: [128, 128]}\n" + KEEP_REMNANTS)
     plan = plan_job(str(tmp_path / "job"), spec, None, 10 ** 8)
     (tmp_path / "job" / plan.images[-1].relpath).unlink()
     compiled = Engine().compile(spec)
@@ -630,7 +636,7 @@ def test_copy_paste_mixes_objects_with_and_without_masks(tmp_path):
             a.pop("segmentation")
     path.write_text(json.dumps(data))
     spec = parse_pipeline("name: cp\nseed: 5\nvariants: 3\nkeep_original: false\noutput: {format: png}\nops:\n"
-                          "  - copy_paste: {objects: [2, 3]}\n")
+                          "  - copy_paste: {objects: [2, 3]}\n" + KEEP_REMNANTS)
     out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
     recs = records(out)
     assert len(recs) == 8 * 3

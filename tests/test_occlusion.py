@@ -91,7 +91,9 @@ def test_a_cutout_shrinks_boxes_to_what_shows_and_drops_what_it_hides(tmp_path, 
                 wrong.append((r["image/filename"], r["augd/variant"], cls, box.round(1).tolist(), _extent(shown)))
     print(f"\n{chain}: boxes in {3 * 6 * 8}, out {kept}, dropped {dropped} "
           f"(manifest: {res.report.annotations.dropped}), disagreeing with their pixels {disagree}")
-    assert kept + dropped == 3 * 6 * 8 and dropped == res.report.annotations.dropped
+    by_reason = res.report.annotations.dropped
+    assert kept + dropped == 3 * 6 * 8 and dropped == sum(by_reason.values())
+    assert by_reason.get("covered", 0) > 0 and set(by_reason) <= {"covered", "cut", "small", "outside"}, by_reason
     assert dropped > 0 and not wrong, wrong
 
 
@@ -103,7 +105,7 @@ def test_a_one_pixel_remnant_beside_a_patch_does_not_count_and_a_wholly_erased_o
     covers = ((0, (11.0, 35.0, 70.0, 120.0)), (0, (75.0, 15.0, 125.0, 65.0)))   # a: 1-px column left of the patch
     ann = Annotation(objects=(a, b, c))
     out, _, gone = transform(ann, [], covers=covers, size=(120, 200), min_size=3)
-    assert gone == 1 and [o.name for o in out.objects] == ["a", "c"]
+    assert gone == {"covered": 1} and [o.name for o in out.objects] == ["a", "c"]
     assert out.objects[0].box == (10.0, 10.0, 60.0, 35.0) and out.objects[0].truncated
     assert out.objects[1] == c
     loose, _, _ = transform(ann, [], covers=covers, size=(120, 200), min_size=1)
@@ -111,4 +113,4 @@ def test_a_one_pixel_remnant_beside_a_patch_does_not_count_and_a_wholly_erased_o
     hidden = np.zeros((120, 200), bool)
     hidden[35:, 11:] = True
     assert uncover(Annotation(objects=(a,)), hidden, 0.0, 3)[0].objects[0].box == (10.0, 10.0, 60.0, 35.0)
-    assert uncover(Annotation(objects=(a,)), hidden, 0.3, 3)[1] == 1, "25 of 100 rows show: under 0.3"
+    assert uncover(Annotation(objects=(a,)), hidden, 0.3, 3)[1] == {"covered": 1}, "25 of 100 rows show: under 0.3"

@@ -18,6 +18,7 @@ TensorFlow-free.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -28,8 +29,8 @@ from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, 
 from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.rle import rle_decode, rle_encode
 
-__all__ = ["HIDDEN", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved",
-           "Shape", "hidden_by", "hide_in_masks", "instance_masks", "transform", "uncover"]
+__all__ = ["DROP_REASONS", "HIDDEN", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES",
+           "WEIGHTS", "Moved", "Shape", "hidden_by", "hide_in_masks", "instance_masks", "transform", "uncover"]
 
 #: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
 #: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
@@ -37,6 +38,13 @@ KEPT = "augd/kept_objects"
 #: ... and under this one the output's HxW bool mask of the pixels its covers overwrote (None: none), so that a
 #: caller takes them off the objects' instance masks too.
 HIDDEN = "augd/hidden_pixels"
+
+#: Why an object was dropped (the manifest's annotations.objects.dropped_by_reason), checked in this order:
+#: outside: no part of it left on the canvas; cut: what a crop or warp left is under min_visibility of it;
+#: small: a side of what is left is under min_size px; covered: a cutout or paste hides it, or all but less than
+#: min_visibility of it (remnants thinner than min_size not counting); keypoints: fewer than min_keypoints
+#: labelled points left.
+DROP_REASONS = ("outside", "cut", "small", "covered", "keypoints")
 
 Box = tuple[float, float, float, float]
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
@@ -163,31 +171,40 @@ WEIGHTS = _Weights()
 KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
-def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> tuple[Object | None, float]:
-    """(the object with its new box, or None when too little of it is left; the share of it the canvases left)."""
+def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> tuple[Object | str, float]:
+    """(the object with its new box, or the DROP_REASONS reason too little of it is left; the share of it the
+    canvases left)."""
     box, whole = moved.box, area(moved.whole)
     if box is None or whole <= 0.0:
-        return None, 0.0
+        return "outside", 0.0
     visible = min(area(box) / whole, 1.0)
-    if visible <= 0.0 or visible < min_visibility or min(box[2] - box[0], box[3] - box[1]) < min_size:
-        return None, visible
+    if visible <= 0.0:
+        return "outside", visible
+    if visible < min_visibility:
+        return "cut", visible
+    if min(box[2] - box[0], box[3] - box[1]) < min_size:
+        return "small", visible
     return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes), visible
 
 
-def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points, hidden) -> Object | None:
-    """One object in the output's coordinates, or None when too little of it is left. `points`: (mirrored,
+def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points, hidden) -> Object | str:
+    """One object in the output's coordinates, or the reason it is dropped (DROP_REASONS). `points`: (mirrored,
     flip or None for no swap, min_keypoints, covers); `hidden`: the output's pixels the covers overwrote."""
     shape = next(s for s in SHAPES if s.carries(obj))
     moved = shape.move(obj, maps, steps)
     new, share = _keep(obj, moved, min_visibility, min_size)
-    if new is not None and hidden is not None:   # of what the canvases left, the covers may hide more
+    if isinstance(new, str):
+        return new
+    if hidden is not None:   # of what the canvases left, the covers may hide more
         new = _uncovered(new, hidden, min_visibility / share, min_size, points=False, region=moved.region)
-    if new is None or not obj.keypoints:
+        if new is None:
+            return "covered"
+    if not obj.keypoints:
         return new
     mirrored, flip, least, covers = points
     moved = KEYPOINTS.move(obj.keypoints, maps, steps, mirrored, flip or range(len(obj.keypoints)), covers)
     if sum(p[2] > 0 for p in moved) < least:
-        return None
+        return "keypoints"
     return dataclasses.replace(new, keypoints=moved)
 
 
@@ -207,8 +224,9 @@ def hidden_by(covers, maps, steps, size: tuple[int, int]) -> np.ndarray | None:
 
 def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
               mask: np.ndarray | None = None, flip: Sequence[int] | None = None, min_keypoints: int = 0,
-              covers=(), size: tuple[int, int] | None = None) -> tuple[Annotation, np.ndarray | None, int]:
-    """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped).
+              covers=(), size: tuple[int, int] | None = None) -> tuple[Annotation, np.ndarray | None, Counter]:
+    """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped by
+    reason: a Counter of DROP_REASONS).
 
     Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
     mask, whose box is then the extent of the warped mask) goes through every step and is clipped to that
@@ -228,16 +246,18 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     hidden = hidden_by(covers, maps, steps, size) if covers and ann.objects else None
     if hidden is not None and not hidden.any():
         hidden = None
-    kept, objects = [], []
+    kept, objects, dropped = [], [], Counter()
     for k, obj in enumerate(ann.objects):
         new = _move(obj, maps, steps, min_visibility, min_size, points, hidden)
-        if new is not None:
+        if isinstance(new, str):
+            dropped[new] += 1
+        else:
             kept.append(k)
             objects.append(new)
     extra = {**ann.extra, KEPT: tuple(kept), HIDDEN: hidden}
     out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
     warped = None if mask is None else SEMANTIC_MASK.move(mask, steps)
-    return out, warped, len(ann.objects) - len(objects)
+    return out, warped, dropped
 
 
 def hide_in_masks(masks: list[np.ndarray], objects, hidden: np.ndarray | None) -> list[np.ndarray]:
@@ -276,9 +296,9 @@ def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> li
 
 
 def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0,
-            min_size: float = 1.0) -> tuple[Annotation, int]:
+            min_size: float = 1.0) -> tuple[Annotation, Counter]:
     """(the annotation with what `hidden` (its image's HxW bool: the pixels a paste covers) hides taken off each
-    object, objects dropped). An object with polygons or an RLE mask keeps the pixels still showing (as an RLE
+    object, objects dropped by reason: all "covered"). An object with polygons or an RLE mask keeps the pixels still showing (as an RLE
     mask: its box becomes their extent); a box alone keeps the extent of its pixels still showing (its own edges
     where they show). Remnants thinner than `min_size` pixels (a 1-px strip beside a patch) do not count as
     showing. One with nothing left, or less than `min_visibility` of it (pixels), is dropped; one cut becomes
@@ -291,7 +311,8 @@ def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0,
             kept.append(k)
             objects.append(new)
     out = dataclasses.replace(ann, objects=tuple(objects), extra={**ann.extra, KEPT: tuple(kept)})
-    return out, len(ann.objects) - len(objects)
+    gone = len(ann.objects) - len(objects)
+    return out, Counter({"covered": gone} if gone else {})
 
 
 def _pixels(box, h: int, w: int) -> tuple[int, int, int, int]:

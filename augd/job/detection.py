@@ -117,7 +117,7 @@ class ImageObjects:
                                                             max_pixels=det.max_pixels)
         self.instances = any(o.polygons or o.rle for o in ann.objects)
         self.out: collections.Counter = collections.Counter()
-        self.dropped = 0
+        self.dropped: collections.Counter = collections.Counter()   # by reason (targets.DROP_REASONS)
         self.points_out = 0
 
     def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
@@ -173,7 +173,7 @@ class ImageObjects:
                                       min_size=s.value("min_size"), mask=self.mask if semantic else None,
                                       flip=kp.flip if kp else None, min_keypoints=s.value("min_keypoints"),
                                       covers=covers, size=(self.h, self.w))
-        self.dropped += dropped
+        self.dropped.update(dropped)
         if not (self.instances or masks) or not src.objects:
             return out, seg, []
         # a box alone, beside objects with masks (in this image, or in a mix): its own rectangle
@@ -206,14 +206,14 @@ class ImageObjects:
             if hidden is not None and hidden.any():
                 ann, gone = uncover(ann, _in_source(hidden, p, part.h, part.w),
                                     self.det.settings.value("min_visibility"), self.det.settings.value("min_size"))
-                part.dropped += gone
+                part.dropped.update(gone)
             part_steps = placement_steps(p, mix) + list(steps)
             moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False)
             objects += moved.objects
             masks += got
             weights += [p.weight / total if mix.blend else 1.0] * len(moved.objects)
             if part is not self:
-                self.dropped += part.dropped
+                self.dropped.update(part.dropped)
         seg = _canvas_mask(mix, parts, steps, mixed.alphas) if any(part.mask is not None for _, _, part in parts) \
             else None
         ann = dataclasses.replace(self.ann, objects=tuple(objects))
@@ -223,7 +223,7 @@ class ImageObjects:
         """What the image adds to the manifest's annotations block."""
         from augd.job.report import ObjectCounts
         return ObjectCounts(dict(collections.Counter(o.name for o in self.ann.objects)), dict(self.out),
-                            self.dropped, not self.ann.objects and self.ann.mask is None, _labelled(self.ann),
+                            dict(self.dropped), not self.ann.objects and self.ann.mask is None, _labelled(self.ann),
                             self.points_out)
 
 

@@ -41,7 +41,7 @@ def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_r
         format=detection.format, label_map=jobfolder.LABEL_MAP_FILE,
         classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
                                    tally.objects_out[n]) for n in names),
-        dropped=tally.dropped, negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
+        dropped=dict(tally.dropped), negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
         bad_annotations=sum(r.reason == RejectReason.BAD_ANNOTATION for r in rejected),
         keypoints=None if detection.keypoints is None else {
             **detection.keypoints.to_dict(), "labelled": {"in": tally.points_in, "out": tally.points_out}})

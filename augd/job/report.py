@@ -159,10 +159,11 @@ class Timing:
 @dataclass(frozen=True)
 class ObjectCounts:
     """One written image of a detection job: its objects per class name in its annotation and in its records
-    (every variant), the boxes the transforms dropped (min_visibility, min_size), and whether it is a negative."""
+    (every variant), the boxes the transforms dropped by reason (augd.annotations.targets.DROP_REASONS), and
+    whether it is a negative."""
     objects_in: dict[str, int]
     objects_out: dict[str, int]
-    dropped: int
+    dropped: dict[str, int]
     negative: bool
     points_in: int = 0                 # a keypoint job's labelled keypoints in its annotation, and in its records
     points_out: int = 0
@@ -187,7 +188,7 @@ class AnnotationReport:
     format: str
     label_map: str                     # the file in the output folder
     classes: tuple[ClassObjects, ...]
-    dropped: int
+    dropped: dict[str, int]            # by reason (augd.annotations.targets.DROP_REASONS)
     negatives_kept: int
     negatives_rejected: int
     bad_annotations: int
@@ -197,7 +198,8 @@ class AnnotationReport:
         out = {"format": self.format, "label_map": self.label_map,
                "classes": [c.to_dict() for c in self.classes],
                "objects": {"in": sum(c.objects_in for c in self.classes),
-                           "out": sum(c.objects_out for c in self.classes), "dropped": self.dropped},
+                           "out": sum(c.objects_out for c in self.classes), "dropped": sum(self.dropped.values()),
+                           "dropped_by_reason": dict(sorted(self.dropped.items()))},
                "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
                "bad_annotations": self.bad_annotations}
         if self.keypoints is not None:
@@ -309,7 +311,7 @@ class Tally:
     bytes_read: int = 0
     objects_in: collections.Counter = field(default_factory=collections.Counter)    # detection jobs: by class
     objects_out: collections.Counter = field(default_factory=collections.Counter)
-    dropped: int = 0
+    dropped: collections.Counter = field(default_factory=collections.Counter)       # by reason
     negatives: int = 0
     points_in: int = 0
     points_out: int = 0
@@ -357,7 +359,7 @@ class Tally:
             if res.objects is not None:
                 self.objects_in.update(res.objects.objects_in)
                 self.objects_out.update(res.objects.objects_out)
-                self.dropped += res.objects.dropped
+                self.dropped.update(res.objects.dropped)
                 self.negatives += res.objects.negative
                 self.points_in += res.objects.points_in
                 self.points_out += res.objects.points_out

@@ -33,11 +33,12 @@ class AnnotationsConfig(BaseModel):
     label_map: str | list[str] | None = Field(
         None, description="fixed label map: a TF Object Detection API label_map.pbtxt (relative to the job), or "
                           "class names (ids 1..N in order); an object of another class rejects its image")
-    min_visibility: float | None = Field(None, ge=0.0, le=1.0, description="drop a box whose visible part is "
-                                                                           "below this fraction of its area "
-                                                                           "(default 0)")
-    min_size: float | None = Field(None, ge=0.0, description="drop a box narrower or shorter than this many "
-                                                             "pixels after the transform (default 1)")
+    min_visibility: float | None = Field(None, ge=0.0, le=1.0, description="drop an object showing less than this "
+                                                                           "fraction of itself after the transform "
+                                                                           "and cutouts (default 0.3)")
+    min_size: float | None = Field(None, ge=0.0, description="drop a box narrower or shorter than this many pixels "
+                                                             "after the transform; thinner remnants beside a cutout "
+                                                             "do not count as showing (default 2)")
     negatives: Literal["keep", "reject"] | None = Field(None, description="images with no object: keep "
                                                                           "(default) or reject")
     min_keypoints: int | None = Field(None, ge=0, description="keypoint jobs: drop an object left with fewer "
@@ -119,5 +120,8 @@ _KEYPOINT_KEYS = ("min_keypoints", "keypoint_flip")
 
 
 #: The value of each key no layer sets.
-DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.0, "min_size": 1.0, "negatives": "keep",
+#: min_visibility 0.3 is the OD API's own (random_crop_image's overlap_thresh, in the configs it ships; YOLOv5 drops
+#: labels under 0.4 after its cutout): an object showing less is label noise, a box around what the pixels no
+#: longer show. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
+DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.3, "min_size": 2.0, "negatives": "keep",
             "min_keypoints": 0, "keypoint_flip": None}
