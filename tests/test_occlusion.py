@@ -1,4 +1,4 @@
-"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`) hides part of an object, before or after
+"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`, `random_black_patches`) hides part of an object, before or after
 other geometry, and the object's box becomes the extent of what still shows (remnants thinner than `min_size`
 do not count), its mask loses what was hidden, and an object showing less than `min_visibility` of itself is
 dropped. Scenes: solid rectangles of one colour each on white, PNG output (no JPEG blur), the cutout black."""
@@ -23,6 +23,8 @@ CHAINS = {
                                    "  - random_flip_left_right: {}\n  - random_rotation: {degrees: 8, fill: 255}\n",
     "rotate, then erase": "  - random_rotation: {degrees: 8, fill: 255}\n"
                           "  - random_erasing: {area: [0.08, 0.3], value: 0}\n",
+    "black patches, then rotate": "  - random_black_patches: {max_black_patches: 8, probability: 0.6, "
+                                  "size_to_image_ratio: 0.25}\n  - random_rotation: {degrees: 8, fill: 255}\n",
 }
 
 
@@ -114,3 +116,24 @@ def test_a_one_pixel_remnant_beside_a_patch_does_not_count_and_a_wholly_erased_o
     hidden[35:, 11:] = True
     assert uncover(Annotation(objects=(a,)), hidden, 0.0, 3)[0].objects[0].box == (10.0, 10.0, 60.0, 35.0)
     assert uncover(Annotation(objects=(a,)), hidden, 0.3, 3)[1] == {"covered": 1}, "25 of 100 rows show: under 0.3"
+
+
+def test_black_patches_are_the_od_apis_squares_and_the_plan_knows_each_one():
+    """random_black_patches as the OD API draws them: squares of side int(ratio x the shorter side), each there
+    with `probability`, wholly inside the image; the plan's covers are exactly the black pixels the graph wrote."""
+    from augd.engine.plan import Program
+    from augd.engine.seeds import image_seed
+    from tests.helpers import run, spec_for
+    op = {"random_black_patches": {"max_black_patches": 5, "probability": 0.6, "size_to_image_ratio": 0.25}}
+    white = np.full((80, 120, 3), 255, np.uint8)
+    program, counts = Program(spec_for([op]).ops), set()
+    for i in range(12):
+        covers = program.covers(image_seed(1, f"w{i}.png", 1), 80, 120)
+        black = run([op], white, relpath=f"w{i}.png").max(axis=2) == 0
+        drawn = np.zeros((80, 120), bool)
+        for k, (x0, y0, x1, y1) in covers:
+            assert k == 0 and x1 - x0 == y1 - y0 == 20 and 0 <= x0 and x1 <= 120 and 0 <= y0 and y1 <= 80
+            drawn[int(y0):int(y1), int(x0):int(x1)] = True
+        assert np.array_equal(black, drawn), f"w{i}.png"
+        counts.add(len(covers))
+    assert len(counts) >= 3 and max(counts) <= 5   # each patch its own coin

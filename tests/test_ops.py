@@ -31,6 +31,7 @@ OP_CASES = {
     "gaussian_noise": ({"std": [0.05, 0.1]}, None, True),
     "random_jpeg_quality": ({"quality": [10, 30]}, None, True),
     "random_erasing": ({"area": [0.1, 0.2], "value": 0}, None, True),
+    "random_black_patches": ({"max_black_patches": 4, "probability": 1.0, "size_to_image_ratio": 0.3}, None, True),
     "channel_shuffle": ({}, None, False),
     "solarize": ({"threshold": 100}, None, True),
     "posterize": ({"bits": 3}, None, True),

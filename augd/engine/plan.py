@@ -95,14 +95,14 @@ class Seeded:
     op: SeededOp
     on: int               # ints: whether the op applies to this image
     seed: slice           # ints: its stateless seed (two words)
-    region: slice | None = None   # floats: x0, y0, x1, y1 of what it covers (SeededOp.covers), else None
+    region: slice | None = None   # floats: x0, y0, x1, y1 of each rectangle it covers (SeededOp.covers), else None
     geo_before: int = 0   # how many Geo steps come before it: where its rectangle lies among the warps
 
     @classmethod
     def at(cls, i: int, f: int, op: SeededOp, geo_before: int) -> tuple[Seeded, int, int]:
         """The step whose ints start at i and floats at f, and the ints and floats it takes."""
-        region = slice(f, f + 4) if op.covers else None
-        return cls(op, i, slice(i + 1, i + 3), region, geo_before), 3, 4 if op.covers else 0
+        n = 4 * op.holes() if op.covers else 0
+        return cls(op, i, slice(i + 1, i + 3), slice(f, f + n) if n else None, geo_before), 3, n
 
 
 @dataclass
@@ -209,8 +209,10 @@ class Program:
             geometry.extend((geo[k][0].copy(), float(round(geo[k][3])), float(round(geo[k][4])))
                             for k in sorted(geo))
         if covers is not None:
-            covers.extend((s.geo_before, tuple(float(v) for v in floats[s.region])) for s in self.steps
-                          if isinstance(s, Seeded) and s.region is not None and ints[s.on])
+            for s in self.steps:
+                if isinstance(s, Seeded) and s.region is not None and ints[s.on]:
+                    rects = floats[s.region].reshape(-1, 4)
+                    covers.extend((s.geo_before, tuple(float(v) for v in r)) for r in rects if r[2] > r[0] and r[3] > r[1])
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:

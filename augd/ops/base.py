@@ -187,9 +187,10 @@ class Domain(str, enum.Enum):
 class SeededOp(Op):
     """Graph code fed a stateless seed: for ops whose randomness is drawn per pixel (or that need none).
 
-    An op that overwrites a rectangle (cutout) draws it on the host instead, with `region(rng, h, w)`, so that
-    the annotations know what it covered (a keypoint under it is not visible): `apply` then also gets the
-    rectangle as a [4] float tensor (x0, y0, x1, y1: the pixels [x0, x1) x [y0, y1) of its input)."""
+    An op that overwrites rectangles (cutouts) draws them on the host instead, with `region(rng, h, w)`, so that
+    the annotations know what it covered (a keypoint under it is not visible): `apply` then also gets them as a
+    [4 * holes()] float tensor (x0, y0, x1, y1 each: the pixels [x0, x1) x [y0, y1) of its input; a hole left
+    out this time is all zeros)."""
     domain: ClassVar[Domain] = Domain.UINT8
     covers: ClassVar[bool] = False       # True: region() draws a rectangle that apply() receives
     #: True: apply() needs the CPU by nature (TensorFlow's JPEG codec has no GPU kernel): a GPU host runs it there,
@@ -201,8 +202,13 @@ class SeededOp(Op):
         for TF's stateless kernels."""
         raise NotImplementedError
 
-    def region(self, rng, h: int, w: int) -> tuple[float, float, float, float]:
-        """The rectangle this image's op covers, in whole pixels of its h x w input (covers=True only)."""
+    def holes(self) -> int:
+        """How many rectangles region() draws (covers=True only): its plan's slots, 4 floats each."""
+        return 1
+
+    def region(self, rng, h: int, w: int) -> tuple[float, ...]:
+        """The rectangles this image's op covers, in whole pixels of its h x w input (covers=True only): holes()
+        times (x0, y0, x1, y1), zeros for a hole it leaves out."""
         raise NotImplementedError
 
     def describe(self, drawn) -> list[str]:

@@ -115,6 +115,51 @@ class RandomErasing(SeededOp):
         return [f"{self.label} {x1 - x0:g}x{y1 - y0:g} at ({x0:g}, {y0:g})"]
 
 
+@register_op("random_black_patches", Kind.PIXEL)
+class RandomBlackPatches(SeededOp):
+    """The Object Detection API's random_black_patches: up to `max_black_patches` square patches, each there with
+    `probability`, of side `size_to_image_ratio` x the image's shorter side, at a uniform place that fits. Unlike
+    the OD API, which leaves boxes as they are, boxes, masks and keypoints lose what a patch hides."""
+    covers = True
+    example = "- random_black_patches: {max_black_patches: 10, probability: 0.5, size_to_image_ratio: 0.1}"
+
+    class Params(OpParams):
+        max_black_patches: int = Field(10, ge=1, le=64, description="patches tried per image")
+        probability: float = Field(0.5, ge=0.0, le=1.0, description="the chance of each patch")
+        size_to_image_ratio: float = Field(0.1, gt=0.0, lt=1.0, description="a patch's side over the image's "
+                                                                             "shorter side")
+        value: int = Field(0, ge=0, le=255, description="the patches' grey level (the OD API's: 0)")
+
+    def holes(self) -> int:
+        return self.params.max_black_patches
+
+    def region(self, rng, h, w):
+        p = self.params
+        side = int(min(h, w) * p.size_to_image_ratio)    # the OD API truncates: box_size is an int
+        out = []
+        for _ in range(p.max_black_patches):
+            on = uniform(rng, 0.0, 1.0) <= p.probability
+            y0 = int(uniform(rng, 0.0, 1.0 - p.size_to_image_ratio) * h)
+            x0 = int(uniform(rng, 0.0, 1.0 - p.size_to_image_ratio) * w)
+            out += [float(x0), float(y0), float(x0 + side), float(y0 + side)] if on and side > 0 else [0.0] * 4
+        return tuple(out)
+
+    def apply(self, image, seed, region=None):
+        shape = tf.shape(image)
+        rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])     # holes x (x0, y0, x1, y1)
+        ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
+        xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
+        inside = tf.reduce_any((ys >= rects[:, 1]) & (ys < rects[:, 3]) & (xs >= rects[:, 0]) & (xs < rects[:, 2]),
+                               axis=-1, keepdims=True)
+        return tf.where(inside, tf.constant(self.params.value, tf.uint8), image)
+
+    def describe(self, drawn):
+        if not drawn.values:
+            return [self.label]
+        n = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
+        return [f"{self.label} {n}"]
+
+
 @register_op("random_jpeg_quality", Kind.PIXEL)
 class RandomJpegQuality(SeededOp):
     """Re-compress through JPEG at a quality drawn from the range, to teach robustness to artefacts."""
