@@ -308,8 +308,8 @@ def main(argv=None) -> int:
             report["placement"] = [placement_log(pipeline, demo[:4]) for _, _, pipeline in JOBS]
             for row in report["placement"]:
                 say(f"placement of {row['pipeline']}: " + (
-                    row.get("error") or (f"host steps {row['host_steps']}, unplanned host ops {row['unplanned']}"
-                                         if gpu else f"{len(row['unplanned'])} op types, all on the CPU (no GPU here)")))
+                    row.get("error") or (f"host steps {row['host_steps']}, unplanned host ops {row['unplanned']}" if gpu
+                                         else f"{len(row['unplanned'])} op types, all on the CPU (no GPU here)")))
         photos = _bench_photos(args.n, tmp) if {"bench", "buys"} - skip else None
         if "bench" not in skip:
             say(f"bench rows on {args.n} photos ...")

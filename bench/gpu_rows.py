@@ -116,7 +116,8 @@ def gpu_buys(folder: str, files: list[str], workers: int, gpu: bool, sampler, tm
                              "pool_images_per_second": codec["images_per_second"]})
     plan = [("buys CPU, worker processes", "cpu", "processes", workers)]
     if gpu:
-        plan += [("buys GPU, threads", "gpu", "threads", workers), ("buys GPU, 2 worker processes", "gpu", "processes", 2),
+        plan += [("buys GPU, threads", "gpu", "threads", workers),
+                 ("buys GPU, 2 worker processes", "gpu", "processes", 2),
                  (f"buys GPU, {workers} worker processes", "gpu", "processes", workers)]
     for name, device, executor, w in plan:
         out = tempfile.mkdtemp(prefix="buys-", dir=tmp)

@@ -10,7 +10,6 @@ interpolation, `colour: fast`).
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +107,7 @@ def agrees(m: dict) -> bool:
 
 
 def main() -> None:
-    print(f"| case | photos mean | photos > 2 | scenes mean | scenes > 2 | max | agree |")
+    print("| case | photos mean | photos > 2 | scenes mean | scenes > 2 | max | agree |")
     print("|---|---|---|---|---|---|---|")
     for name, (ops, colour) in cases().items():
         m = measure(ops, colour)

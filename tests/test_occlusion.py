@@ -1,7 +1,8 @@
-"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`, `random_black_patches`) hides part of an object, before or after
-other geometry, and the object's box becomes the extent of what still shows (remnants thinner than `min_size`
-do not count), its mask loses what was hidden, and an object showing less than `min_visibility` of itself is
-dropped. Scenes: solid rectangles of one colour each on white, PNG output (no JPEG blur), the cutout black."""
+"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`, `random_black_patches`) hides part of an
+object, before or after other geometry, and the object's box becomes the extent of what still shows (remnants
+thinner than `min_size` do not count), its mask loses what was hidden, and an object showing less than
+`min_visibility` of itself is dropped. Scenes: solid rectangles of one colour each on white, PNG output (no JPEG
+blur), the cutout black."""
 from __future__ import annotations
 
 import cv2

@@ -212,7 +212,8 @@ class Program:
             for s in self.steps:
                 if isinstance(s, Seeded) and s.region is not None and ints[s.on]:
                     rects = floats[s.region].reshape(-1, 4)
-                    covers.extend((s.geo_before, tuple(float(v) for v in r)) for r in rects if r[2] > r[0] and r[3] > r[1])
+                    covers.extend((s.geo_before, tuple(float(v) for v in r)) for r in rects
+                                  if r[2] > r[0] and r[3] > r[1])   # a hole left out is all zeros
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:
