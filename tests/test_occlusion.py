@@ -138,3 +138,46 @@ def test_black_patches_are_the_od_apis_squares_and_the_plan_knows_each_one():
         assert np.array_equal(black, drawn), f"w{i}.png"
         counts.add(len(covers))
     assert len(counts) >= 3 and max(counts) <= 5   # each patch its own coin
+
+
+def _ellipses(root) -> None:
+    """Six VOC images of three round objects each (filled ellipses as 96-gon polygons: VOC keeps only their boxes)."""
+    rng = np.random.default_rng(11)
+    images = []
+    for i in range(6):
+        shapes = []
+        for k, (cls, colour) in enumerate(COLOURS.items()):
+            cx, cy = 40 + 60 * k + rng.uniform(-6, 6), 60 + rng.uniform(-15, 15)
+            a, b = rng.uniform(16, 26), rng.uniform(10, 20)
+            t = np.linspace(0, 2 * np.pi, 96, endpoint=False)
+            shapes.append(Shape(cls, tuple(zip((cx + a * np.cos(t)).round(2), (cy + b * np.sin(t)).round(2))), colour))
+        images.append(Img(f"e{i}.png", 120, 200, tuple(shapes)))
+    voc_job(str(root), images)
+
+
+def test_box_rotation_ellipse_keeps_round_objects_tight_where_corners_grow(tmp_path):
+    """Box-only round objects turned 20-30 degrees: with `box_rotation: ellipse` each box is its object's pixels
+    (within 2 px); the corner rule's boxes hold the pixels too but are larger (the corners of a box around an
+    ellipse lie outside it). Judged by the pixels of each colour."""
+    _ellipses(tmp_path / "round")
+    slack = {}
+    for rule in ("ellipse", "corners"):
+        spec = parse_pipeline("name: rot\nseed: 4\nvariants: 3\nkeep_original: false\noutput: {format: png}\n"
+                              "ops:\n  - random_rotation: {degrees: [20, 30], fill: 255}\n"
+                              f"annotations: {{box_rotation: {rule}}}\n", "rot.yaml")
+        run_job(str(tmp_path / "round"), spec, str(tmp_path / rule), JobOptions(workers=1, executor="threads"))
+        gaps = []
+        for r in read_records(tmp_path / rule / "round"):
+            pixels = r["pixels"]
+            h, w = pixels.shape[:2]
+            names = [t.decode() for t in r["image/object/class/text"]]
+            boxes = np.stack([r[f"image/object/bbox/{k}"] for k in ("xmin", "ymin", "xmax", "ymax")], -1) * [w, h, w, h]
+            for cls, colour in COLOURS.items():
+                x0, y0, x1, y1 = _extent(_shown(pixels, colour, 1))
+                box = boxes[names.index(cls)]
+                assert box[0] <= x0 + 2 and box[1] <= y0 + 2 and box[2] >= x1 - 2 and box[3] >= y1 - 2, (rule, box)
+                gaps.append(max(x0 - box[0], y0 - box[1], box[2] - x1, box[3] - y1))
+        slack[rule] = max(gaps)
+        print(f"\nbox_rotation {rule}: {len(gaps)} boxes, largest gap to their pixels {max(gaps):.1f} px, mean "
+              f"{np.mean(gaps):.1f}")
+    assert slack["ellipse"] <= 2.0 and slack["corners"] > 4.0, slack

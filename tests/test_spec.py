@@ -191,7 +191,7 @@ def test_the_daemon_config_words_its_errors_like_a_pipeline(tmp_path):
     second, first = str(err.value).splitlines()  # pydantic's order: a key's value before unknown keys
     assert first.endswith("c.yaml:1: settle_second: unknown key 'settle_second'; did you mean settle_seconds or "
                           "health_stale_seconds? (allowed keys: data_dir, inbox, work, done, failed, out, "
-                          "pipelines_dir, default_pipeline, settle_seconds, rescan_seconds, polling, on_success, "
+                          "pipelines_dir, default_pipeline, warm_up, settle_seconds, rescan_seconds, polling, on_success, "
                           "job_timeout_seconds, grace_seconds, max_pixels, job_memory_mb, labels, annotations, "
                           "status_preview, max_rejected, max_attempts, claim_lease_seconds, workers, executor, beam, "
                           "engine, metrics_bind, metrics_port, http_request_timeout_seconds, http_idle_timeout_seconds, http_max_connections, "

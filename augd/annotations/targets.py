@@ -121,6 +121,27 @@ class _Box:
         return Moved(extent(clipped), extent(free), cut, {}, tuple(tuple(p) for p in clipped if len(p) >= 3))
 
 
+class _EllipseBox(_Box):
+    """A box alone taken as the ellipse inscribed in it (box_rotation: ellipse): ELLIPSE_VERTICES points on it
+    through each step, clipped; the box is their extent. Used only where a step turns or shears (through flips,
+    scales and crops the inscribed ellipse's extent is the box's own, and a crop would cut its corners short)."""
+    name = "ellipse"
+
+    def move(self, obj, maps, steps) -> Moved:
+        x0, y0, x1, y1 = obj.box
+        cx, cy, a, b = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
+        t = np.linspace(0.0, 2 * np.pi, ELLIPSE_VERTICES, endpoint=False)
+        ring = list(zip((cx + a * np.cos(t)).tolist(), (cy + b * np.sin(t)).tolist()))
+        clipped, free, cut = forward((ring,), maps, steps)
+        return Moved(extent(clipped), extent(free), cut, {}, tuple(tuple(p) for p in clipped if len(p) >= 3))
+
+
+def _turns(steps) -> bool:
+    """Whether any step rotates or shears (an off-diagonal term in its matrix)."""
+    return any(abs(m[0][1]) > 1e-9 * (abs(m[0][0]) + abs(m[1][1])) or abs(m[1][0]) > 1e-9 * (abs(m[0][0])
+               + abs(m[1][1])) for m, _, _ in steps)
+
+
 class _Keypoints:
     """An object's points through every step; one that leaves a step's canvas ([0, w] x [0, h], closed so that
     a mirror keeps a border point) or that a cutout overwrites is gone: (0, 0, 0). After a net mirror (the
@@ -166,6 +187,8 @@ SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
 KEYPOINTS = _Keypoints()
 INSTANCE_MASKS = _InstanceMasks()
 SEMANTIC_MASK = _SemanticMask()
+ELLIPSE = _EllipseBox()
+ELLIPSE_VERTICES = 64   # the inscribed ellipse as a polygon: its extent within 0.12 % of the true one
 #: Every kind, for what holds them all against the records (their keys).
 WEIGHTS = _Weights()
 KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
@@ -187,10 +210,14 @@ def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> 
     return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes), visible
 
 
-def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points, hidden) -> Object | str:
+def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points, hidden,
+          ellipse: bool = False) -> Object | str:
     """One object in the output's coordinates, or the reason it is dropped (DROP_REASONS). `points`: (mirrored,
-    flip or None for no swap, min_keypoints, covers); `hidden`: the output's pixels the covers overwrote."""
+    flip or None for no swap, min_keypoints, covers); `hidden`: the output's pixels the covers overwrote;
+    `ellipse`: a box alone moves as its inscribed ellipse (the steps turn, and box_rotation says so)."""
     shape = next(s for s in SHAPES if s.carries(obj))
+    if ellipse and shape is SHAPES[-1]:
+        shape = ELLIPSE
     moved = shape.move(obj, maps, steps)
     new, share = _keep(obj, moved, min_visibility, min_size)
     if isinstance(new, str):
@@ -224,7 +251,8 @@ def hidden_by(covers, maps, steps, size: tuple[int, int]) -> np.ndarray | None:
 
 def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
               mask: np.ndarray | None = None, flip: Sequence[int] | None = None, min_keypoints: int = 0,
-              covers=(), size: tuple[int, int] | None = None) -> tuple[Annotation, np.ndarray | None, Counter]:
+              covers=(), size: tuple[int, int] | None = None,
+              box_rotation: str = "corners") -> tuple[Annotation, np.ndarray | None, Counter]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped by
     reason: a Counter of DROP_REASONS).
 
@@ -240,15 +268,17 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     do not count), its mask loses those pixels, the keypoints under them are no longer labelled, and one left
     with less than `min_visibility` of itself is dropped; `size`: the source's (h, w), needed for covers when
     there are no steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says; an object with
-    fewer than `min_keypoints` labelled points left is dropped too."""
+    fewer than `min_keypoints` labelled points left is dropped too. `box_rotation`: "ellipse" moves a box alone
+    as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
     points = (mirrors(steps), None if flip is None else tuple(flip), min_keypoints, tuple(covers))
     hidden = hidden_by(covers, maps, steps, size) if covers and ann.objects else None
     if hidden is not None and not hidden.any():
         hidden = None
     kept, objects, dropped = [], [], Counter()
+    ellipse = box_rotation == "ellipse" and _turns(steps)
     for k, obj in enumerate(ann.objects):
-        new = _move(obj, maps, steps, min_visibility, min_size, points, hidden)
+        new = _move(obj, maps, steps, min_visibility, min_size, points, hidden, ellipse)
         if isinstance(new, str):
             dropped[new] += 1
         else:

@@ -172,7 +172,7 @@ class ImageObjects:
         out, seg, dropped = transform(src, steps, min_visibility=s.value("min_visibility"),
                                       min_size=s.value("min_size"), mask=self.mask if semantic else None,
                                       flip=kp.flip if kp else None, min_keypoints=s.value("min_keypoints"),
-                                      covers=covers, size=(self.h, self.w))
+                                      covers=covers, size=(self.h, self.w), box_rotation=s.value("box_rotation"))
         self.dropped.update(dropped)
         if not (self.instances or masks) or not src.objects:
             return out, seg, []

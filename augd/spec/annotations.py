@@ -41,6 +41,10 @@ class AnnotationsConfig(BaseModel):
                                                              "do not count as showing (default 2)")
     negatives: Literal["keep", "reject"] | None = Field(None, description="images with no object: keep "
                                                                           "(default) or reject")
+    box_rotation: Literal["corners", "ellipse"] | None = Field(
+        None, description="a box alone (no polygon or mask) through a rotation or shear: corners (default: the box "
+                          "of its turned corners, which holds the object whatever its shape but grows) or ellipse "
+                          "(the box of its inscribed ellipse turned: tighter for round objects; Kalra et al. 2021)")
     min_keypoints: int | None = Field(None, ge=0, description="keypoint jobs: drop an object left with fewer "
                                                               "labelled keypoints than this (default 0)")
     keypoint_flip: list[int] | None = Field(None, min_length=1, description="keypoint jobs: keypoint_flip[i] is "
@@ -75,6 +79,7 @@ class Annotations:
     min_size: float | None = None
     negatives: str | None = None
     min_keypoints: int | None = None
+    box_rotation: str | None = None
     keypoint_flip: tuple[int, ...] | None = None
 
     @classmethod
@@ -87,7 +92,7 @@ class Annotations:
         elif isinstance(lm, str) and base_dir is not None and not os.path.isabs(lm):
             lm = os.path.normpath(os.path.join(base_dir, lm))
         return cls(format=cfg.format, label_map=lm, min_visibility=cfg.min_visibility, min_size=cfg.min_size,
-                   negatives=cfg.negatives, min_keypoints=cfg.min_keypoints,
+                   negatives=cfg.negatives, min_keypoints=cfg.min_keypoints, box_rotation=cfg.box_rotation,
                    keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip))
 
     def over(self, base: "Annotations | None") -> "Annotations":
@@ -106,17 +111,17 @@ class Annotations:
         return all(getattr(self, f.name) is None for f in fields(self))
 
     def normalized(self) -> dict:
-        """Every key with its default filled in (a list label map as a list); the keypoint keys only when set
-        (pipelines written before them keep their sha256)."""
+        """Every key with its default filled in (a list label map as a list); the keys added since (keypoints,
+        box_rotation) only when set, so pipelines written before them keep their sha256."""
         out = {f.name: self.value(f.name) for f in fields(self)
-               if f.name not in _KEYPOINT_KEYS or getattr(self, f.name) is not None}
+               if f.name not in _WHEN_SET or getattr(self, f.name) is not None}
         for key in ("label_map", "keypoint_flip"):
             if isinstance(out.get(key), tuple):
                 out[key] = list(out[key])
         return out
 
 
-_KEYPOINT_KEYS = ("min_keypoints", "keypoint_flip")
+_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation")
 
 
 #: The value of each key no layer sets.
@@ -124,4 +129,4 @@ _KEYPOINT_KEYS = ("min_keypoints", "keypoint_flip")
 #: labels under 0.4 after its cutout): an object showing less is label noise, a box around what the pixels no
 #: longer show. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
 DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.3, "min_size": 2.0, "negatives": "keep",
-            "min_keypoints": 0, "keypoint_flip": None}
+            "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners"}
