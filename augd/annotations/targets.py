@@ -330,10 +330,10 @@ def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0,
     """(the annotation with what `hidden` (its image's HxW bool: the pixels a paste covers) hides taken off each
     object, objects dropped by reason: all "covered"). An object with polygons or an RLE mask keeps the pixels
     still showing (as an RLE mask: its box becomes their extent); a box alone keeps the extent of its pixels still
-    showing (its own edges where they show). Remnants thinner than `min_size` pixels (a 1-px strip beside a patch) do not count as
-    showing. One with nothing left, or less than `min_visibility` of it (pixels), is dropped; one cut becomes
-    truncated, and its keypoints under the paste are no longer labelled. `extra[KEPT]` lists the survivors'
-    input indices, as transform's does."""
+    showing (its own edges where they show). Remnants thinner than `min_size` pixels (a 1-px strip beside a
+    patch) do not count as showing. One with nothing left, or less than `min_visibility` of it (pixels), is
+    dropped; one cut becomes truncated, and its keypoints under the paste are no longer labelled. `extra[KEPT]`
+    lists the survivors' input indices, as transform's does."""
     kept, objects = [], []
     for k, obj in enumerate(ann.objects):
         new = _uncovered(obj, hidden, min_visibility, min_size)
