@@ -361,6 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--dump", nargs=2, metavar=("N", "DIR"), help="write the first N images to DIR")
     i.set_defaults(fn=cmd_inspect)
 
+    ic = sub.add_parser("import-config", help="an Object Detection API pipeline.config's augmentations as an augd "
+                                              "pipeline (exact, or said where not)")
+    from augd.importconfig import add_import_arguments, cmd_import_config
+    add_import_arguments(ic)
+    ic.set_defaults(fn=cmd_import_config)
+
     pv = sub.add_parser("preview", help="contact sheet of a pipeline's variants of a few images, with the drawn "
                                         "parameters under each tile (the records `augd run` writes)")
     from augd.preview import add_preview_arguments, cmd_preview

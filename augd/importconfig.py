@@ -1,0 +1,90 @@
+"""`augd import-config`: the command around augd.spec.odapi (which reads a TF Object Detection API pipeline.config
+and says what each augmentation option becomes). Exit 0: written; 1: options augd cannot do exactly and no
+--approximate, or nothing to import; 2: a file that cannot be read or is not text-format protobuf."""
+from __future__ import annotations
+
+import os
+import sys
+
+from augd.parsing.pbtxt import PbtxtError
+from augd.spec.odapi import APPROXIMATE, EXACT, MISSING, TRAINING, import_config, strip, table
+
+__all__ = ["add_import_arguments", "cmd_import_config"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2   # as augd's CLI
+
+
+def add_import_arguments(p) -> None:
+    p.add_argument("config", nargs="?", help="an Object Detection API pipeline.config")
+    p.add_argument("-o", "--output", help="write the pipeline here (default: standard output)")
+    p.add_argument("--approximate", action="store_true", help="accept options augd does only approximately, and "
+                   "leave the ones it cannot do in the config (each is listed with what differs)")
+    p.add_argument("--strip", metavar="CONFIG_OUT", help="also write the config without the augmentation blocks the "
+                   "pipeline now does, so training does not augment twice")
+    p.add_argument("--name", help="the pipeline's name (default: odapi-<config file name>)")
+    p.add_argument("--variants", type=int, default=8, help="augmented variants per image (default 8)")
+    p.add_argument("--table", action="store_true", help="list every option of preprocessor.proto with what augd "
+                   "does with it, and exit")
+
+
+def cmd_import_config(args) -> int:
+    import yaml
+
+    from augd.spec import SpecError, parse_pipeline
+    say = lambda *a: print("augd import-config:", *a, file=sys.stderr)  # noqa: E731
+    if args.table:
+        rows = table()
+        for name, verdict, note in rows:
+            print(f"{name:<40} {verdict:<12} {note}")
+        counts = {v: sum(1 for _, x, _ in rows if x == v) for v in (EXACT, APPROXIMATE, MISSING, TRAINING)}
+        print(f"# {len(rows)} options: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+        return EXIT_OK
+    if not args.config:
+        say("give a pipeline.config (or --table)")
+        return EXIT_USAGE
+    if args.variants < 1:
+        say(f"--variants must be 1 or more; got {args.variants}")
+        return EXIT_USAGE
+    try:
+        with open(args.config, encoding="utf-8") as fh:
+            text = fh.read()
+        imported = import_config(text, args.config, args.name, args.variants)
+    except (OSError, UnicodeDecodeError) as exc:
+        say(f"{args.config}: cannot read it: {getattr(exc, 'strerror', None) or exc}")
+        return EXIT_USAGE
+    except PbtxtError as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    if not imported.steps:
+        say(f"{args.config}: its train_config has no data_augmentation_options: nothing to import")
+        return EXIT_FAILED
+    for option, line, c in imported.steps:
+        say(f"{args.config}:{line}: {option}: {c.verdict}" + (f" ({c.note})" if c.note else ""))
+    problems = imported.problems()
+    if problems and not args.approximate:
+        say(f"{len(problems)} option(s) augd cannot do exactly (above); nothing written. --approximate accepts "
+            f"them: approximate ones as said, missing ones left to training in the config")
+        return EXIT_FAILED
+    body = yaml.safe_dump(imported.doc, sort_keys=False, default_flow_style=None, width=110)
+    header = "".join(f"# {option} (line {line}): {c.verdict}" + (f": {c.note}" if c.note else "") + "\n"
+                     for option, line, c in imported.steps)
+    out = f"# augd pipeline imported from {os.path.basename(args.config)}\n{header}{body}"
+    try:
+        parse_pipeline(out, args.output or "<import-config>")   # what is written is a valid pipeline
+    except SpecError as exc:
+        say(f"the imported pipeline does not validate (a bug: please report it): {exc}")
+        return EXIT_FAILED
+    try:
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(out)
+        else:
+            sys.stdout.write(out)
+        if args.strip:
+            with open(args.strip, "w", encoding="utf-8") as fh:
+                fh.write(strip(text, imported.taken))
+            say(f"wrote {args.strip} without the {len(imported.taken)} block(s) the pipeline does")
+    except OSError as exc:
+        say(f"cannot write: {exc.strerror or exc} ({exc.filename})")
+        return EXIT_FAILED
+    return EXIT_OK

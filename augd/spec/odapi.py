@@ -1,0 +1,318 @@
+"""`augd import-config`: a TF Object Detection API `pipeline.config` -> the augd pipeline that augments the same.
+
+Each `data_augmentation_options` block of `train_config` holds one of the 39 preprocessing steps of the API's
+`preprocessor.proto`; OPTIONS says, for each, what augd does with it, read against the API's `core/preprocessor.py`:
+- exact: augd's ops draw the same distribution of images (and of boxes, masks and keypoints, where the API keeps
+  them right);
+- approximate: augd's nearest form, with what differs said in one line (`--approximate` accepts them);
+- missing: augd has no form of it: left out of the pipeline and left in the config (training still does it);
+- training: not an augmentation (normalisation, label remapping, ...): it stays in the config.
+`strip()` writes the config without the blocks the pipeline now does, so training does not augment twice.
+TensorFlow-free.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from augd.parsing.pbtxt import Field, PbtxtError, first, parse, scalars
+
+__all__ = ["Conversion", "Imported", "OPTIONS", "convert", "import_config", "strip", "table"]
+
+EXACT, APPROXIMATE, MISSING, TRAINING = "exact", "approximate", "missing", "training"
+
+
+@dataclass
+class Conversion:
+    """What one option becomes: its ops, annotation settings, a verdict and what differs."""
+    verdict: str
+    ops: list = field(default_factory=list)
+    annotations: dict = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class Imported:
+    """A whole config's import: the pipeline document, each block's conversion, and the blocks augd now does."""
+    doc: dict
+    steps: list[tuple[str, int, Conversion]]   # (option, line, conversion), in the config's order
+    taken: list[Field]                         # data_augmentation_options blocks the pipeline does
+
+    def problems(self) -> list[str]:
+        return [f"line {line}: {name}: {c.verdict}: {c.note}" for name, line, c in self.steps
+                if c.verdict in (APPROXIMATE, MISSING)]
+
+
+def _p(values: dict, key: str, default):
+    v = values.get(key, default)
+    return v[-1] if isinstance(v, list) else v
+
+
+def _list(values: dict, key: str) -> list:
+    v = values.get(key, [])
+    return v if isinstance(v, list) else [v]
+
+
+# ---- one converter per option: (its scalar fields, its sub-messages, the model's output size or None) -----------
+
+def _flip(op: str, vertical: bool):
+    def convert(v, _msgs, _size) -> Conversion:
+        prob = float(_p(v, "probability", 0.5))
+        perm = [int(x) for x in _list(v, "keypoint_flip_permutation")]
+        ann = {} if vertical or not perm else {"keypoint_flip": perm}
+        if prob > 0.5:
+            return Conversion(APPROXIMATE, [{op: {}}], ann, f"probability {prob}: augd's flip has a coin of 0.5 "
+                                                            f"(p scales it down only); 0.5 used")
+        if vertical and perm:
+            return Conversion(APPROXIMATE, [{op: {"p": 2 * prob}}], {}, "its keypoint_flip_permutation: augd "
+                              "swaps keypoints on a mirror by annotations.keypoint_flip (the horizontal one)")
+        return Conversion(EXACT, [{op: {"p": round(2 * prob, 6)}}], ann)
+    return convert
+
+
+def _colour(op: str, keys: dict, defaults: dict):
+    def convert(v, _msgs, _size) -> Conversion:
+        params = {ours: float(_p(v, theirs, defaults[theirs])) for theirs, ours in keys.items()}
+        if "lower" in params:
+            params = {"lower": params["lower"], "upper": params["upper"]}
+        return Conversion(EXACT, [{op: params}])
+    return convert
+
+
+def _distort(v, _msgs, _size) -> Conversion:
+    # core/preprocessor.py random_distort_color: ordering 0 brightness, saturation, hue, contrast; 1 brightness,
+    # contrast, saturation, hue; brightness 32/255, saturation and contrast [0.5, 1.5], hue 0.2.
+    b, s = {"random_brightness": {"max_delta": 32 / 255}}, {"random_saturation": {"lower": 0.5, "upper": 1.5}}
+    h, c = {"random_hue": {"max_delta": 0.2}}, {"random_contrast": {"lower": 0.5, "upper": 1.5}}
+    order = int(_p(v, "color_ordering", 0))
+    if order not in (0, 1):
+        return Conversion(MISSING, note=f"color_ordering {order}: the API knows 0 and 1 only")
+    return Conversion(EXACT, [b, s, h, c] if order == 0 else [b, c, s, h])
+
+
+def _gray(default: float | None):
+    def convert(v, _msgs, _size) -> Conversion:
+        return Conversion(EXACT, [{"random_grayscale": {"p": float(_p(v, "probability", default))
+                                                        if default is not None else 1.0}}])
+    return convert
+
+
+def _gamma(v, _msgs, _size) -> Conversion:
+    gamma, gain = float(_p(v, "gamma", 1.0)), float(_p(v, "gain", 1.0))
+    ops = [{"random_gamma": {"gamma": [gamma, gamma]}}]
+    return Conversion(EXACT, ops) if gain == 1.0 else Conversion(APPROXIMATE, ops, note=f"gain {gain}: augd's "
+                                                                                       f"gamma has none (1)")
+
+
+def _jpeg(v, _msgs, _size) -> Conversion:
+    # the API draws tf.random_uniform([], min, max, tf.int32): max itself never; augd's range holds both ends
+    lo, hi = int(_p(v, "min_jpeg_quality", 0)), int(_p(v, "max_jpeg_quality", 100))
+    coef = float(_p(v, "random_coef", 0.0))
+    top = max(lo, hi - 1)
+    op = {"random_jpeg_quality": {"quality": [max(1, lo), max(1, top)], "p": round(1.0 - coef, 6)}}
+    return Conversion(EXACT if lo >= 1 else APPROXIMATE, [op], note="" if lo >= 1 else "quality 0 is 1 in augd")
+
+
+def _black_patches(v, _msgs, _size) -> Conversion:
+    return Conversion(EXACT, [{"random_black_patches": {
+        "max_black_patches": int(_p(v, "max_black_patches", 10)), "probability": float(_p(v, "probability", 0.5)),
+        "size_to_image_ratio": float(_p(v, "size_to_image_ratio", 0.1))}}],
+        note="the same pixels; boxes, masks and keypoints also lose what a patch hides (the API keeps them)")
+
+
+def _crop(size, covered, area, aspect, coef) -> dict:
+    params = {"size": list(size), "area": [max(area[0], 0.001), area[1]], "aspect": list(aspect)}
+    if covered is not None:
+        params["min_object_covered"] = covered
+    return {"random_crop": {**params, "p": round(1.0 - coef, 6)}}
+
+
+def _size_note(size, keep_aspect: bool) -> str:
+    return (f"the API keeps the window's own size (the model's resizer scales it); augd resizes it to {size[0]}x"
+            f"{size[1]}" + (", distorting its aspect for this keep-aspect model" if keep_aspect else ""))
+
+
+def _crop_image(v, _msgs, size) -> Conversion:
+    if size is None:
+        return Conversion(MISSING, note="keeps each window's own size, and this config names no output size "
+                                        "(image_resizer) for augd's crop to resize to")
+    out, keep = size
+    thresh = float(_p(v, "overlap_thresh", 0.3))
+    op = _crop(out, float(_p(v, "min_object_covered", 1.0)), (float(_p(v, "min_area", 0.1)),
+               float(_p(v, "max_area", 1.0))), (float(_p(v, "min_aspect_ratio", 0.75)),
+               float(_p(v, "max_aspect_ratio", 1.33))), float(_p(v, "random_coef", 0.0)))
+    return Conversion(APPROXIMATE, [op], {"min_visibility": thresh},
+                      f"{_size_note(out, keep)}; overlap_thresh {thresh} becomes the job's min_visibility")
+
+
+# The API's defaults of ssd_random_crop when it lists no operations (core/preprocessor.py ssd_random_crop).
+_SSD_COVERED = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+def _ssd_crop(_v, msgs, size) -> Conversion:
+    if size is None:
+        return Conversion(MISSING, note="keeps each window's own size, and this config names no output size")
+    out, keep = size
+    ops_ = [scalars(m) for m in msgs if m.name == "operations"]
+    if not ops_:
+        ops_ = [{"min_object_covered": c, "min_aspect_ratio": 0.5, "max_aspect_ratio": 2.0, "min_area": 0.1,
+                 "max_area": 1.0, "overlap_thresh": c, "random_coef": 0.15} for c in _SSD_COVERED]
+    crops = [_crop(out, float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
+                   float(o.get("max_area", 1.0))), (float(o.get("min_aspect_ratio", 0.5)),
+                   float(o.get("max_aspect_ratio", 2.0))), float(o.get("random_coef", 0.0))) for o in ops_]
+    thresh = min(float(o.get("overlap_thresh", 0.0)) for o in ops_)
+    return Conversion(APPROXIMATE, [{"one_of": {"ops": crops}}], {"min_visibility": thresh},
+                      f"{_size_note(out, keep)}; each operation's overlap_thresh becomes one job-wide "
+                      f"min_visibility ({thresh}: the lowest)")
+
+
+def _pad(v, _msgs, _size) -> Conversion:
+    return Conversion(APPROXIMATE, [{"random_expand": {"ratio": [1.0, 2.0]}}],
+                      note="the API draws the padded height and width apart and pads with the image's mean colour; "
+                           "augd's random_expand scales both by one ratio in [1, 2] with its fill")
+
+
+def _resize_method(v, _msgs, _size) -> Conversion:
+    h, w = int(_p(v, "target_height", 0)), int(_p(v, "target_width", 0))
+    if not h or not w:
+        return Conversion(MISSING, note="no target_height and target_width")
+    return Conversion(APPROXIMATE, [{"resize": {"size": [h, w]}}], note="the API draws one of four resize methods "
+                      "per image; augd's resize is area-prefiltered bilinear")
+
+
+def _missing(note: str):
+    return lambda _v, _m, _s: Conversion(MISSING, note=note)
+
+
+def _training(note: str):
+    return lambda _v, _m, _s: Conversion(TRAINING, note=note)
+
+
+Converter = Callable[[dict, list, "tuple | None"], Conversion]
+
+#: Every option of the API's preprocessor.proto (PreprocessingStep's oneof), in its order.
+OPTIONS: dict[str, Converter] = {
+    "normalize_image": _training("normalisation of the model's input"),
+    "random_horizontal_flip": _flip("random_flip_left_right", False),
+    "random_pixel_value_scale": _missing("scales each pixel by its own factor (augd has no per-pixel gain)"),
+    "random_image_scale": _missing("changes the image's size by a ratio (augd's zoom keeps the canvas)"),
+    "random_rgb_to_gray": _gray(0.1),
+    "random_adjust_brightness": _colour("random_brightness", {"max_delta": "max_delta"}, {"max_delta": 0.2}),
+    "random_adjust_contrast": _colour("random_contrast", {"min_delta": "lower", "max_delta": "upper"},
+                                      {"min_delta": 0.8, "max_delta": 1.25}),
+    "random_adjust_hue": _colour("random_hue", {"max_delta": "max_delta"}, {"max_delta": 0.02}),
+    "random_adjust_saturation": _colour("random_saturation", {"min_delta": "lower", "max_delta": "upper"},
+                                        {"min_delta": 0.8, "max_delta": 1.25}),
+    "random_distort_color": _distort,
+    "random_jitter_boxes": _missing("moves each box's corners, not the pixels (augd keeps boxes on their pixels)"),
+    "random_crop_image": _crop_image,
+    "random_pad_image": _pad,
+    "random_crop_pad_image": _missing("a crop then a pad with its own ratios (augd: random_crop then random_expand, "
+                                      "by hand)"),
+    "random_crop_to_aspect_ratio": _missing("a window of a fixed aspect at its own size"),
+    "random_black_patches": _black_patches,
+    "random_resize_method": _resize_method,
+    "scale_boxes_to_pixel_coordinates": _training("a box format conversion"),
+    "resize_image": _training("the model's input size (its image_resizer does it again)"),
+    "subtract_channel_mean": _training("normalisation of the model's input"),
+    "ssd_random_crop": _ssd_crop,
+    "ssd_random_crop_pad": _missing("SSD's crops with a pad around each window"),
+    "ssd_random_crop_fixed_aspect_ratio": _missing("SSD's crops of one fixed aspect"),
+    "ssd_random_crop_pad_fixed_aspect_ratio": _missing("SSD's padded crops of one fixed aspect"),
+    "random_vertical_flip": _flip("random_flip_up_down", True),
+    "random_rotation90": _missing("turns the image a quarter, swapping its height and width (augd's rotation keeps "
+                                  "the canvas)"),
+    "rgb_to_gray": _gray(None),
+    "convert_class_logits_to_softmax": _training("a label transform"),
+    "random_absolute_pad_image": _missing("pads by up to a number of pixels on the bottom and right"),
+    "random_self_concat_image": _missing("joins the image with itself"),
+    "autoaugment_image": _missing("AutoAugment's detection policy (issue 44)"),
+    "drop_label_probabilistically": _training("a label transform"),
+    "remap_labels": _training("a label transform"),
+    "random_jpeg_quality": _jpeg,
+    "random_downscale_to_target_pixels": _missing("downscales to a random number of pixels"),
+    "random_patch_gaussian": _missing("Gaussian noise in a random patch"),
+    "random_square_crop_by_scale": _missing("CenterNet's square crop by a random scale, at its own size"),
+    "random_scale_crop_and_pad_to_square": _missing("EfficientDet's large-scale jitter: scale, crop and pad to a "
+                                                    "square"),
+    "adjust_gamma": _gamma,
+}
+
+
+def _output_size(fields: list[Field]) -> tuple[tuple[int, int], bool] | None:
+    """((height, width), keep_aspect) the model's image_resizer gives, or None when the config has none."""
+    model = first(fields, "model")
+    arch = model.value[0] if model and model.is_message and model.value else None
+    resizer = first(arch.value, "image_resizer") if arch is not None and arch.is_message else None
+    if resizer is None or not resizer.is_message or not resizer.value:
+        return None
+    kind = resizer.value[0]
+    v = scalars(kind) if kind.is_message else {}
+    if kind.name == "fixed_shape_resizer":
+        return (int(_p(v, "height", 300)), int(_p(v, "width", 300))), False
+    if kind.name == "keep_aspect_ratio_resizer":
+        side = int(_p(v, "max_dimension", 1024))
+        return (side, side), True
+    return None
+
+
+def convert(block: Field, size) -> tuple[str, Conversion]:
+    """One data_augmentation_options block: (its option's name, what it becomes)."""
+    if not block.is_message or len(block.value) != 1 or not block.value[0].is_message:
+        raise PbtxtError(f"line {block.line}: data_augmentation_options must hold one preprocessing step")
+    step = block.value[0]
+    if step.name not in OPTIONS:
+        return step.name, Conversion(MISSING, note="not an option of the API's preprocessor.proto that augd knows")
+    msgs = [f for f in step.value if f.is_message]
+    return step.name, OPTIONS[step.name](scalars(step), msgs, size)
+
+
+def import_config(text: str, source: str, name: str | None = None, variants: int = 8) -> Imported:
+    """The augd pipeline document for a pipeline.config's train_config augmentations."""
+    fields = parse(text, source)
+    train = first(fields, "train_config")
+    if train is None or not train.is_message:
+        raise PbtxtError(f"{source}: no train_config block (is this an Object Detection API pipeline.config?)")
+    size = _output_size(fields)
+    steps, ops, annotations, taken = [], [], {}, []
+    for block in (f for f in train.value if f.name == "data_augmentation_options"):
+        option, c = convert(block, size)
+        steps.append((option, block.line, c))
+        if c.verdict in (EXACT, APPROXIMATE):
+            ops += c.ops
+            taken.append(block)
+            for k, v in c.annotations.items():
+                annotations[k] = min(annotations[k], v) if k == "min_visibility" and k in annotations else v
+    stem = os.path.splitext(os.path.basename(source))[0]
+    doc = {"name": name or f"odapi-{stem}", "description": f"imported from {os.path.basename(source)} by augd "
+           f"import-config", "seed": 1, "variants": variants, "keep_original": False,
+           "output": {"format": "jpeg", "quality": 95}, "ops": ops}
+    if annotations:
+        doc["annotations"] = annotations
+    return Imported(doc, steps, taken)
+
+
+def strip(text: str, blocks: list[Field]) -> str:
+    """The config without `blocks` (with the blank space each leaves on its lines), the rest as it was."""
+    out, pos = [], 0
+    for b in sorted(blocks, key=lambda f: f.start):
+        start = text.rfind("\n", 0, b.start) + 1
+        if text[start:b.start].strip():
+            start = b.start                      # something else before it on its line: cut the block only
+        end = b.end
+        nl = text.find("\n", end)
+        if nl != -1 and not text[end:nl].strip():
+            end = nl + 1
+        out.append(text[pos:start])
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def table() -> list[tuple[str, str, str]]:
+    """(option, verdict, what differs) for every option of preprocessor.proto, on a config that gives an output
+    size (a fixed_shape_resizer 300x300) and leaves each option at its defaults."""
+    size = ((300, 300), False)
+    return [(name, c.verdict, c.note) for name, conv in OPTIONS.items() for c in [conv({}, [], size)]]
+

@@ -1,0 +1,181 @@
+"""`augd import-config` on configs of the shapes the Object Detection API ships (SSD, Faster R-CNN, CenterNet,
+EfficientDet): each augmentation option exact, approximate (said how) or missing (left to training); the pipeline
+written validates and runs; --strip leaves the config as it was but for the blocks the pipeline does."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from augd.parsing.pbtxt import PbtxtError, first, parse, scalars
+from augd.spec import parse_pipeline
+from augd.spec.odapi import OPTIONS, import_config, strip, table
+
+REPO = Path(__file__).resolve().parent.parent
+
+MODEL_SSD = """model {
+  ssd {
+    num_classes: 90
+    image_resizer { fixed_shape_resizer { height: 320 width: 320 } }
+    feature_extractor { type: "ssd_mobilenet_v2_fpn_keras" }
+  }
+}
+"""
+MODEL_FRCNN = """model {
+  faster_rcnn {
+    num_classes: 90
+    image_resizer {
+      keep_aspect_ratio_resizer { min_dimension: 640 max_dimension: 640 pad_to_max_dimension: true }
+    }
+  }
+}
+"""
+
+
+def config(model: str, *augmentations: str) -> str:
+    blocks = "".join(f"  data_augmentation_options {{\n    {a}\n  }}\n" for a in augmentations)
+    return (f"# shipped-style config\n{model}train_config: {{\n  batch_size: 128\n  num_steps: 50000\n"
+            f"  optimizer {{ momentum_optimizer: {{ momentum_optimizer_value: 0.9 }} }}\n{blocks}"
+            f"  fine_tune_checkpoint: \"PATH_TO_BE_CONFIGURED\"\n}}\n"
+            f"train_input_reader: {{\n  label_map_path: \"label_map.txt\"\n  tf_record_input_reader {{\n"
+            f"    input_path: \"train.record-?????-of-00100\"\n  }}\n}}\n")
+
+
+SHIPPED = {   # the augmentations of the API's configs of each family, as they ship them
+    "faster_rcnn": (MODEL_FRCNN, ["random_horizontal_flip {\n    }"]),
+    "ssd": (MODEL_SSD, ["random_horizontal_flip {\n    }", "ssd_random_crop {\n    }"]),
+    "ssd_colour": (MODEL_SSD, ["random_horizontal_flip {\n    }", "random_adjust_hue { max_delta: 0.05 }",
+                               "random_adjust_contrast { min_delta: 0.7 max_delta: 1.1 }",
+                               "random_adjust_saturation { min_delta: 0.8 max_delta: 1.25 }",
+                               "random_adjust_brightness { max_delta: 0.2 }", "random_distort_color { color_ordering: 1 }",
+                               "random_rgb_to_gray { probability: 0.05 }",
+                               "random_jpeg_quality { random_coef: 0.5 min_jpeg_quality: 50 max_jpeg_quality: 90 }",
+                               "random_black_patches { max_black_patches: 4 }"]),
+    "centernet": (MODEL_FRCNN, ["random_horizontal_flip {\n      keypoint_flip_permutation: 0\n"
+                                "      keypoint_flip_permutation: 2\n      keypoint_flip_permutation: 1\n    }",
+                                "random_crop_image { min_aspect_ratio: 0.5 max_aspect_ratio: 1.7 random_coef: 0.25 }",
+                                "random_adjust_hue {\n    }", "random_square_crop_by_scale {\n      scale_min: 0.6\n"
+                                "      scale_max: 1.3\n    }"]),
+    "efficientdet": (MODEL_SSD, ["random_horizontal_flip {\n    }", "random_scale_crop_and_pad_to_square {\n"
+                                 "      output_size: 512\n      scale_min: 0.1\n      scale_max: 2.0\n    }"]),
+}
+
+
+def test_text_format_is_read_with_where_each_field_lies():
+    text = ('a: 1\nb { c: "x y" c: \'z\\n\' d: [1, 2.5, -3e2] e: TRUE_ENUM f: true }  # trailing\n'
+            'g < h: 0.5f >\n"ab"\n')
+    with pytest.raises(PbtxtError, match="<config>:4: expected a field name"):
+        parse(text)
+    fields = parse(text[:text.index('"ab"')])
+    b = first(fields, "b")
+    assert [f.name for f in fields] == ["a", "b", "g"] and text[b.start:b.end].startswith("b {")
+    assert text[b.start:b.end].endswith("}") and scalars(b) == {"c": ["x y", "z\n"], "d": [1, 2.5, -300.0],
+                                                                 "e": "TRUE_ENUM", "f": True}
+    assert scalars(first(fields, "g")) == {"h": 0.5} and first(fields, "g").line == 3
+    with pytest.raises(PbtxtError, match="x.config:1: a message is not closed"):
+        parse("a {\n b: 1\n", "x.config")
+
+
+@pytest.mark.parametrize("family", sorted(SHIPPED))
+def test_each_shipped_family_imports_with_each_option_judged(family):
+    model, augs = SHIPPED[family]
+    text = config(model, *augs)
+    got = import_config(text, f"{family}.config")
+    verdicts = [(name, c.verdict) for name, _, c in got.steps]
+    expected = {
+        "faster_rcnn": [("random_horizontal_flip", "exact")],
+        "ssd": [("random_horizontal_flip", "exact"), ("ssd_random_crop", "approximate")],
+        "ssd_colour": [("random_horizontal_flip", "exact"), ("random_adjust_hue", "exact"),
+                       ("random_adjust_contrast", "exact"), ("random_adjust_saturation", "exact"),
+                       ("random_adjust_brightness", "exact"), ("random_distort_color", "exact"),
+                       ("random_rgb_to_gray", "exact"), ("random_jpeg_quality", "exact"),
+                       ("random_black_patches", "exact")],
+        "centernet": [("random_horizontal_flip", "exact"), ("random_crop_image", "approximate"),
+                      ("random_adjust_hue", "exact"), ("random_square_crop_by_scale", "missing")],
+        "efficientdet": [("random_horizontal_flip", "exact"), ("random_scale_crop_and_pad_to_square", "missing")],
+    }[family]
+    assert verdicts == expected
+    spec = parse_pipeline(yaml.safe_dump(got.doc), "imported.yaml")   # a valid pipeline, every op known
+    names = [next(iter(op)) for op in got.doc["ops"]]
+    if family == "ssd":
+        crops = got.doc["ops"][1]["one_of"]["ops"]   # the API's 7 default samplers, resized to the model's 320
+        assert [c["random_crop"]["min_object_covered"] for c in crops] == [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+        assert all(c["random_crop"]["size"] == [320, 320] and c["random_crop"]["p"] == 0.85 for c in crops)
+    if family == "ssd_colour":
+        assert names == ["random_flip_left_right", "random_hue", "random_contrast", "random_saturation",
+                         "random_brightness", "random_brightness", "random_contrast", "random_saturation",
+                         "random_hue", "random_grayscale", "random_jpeg_quality", "random_black_patches"]
+        assert got.doc["ops"][2] == {"random_contrast": {"lower": 0.7, "upper": 1.1}}
+        assert got.doc["ops"][10] == {"random_jpeg_quality": {"quality": [50, 89], "p": 0.5}}   # max is exclusive
+    if family == "centernet":
+        assert spec.annotations.value("keypoint_flip") == (0, 2, 1)
+        crop = got.doc["ops"][1]["random_crop"]
+        assert crop["size"] == [640, 640] and crop["aspect"] == [0.5, 1.7] and crop["p"] == 0.75
+        assert "distorting its aspect for this keep-aspect model" in got.steps[1][2].note
+    assert len(got.problems()) == sum(v != "exact" for _, v in expected)
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "augd", "import-config", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_the_command_writes_an_exact_import_and_strips_what_it_took(tmp_path):
+    model, augs = SHIPPED["ssd_colour"]
+    text = config(model, *augs, "normalize_image { original_minval: 0 original_maxval: 255 }")
+    cfg = tmp_path / "ssd.config"
+    cfg.write_text(text)
+    p = _cli(cfg, "-o", tmp_path / "ssd.yaml", "--strip", tmp_path / "ssd-stripped.config", "--variants", "4",
+             cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "ssd.config:" in p.stderr and "random_distort_color: exact" in p.stderr
+    assert "normalize_image: training" in p.stderr
+    spec = parse_pipeline((tmp_path / "ssd.yaml").read_text(), "ssd.yaml")
+    assert spec.name == "odapi-ssd" and spec.variants == 4 and len(spec.ops) == 12
+    stripped = (tmp_path / "ssd-stripped.config").read_text()
+    train = first(parse(stripped), "train_config")
+    left = [f.value[0].name for f in train.value if f.name == "data_augmentation_options"]
+    assert left == ["normalize_image"]   # not an augmentation: it stays for training
+    kept_lines = [ln for ln in text.splitlines() if not any(a.split()[0] in ln for a in augs)
+                  and "data_augmentation_options" not in ln and ln.strip() not in ("}", "")]
+    assert all(ln in stripped for ln in kept_lines)   # everything else as it was
+    # and the imported pipeline runs a detection job
+    voc = REPO / "augd" / "samples" / "detection"
+    r = subprocess.run([sys.executable, "-m", "augd", "run", str(voc), "-p", str(tmp_path / "ssd.yaml"), "-o",
+                        str(tmp_path / "out"), "--quiet", "--workers", "1", "--executor", "threads"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_what_is_not_exact_fails_unless_approximate_and_what_is_missing_stays_in_the_config(tmp_path):
+    model, augs = SHIPPED["centernet"]
+    cfg = tmp_path / "centernet.config"
+    cfg.write_text(config(model, *augs))
+    p = _cli(cfg, "-o", tmp_path / "c.yaml", cwd=tmp_path)
+    assert p.returncode == 1 and not (tmp_path / "c.yaml").exists()
+    assert "random_square_crop_by_scale: missing (CenterNet's square crop" in p.stderr and "--approximate" in p.stderr
+    p = _cli(cfg, "-o", tmp_path / "c.yaml", "--approximate", "--strip", tmp_path / "c.config", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    train = first(parse((tmp_path / "c.config").read_text()), "train_config")
+    assert [f.value[0].name for f in train.value if f.name == "data_augmentation_options"] == \
+        ["random_square_crop_by_scale"]   # training still does what augd cannot
+    assert (tmp_path / "c.yaml").read_text().startswith("# augd pipeline imported from centernet.config\n")
+    bad = tmp_path / "bad.config"
+    bad.write_text("train_config {\n  data_augmentation_options {\n")
+    p = _cli(bad, cwd=tmp_path)
+    assert p.returncode == 2 and "bad.config:2: a message is not closed" in p.stderr
+
+
+def test_the_table_lists_every_option_of_preprocessor_proto():
+    rows = table()
+    assert len(rows) == len(OPTIONS) == 39 and len({r[0] for r in rows}) == 39
+    assert all(note for _, verdict, note in rows if verdict in ("approximate", "missing", "training"))
+
+
+def test_strip_cuts_blocks_and_their_lines_only():
+    text = "a {\n  x: 1\n  y { z: 2 }\n  y { z: 3 }  # keep me\n  w: 4\n}\n"
+    ys = [f for f in first(parse(text), "a").value if f.name == "y"]
+    assert strip(text, ys) == "a {\n  x: 1\n  # keep me\n  w: 4\n}\n"
