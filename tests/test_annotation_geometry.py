@@ -134,6 +134,7 @@ SINGLE_OPS = [
     ([{"resize": {"size": [150, 190]}}], False),
     ([{"random_zoom": {"height_factor": 0.3}}], False),
     ([{"random_zoom": {"height_factor": [-0.4, -0.2], "width_factor": [0.1, 0.3]}}], False),
+    ([{"random_rotation90": {"p": 0.5}}], False),                  # a quarter turn: height and width swap
 ]
 
 
@@ -328,3 +329,13 @@ def test_every_record_key_of_an_annotation_belongs_to_a_target_kind():
                   rle=rle_encode(np.ones((4, 4), np.uint8)))
     assert [s.name for s in SHAPES if s.carries(poly)][0] == "polygons"
     assert [s.name for s in SHAPES if s.carries(Object("b", (0.0, 0.0, 4.0, 4.0)))] == ["box"]
+
+
+def test_rotation90_is_numpys_quarter_turn_pixel_for_pixel_on_both_kernels():
+    from augd.engine import Engine
+    img, _, _ = scene()
+    for gpu_host in (False, True):
+        c = Engine().compile(spec_for([{"random_rotation90": {}}]), as_gpu_host=gpu_host)
+        r = c.process(png(img), "q.png", 1)
+        out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
+        assert np.array_equal(out, np.rot90(img)), gpu_host

@@ -21,6 +21,7 @@ OP_CASES = {
     "random_flip_left_right": ({}, None, False),
     "random_flip_up_down": ({}, None, False),
     "random_rotation": ({"degrees": [10, 20]}, None, True),
+    "random_rotation90": ({}, (W, H), True),
     "random_affine": ({"scale": [1.2, 1.3], "shear": 5, "rotate": 5, "translate": [0.1, 0.1]}, None, True),
     "random_crop": ({"size": [32, 40], "area": [0.3, 0.6]}, (32, 40), True),
     "center_crop": ({"size": [30, 30]}, (30, 30), True),

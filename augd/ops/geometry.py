@@ -107,6 +107,24 @@ class RandomRotation(GeometryOp):
         return [f"{self.label} {signed(math.degrees(math.atan2(m[1, 0], m[0, 0])), 1)}°"]
 
 
+@register_op("random_rotation90", Kind.GEOMETRY)
+class RandomRotation90(GeometryOp):
+    """A quarter turn counter-clockwise (the Object Detection API's random_rotation90, tf.image.rot90): height and
+    width swap, every pixel moves whole (no resampling); `p` is the API's `probability` (its default: 0.5)."""
+    label = "rot90"
+    example = "- random_rotation90: {p: 0.5}"
+
+    class Params(OpParams):
+        pass
+
+    def sample(self, rng, h, w):
+        # output (x', y') <- input (w - 1 - y', x'): np.rot90's out[i, j] = in[j, w - 1 - i]
+        return mat([[0, -1, w - 1.0], [1, 0, 0], [0, 0, 1]]), w, h
+
+    def describe(self, drawn):
+        return [self.label]
+
+
 @register_op("random_affine", Kind.GEOMETRY)
 class RandomAffine(GeometryOp):
     """Scale, shear, rotate and translate about the centre in one matrix; size kept."""

@@ -181,6 +181,15 @@ def _resize_method(v, _msgs, _size) -> Conversion:
                       "per image; augd's resize is area-prefiltered bilinear")
 
 
+def _rotation90(v, _msgs, _size) -> Conversion:
+    prob = float(_p(v, "probability", 0.5))
+    op = [{"random_rotation90": {"p": prob}}]
+    if _list(v, "keypoint_rot_permutation"):
+        return Conversion(APPROXIMATE, op, note="its keypoint_rot_permutation: augd keeps each keypoint's index "
+                                                "through a rotation")
+    return Conversion(EXACT, op)
+
+
 def _missing(note: str):
     return lambda _v, _m, _s: Conversion(MISSING, note=note)
 
@@ -221,8 +230,7 @@ OPTIONS: dict[str, Converter] = {
     "ssd_random_crop_fixed_aspect_ratio": _missing("SSD's crops of one fixed aspect"),
     "ssd_random_crop_pad_fixed_aspect_ratio": _missing("SSD's padded crops of one fixed aspect"),
     "random_vertical_flip": _flip("random_flip_up_down", True),
-    "random_rotation90": _missing("turns the image a quarter, swapping its height and width (augd's rotation keeps "
-                                  "the canvas)"),
+    "random_rotation90": _rotation90,
     "rgb_to_gray": _gray(None),
     "convert_class_logits_to_softmax": _training("a label transform"),
     "random_absolute_pad_image": _missing("pads by up to a number of pixels on the bottom and right"),
