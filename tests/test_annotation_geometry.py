@@ -135,6 +135,7 @@ SINGLE_OPS = [
     ([{"random_zoom": {"height_factor": 0.3}}], False),
     ([{"random_zoom": {"height_factor": [-0.4, -0.2], "width_factor": [0.1, 0.3]}}], False),
     ([{"random_rotation90": {"p": 0.5}}], False),                  # a quarter turn: height and width swap
+    ([{"random_image_scale": {"min_scale_ratio": 0.6, "max_scale_ratio": 1.7}}], False),   # the canvas scales
 ]
 
 

@@ -22,6 +22,8 @@ OP_CASES = {
     "random_flip_up_down": ({}, None, False),
     "random_rotation": ({"degrees": [10, 20]}, None, True),
     "random_rotation90": ({}, (W, H), True),
+    "random_image_scale": ({"min_scale_ratio": 1.5, "max_scale_ratio": 1.5}, (72, 96), True),
+    "random_pixel_value_scale": ({"minval": 0.5, "maxval": 0.8}, None, True),
     "random_affine": ({"scale": [1.2, 1.3], "shear": 5, "rotate": 5, "translate": [0.1, 0.1]}, None, True),
     "random_crop": ({"size": [32, 40], "area": [0.3, 0.6]}, (32, 40), True),
     "center_crop": ({"size": [30, 30]}, (30, 30), True),
@@ -190,3 +192,18 @@ def test_some_of_applies_exactly_n():
     outs = {int(run(ops, img, relpath=str(i))[0, 0, 0]) for i in range(30)}
     # two of {noop, invert, invert, solarize(all)} -> 100 (two inverts, or noop+... pairs) or 155
     assert outs <= {100, 155} and len(outs) == 2
+
+
+def test_the_od_apis_value_scale_and_image_scale_mean_what_the_api_means():
+    """random_pixel_value_scale: each value times its own factor from [minval, maxval]; random_image_scale: one
+    ratio for both sides, each truncated as the API's int(h x ratio) does."""
+    grey = np.full((40, 50, 3), 200, np.uint8)
+    out = run([{"random_pixel_value_scale": {"minval": 0.5, "maxval": 0.8}}], grey).astype(float) / 200
+    assert 0.5 - 0.01 <= out.min() and out.max() <= 0.8 + 0.01 and out.std() > 0.05
+    assert not np.array_equal(out[..., 0], out[..., 1])   # per value, not per pixel
+    img = make_image(H, W)
+    for i in range(8):
+        out = run([{"random_image_scale": {"min_scale_ratio": 0.5, "max_scale_ratio": 2.0}}], img, relpath=f"s{i}.png")
+        oh, ow = out.shape[:2]
+        lo, hi = max(oh / H, ow / W), min((oh + 1) / H, (ow + 1) / W)   # the ratios r with int(H r), int(W r)
+        assert lo < hi and 0.5 * H - 1 <= oh <= 2 * H, (oh, ow)          # == (oh, ow): there is one

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Domain, Kind, OpParams, SeededOp, range_of, register_op
@@ -267,6 +267,29 @@ class GaussianNoise(SeededOp):
         if not self.params.per_channel:
             shape = tf.concat([shape[:2], [1]], 0)
         return _clip(image + std * tf.random.stateless_normal(shape, s_noise, dtype=tf.float32))
+
+
+@register_op("random_pixel_value_scale", Kind.COLOUR)
+class RandomPixelValueScale(SeededOp):
+    """The Object Detection API's random_pixel_value_scale: every value (each pixel, each channel) times its own
+    factor drawn from [minval, maxval], clipped to [0, 1]: multiplicative noise."""
+    example = "- random_pixel_value_scale: {minval: 0.9, maxval: 1.1}"
+
+    class Params(OpParams):
+        minval: float = Field(0.9, ge=0.0, le=10.0, description="lowest factor")
+        maxval: float = Field(1.1, ge=0.0, le=10.0, description="highest factor")
+
+        @model_validator(mode="after")
+        def _ordered(self):
+            if self.minval > self.maxval:
+                raise ValueError(f"minval {self.minval} is above maxval {self.maxval}")
+            return self
+
+    domain = Domain.FLOAT
+
+    def apply(self, image, seed):
+        p = self.params
+        return _clip(image * tf.random.stateless_uniform(tf.shape(image), seed, p.minval, p.maxval))
 
 
 @register_op("gaussian_blur", Kind.COLOUR)

@@ -354,6 +354,34 @@ class Resize(GeometryOp):
         return [f"{self.label} {size(drawn.in_size)} → {size(drawn.out_size)}"]
 
 
+@register_op("random_image_scale", Kind.GEOMETRY)
+class RandomImageScale(GeometryOp):
+    """The Object Detection API's random_image_scale: the whole image scaled by one ratio drawn from
+    [min_scale_ratio, max_scale_ratio], its aspect kept, to int(h x ratio) by int(w x ratio) as the API truncates
+    (area-prefiltered where it shrinks)."""
+    label = "scale"
+    example = "- random_image_scale: {min_scale_ratio: 0.5, max_scale_ratio: 2.0}"
+
+    class Params(OpParams):
+        min_scale_ratio: float = Field(0.5, gt=0.0, le=8.0, description="lowest ratio")
+        max_scale_ratio: float = Field(2.0, gt=0.0, le=8.0, description="highest ratio")
+
+        @model_validator(mode="after")
+        def _ordered(self):
+            if self.min_scale_ratio > self.max_scale_ratio:
+                raise ValueError(f"min_scale_ratio {self.min_scale_ratio} is above max_scale_ratio "
+                                 f"{self.max_scale_ratio}")
+            return self
+
+    def sample(self, rng, h, w):
+        r = uniform(rng, self.params.min_scale_ratio, self.params.max_scale_ratio)
+        oh, ow = float(max(int(h * r), 1)), float(max(int(w * r), 1))
+        return window(0.0, 0.0, h, w, oh, ow), oh, ow
+
+    def describe(self, drawn):
+        return [f"{self.label} {size(drawn.in_size)} → {size(drawn.out_size)}"]
+
+
 @register_op("random_zoom", Kind.GEOMETRY)
 class RandomZoom(GeometryOp):
     """Zoom about the centre by 1 + a factor from the range, per axis (Keras' RandomZoom: -0.2 zooms in 20 %)."""

@@ -190,6 +190,12 @@ def _rotation90(v, _msgs, _size) -> Conversion:
     return Conversion(EXACT, op)
 
 
+def _same(op: str, defaults: dict, note: str = ""):
+    """An option augd has under its own name, with the same parameters and defaults."""
+    return lambda v, _m, _s: Conversion(EXACT, [{op: {k: float(_p(v, k, d)) for k, d in defaults.items()}}],
+                                        note=note)
+
+
 def _missing(note: str):
     return lambda _v, _m, _s: Conversion(MISSING, note=note)
 
@@ -204,8 +210,10 @@ Converter = Callable[[dict, list, "tuple | None"], Conversion]
 OPTIONS: dict[str, Converter] = {
     "normalize_image": _training("normalisation of the model's input"),
     "random_horizontal_flip": _flip("random_flip_left_right", False),
-    "random_pixel_value_scale": _missing("scales each pixel by its own factor (augd has no per-pixel gain)"),
-    "random_image_scale": _missing("changes the image's size by a ratio (augd's zoom keeps the canvas)"),
+    "random_pixel_value_scale": _same("random_pixel_value_scale", {"minval": 0.9, "maxval": 1.1}),
+    "random_image_scale": _same("random_image_scale", {"min_scale_ratio": 0.5, "max_scale_ratio": 2.0},
+                                "augd resamples with half-pixel centres (area-prefiltered where it shrinks), the "
+                                "API bilinearly with align_corners: the same sizes and boxes"),
     "random_rgb_to_gray": _gray(0.1),
     "random_adjust_brightness": _colour("random_brightness", {"max_delta": "max_delta"}, {"max_delta": 0.2}),
     "random_adjust_contrast": _colour("random_contrast", {"min_delta": "lower", "max_delta": "upper"},
