@@ -94,7 +94,7 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
                        ("random_adjust_brightness", "exact"), ("random_distort_color", "exact"),
                        ("random_rgb_to_gray", "exact"), ("random_jpeg_quality", "exact"),
                        ("random_black_patches", "exact")],
-        "centernet": [("random_horizontal_flip", "exact"), ("random_crop_image", "approximate"),
+        "centernet": [("random_horizontal_flip", "exact"), ("random_crop_image", "exact"),
                       ("random_adjust_hue", "exact"), ("random_square_crop_by_scale", "missing")],
         "efficientdet": [("random_horizontal_flip", "exact"), ("random_scale_crop_and_pad_to_square", "missing")],
     }[family]
@@ -102,9 +102,11 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
     spec = parse_pipeline(yaml.safe_dump(got.doc), "imported.yaml")   # a valid pipeline, every op known
     names = [next(iter(op)) for op in got.doc["ops"]]
     if family == "ssd":
-        crops = got.doc["ops"][1]["one_of"]["ops"]   # the API's 7 default samplers, resized to the model's 320
+        crops = got.doc["ops"][1]["one_of"]["ops"]   # the API's 7 default samplers, TensorFlow's window sampler
         assert [c["random_crop"]["min_object_covered"] for c in crops] == [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
-        assert all(c["random_crop"]["size"] == [320, 320] and c["random_crop"]["p"] == 0.85 for c in crops)
+        assert all("size" not in c["random_crop"] and c["random_crop"]["sampler"] == "tf"
+                   and c["random_crop"]["p"] == 0.85 for c in crops)   # each window at its own size
+        assert "takes the lowest, 0.0" in got.steps[1][2].note and got.doc["annotations"]["min_visibility"] == 0.0
     if family == "ssd_colour":
         assert names == ["random_flip_left_right", "random_hue", "random_contrast", "random_saturation",
                          "random_brightness", "random_brightness", "random_contrast", "random_saturation",
@@ -114,8 +116,9 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
     if family == "centernet":
         assert spec.annotations.value("keypoint_flip") == (0, 2, 1)
         crop = got.doc["ops"][1]["random_crop"]
-        assert crop["size"] == [640, 640] and crop["aspect"] == [0.5, 1.7] and crop["p"] == 0.75
-        assert "distorting its aspect for this keep-aspect model" in got.steps[1][2].note
+        assert crop == {"area": [0.1, 1.0], "aspect": [0.5, 1.7], "min_object_covered": 1.0, "sampler": "tf",
+                        "p": 0.75}
+        assert spec.annotations.value("min_visibility") == 0.3   # its overlap_thresh (the proto's default)
     assert len(got.problems()) == sum(v != "exact" for _, v in expected)
 
 

@@ -320,3 +320,52 @@ def test_ssd_recipe_job_boxes_agree_with_pixels_and_shards_do_not_depend_on_work
                 r["image/filename"], r["augd/variant"], cls, box, seen)
             checked += 1
     assert checked >= 15
+
+
+# ---- the OD API's crops: windows drawn as TensorFlow draws them, kept at their own size ---------------------------
+
+def _tf_windows(n, h, w, area, aspect, cover, box):
+    """n windows (x, y, width, height) from TensorFlow's own stateless_sample_distorted_bounding_box."""
+    import tensorflow as tf
+    boxes = tf.constant([[[box[1] / h, box[0] / w, box[3] / h, box[2] / w]]], tf.float32)
+    out = []
+    for i in range(n):
+        begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+            [h, w, 3], boxes, seed=[i, 7], min_object_covered=cover, aspect_ratio_range=aspect, area_range=area,
+            max_attempts=100, use_image_if_no_bounding_boxes=True)
+        out.append((int(begin[1]), int(begin[0]), int(size[1]), int(size[0])))
+    return np.array(out, float)
+
+
+@pytest.mark.parametrize("cover", [0.0, 0.7])
+def test_the_tf_sampler_draws_windows_as_sample_distorted_bounding_box_does(cover):
+    """sampler: tf against TensorFlow's own op, 1500 windows each, on a 120x160 image with one box: the same
+    distribution of width, height and place (means and quartiles within 4 % of the side), as often the whole
+    image when nothing fits."""
+    from augd.ops.geometry import tf_window
+    from augd.ops.sampling import generator
+    h, w, area, aspect, box = 120, 160, (0.1, 1.0), (0.5, 2.0), (20.0, 30.0, 60.0, 90.0)
+    ours = np.array([tf_window(generator((i, 3)).fork(), h, w, area, aspect, cover, np.array([box]), 100)
+                     for i in range(1500)], float)
+    theirs = _tf_windows(1500, h, w, area, aspect, cover, box)
+    for k, side in enumerate((w, h, w, h)):   # x, y, width, height
+        for q in (25, 50, 75):
+            assert abs(np.percentile(ours[:, k], q) - np.percentile(theirs[:, k], q)) <= 0.04 * side + 1, (k, q)
+        assert abs(ours[:, k].mean() - theirs[:, k].mean()) <= 0.04 * side, (k, ours[:, k].mean(),
+                                                                             theirs[:, k].mean())
+    whole = [float(((a[:, 2] == w) & (a[:, 3] == h)).mean()) for a in (ours, theirs)]
+    assert abs(whole[0] - whole[1]) <= 0.03, whole
+
+
+def test_a_crop_without_size_keeps_its_window_unresampled_and_the_boxes_on_their_colours():
+    ops = [{"random_crop": {"area": [0.2, 0.9], "aspect": [0.5, 2.0], "min_object_covered": 0.3, "sampler": "tf"}}]
+    img = scene()
+    sizes = set()
+    for pixels, moved, steps in through_graph(ops, range(1, 9)):
+        (m, oh, ow), = steps
+        x0, y0 = int(m[0, 2]), int(m[1, 2])
+        assert np.array_equal(m[:2, :2], np.eye(2)) and pixels.shape == (oh, ow, 3)
+        assert np.array_equal(pixels, img[y0:y0 + int(oh), x0:x0 + int(ow)])   # the window itself, pixel for pixel
+        assert_boxes_on_colours(pixels, moved)
+        sizes.add(pixels.shape)
+    assert len(sizes) > 1   # each window its own size

@@ -5,7 +5,7 @@ once: one warp, one interpolation."""
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema, model_serializer, model_validator
 
@@ -173,14 +173,23 @@ class RandomAffine(GeometryOp):
 
 @register_op("random_crop", Kind.GEOMETRY)
 class RandomCrop(GeometryOp):
-    """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size` (box-aware: SSD's)."""
-    example = "- random_crop: {size: [300, 300], area: [0.1, 1.0], aspect: [0.5, 2.0], min_object_covered: 0.5}"
+    """Inception-style crop: a window of random area fraction and aspect ratio, resized to `size` or kept at its own
+    size (box-aware: SSD's). `sampler: tf` draws windows as tf.image.sample_distorted_bounding_box does (what the OD
+    API's random_crop_image and ssd_random_crop call)."""
+    example = ("- random_crop: {size: [300, 300], area: [0.1, 1.0], aspect: [0.5, 2.0], min_object_covered: 0.5}\n"
+               "- random_crop: {area: [0.1, 1.0], aspect: [0.5, 2.0], min_object_covered: 0.3, sampler: tf}")
     label = "crop"
 
     class Params(OpParams):
-        size: Size = Field(description="output [height, width]")
+        size: Size | None = Field(None, description="output [height, width]; unset: the window's own size, in whole "
+                                                    "pixels, unresampled (as the OD API keeps it)")
         area: range_of(0.001, 1.0) = Field((0.08, 1.0), description="window area as a fraction of the image")
-        aspect: range_of(0.05, 20.0) = Field((3 / 4, 4 / 3), description="window width/height (log-uniform)")
+        aspect: range_of(0.05, 20.0) = Field((3 / 4, 4 / 3), description="window width/height (log-uniform; "
+                                                                         "uniform with sampler: tf)")
+        sampler: Literal["augd", "tf"] = Field("augd", description="augd: area uniform, aspect log-uniform, clamped "
+                                               "into the image; tf: tf.image.sample_distorted_bounding_box's (aspect "
+                                               "uniform, then a whole-pixel height uniform in what the area range "
+                                               "allows; a window that does not fit is redrawn, up to attempts)")
         min_object_covered: float | None = Field(
             None, ge=0.0, le=1.0, description="with boxes: the window must hold at least this fraction of some box's "
                                               "area (tf.image.sample_distorted_bounding_box); unset: boxes are ignored")
@@ -189,17 +198,22 @@ class RandomCrop(GeometryOp):
 
         @model_validator(mode="after")
         def _attempts_need_cover(self):
-            if "attempts" in self.model_fields_set and self.min_object_covered is None:
-                raise ValueError("attempts applies only with min_object_covered; set both or neither")
+            if "attempts" in self.model_fields_set and self.min_object_covered is None and self.sampler != "tf":
+                raise ValueError("attempts applies only with min_object_covered or sampler: tf; set both or neither")
             return self
 
         @model_serializer(mode="wrap")
         def _without_unset_cover(self, handler):
-            # Absent unless set: a pipeline without min_object_covered keeps its serialized form and sha256.
+            # Absent unless set: a pipeline without them keeps its serialized form and sha256.
             out = handler(self)
+            if self.min_object_covered is None and self.sampler != "tf":
+                out.pop("attempts", None)
             if self.min_object_covered is None:
                 out.pop("min_object_covered", None)
-                out.pop("attempts", None)
+            if self.size is None:
+                out.pop("size", None)
+            if self.sampler == "augd":
+                out.pop("sampler", None)
             return out
 
     @property
@@ -222,12 +236,22 @@ class RandomCrop(GeometryOp):
         return x0, y0, cw, ch
 
     def sample(self, rng, h, w, boxes=None):
-        win = self._draw(rng, h, w)
-        cover = self.params.min_object_covered
-        if cover is not None and boxes is not None and len(boxes):
-            win = _covering(win, rng, h, w, np.asarray(boxes, np.float64), cover, self.params.attempts, self._draw)
+        p = self.params
+        if p.sampler == "tf":
+            rng.random()   # one draw of its own: this op's fork is not another op's
+            win = tf_window(rng.fork(), h, w, p.area, p.aspect, p.min_object_covered,
+                            None if boxes is None else np.asarray(boxes, np.float64), p.attempts)
+        else:
+            win = self._draw(rng, h, w)
+            if p.min_object_covered is not None and boxes is not None and len(boxes):
+                win = _covering(win, rng, h, w, np.asarray(boxes, np.float64), p.min_object_covered, p.attempts,
+                                self._draw)
         x0, y0, cw, ch = win
-        oh, ow = (float(v) for v in self.params.size)
+        if p.size is None:   # the window itself, in whole pixels: a translation, no resampling
+            x0, y0 = float(math.floor(x0)), float(math.floor(y0))
+            cw, ch = float(max(min(round(cw), w - x0), 1)), float(max(min(round(ch), h - y0), 1))
+            return translate(x0, y0), ch, cw
+        oh, ow = (float(v) for v in p.size)
         return window(y0, x0, ch, cw, oh, ow), oh, ow
 
     def describe(self, drawn):
@@ -236,6 +260,63 @@ class RandomCrop(GeometryOp):
         x0, y0 = m[0, 2] - 0.5 * m[0, 0] + 0.5, m[1, 2] - 0.5 * m[1, 1] + 0.5
         return [f"{self.label} {cw * ch / (ih * iw):.2f} area @ ({x0:.0f},{y0:.0f})",
                 f"  {size((ch, cw))} → {size((oh, ow))}"]
+
+
+def _uniform_int(rng, n: int) -> int:
+    """An integer in [0, n) (TensorFlow's random->Uniform(n))."""
+    return min(int(rng.random() * n), n - 1)
+
+
+def _tf_crop(rng, h: int, w: int, area, aspect: float):
+    """tensorflow/core/kernels/image/sample_distorted_bounding_box_op.cc's GenerateRandomCrop, line for line:
+    (x, y, width, height) in whole pixels, or None when this aspect allows no window in the area range."""
+    min_area, max_area = area[0] * w * h, area[1] * w * h
+    height = round(math.sqrt(min_area / aspect))     # lrintf: to nearest, ties to even, as Python's round
+    max_height = round(math.sqrt(max_area / aspect))
+    if round(max_height * aspect) > w:
+        max_height = int((w + 0.5 - 1e-7) / aspect)
+        if round(max_height * aspect) > w:
+            max_height -= 1
+    max_height = min(max_height, h)
+    height = min(height, max_height)
+    if height < max_height:
+        height += _uniform_int(rng, max_height - height + 1)
+    width = round(height * aspect)
+    if width * height < min_area:
+        height += 1
+        width = round(height * aspect)
+    if width * height > max_area:
+        height -= 1
+        width = round(height * aspect)
+    if not (min_area <= width * height <= max_area) or width > w or height > h or width <= 0 or height <= 0:
+        return None
+    y = _uniform_int(rng, h - height) if height < h else 0
+    x = _uniform_int(rng, w - width) if width < w else 0
+    return x, y, width, height
+
+
+def tf_window(rng, h, w, area, aspect, cover, boxes, attempts: int):
+    """tf.image.sample_distorted_bounding_box (use_image_if_no_bounding_boxes, as the OD API calls it): up to
+    `attempts` times an aspect uniform in its range and a crop for it; the first that holds at least `cover` of
+    some box's area (of the whole image where there is no box; any window when cover is None), else the whole
+    image. (x0, y0, width, height) in input pixels."""
+    hi, wi = int(round(h)), int(round(w))
+    if boxes is None or not len(boxes):
+        boxes = np.array([[0.0, 0.0, float(wi), float(hi)]])
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    for _ in range(attempts):
+        crop = _tf_crop(rng, hi, wi, area, uniform(rng, *aspect))
+        if crop is None:
+            continue
+        if cover is None:
+            return crop
+        x0, y0, cw, ch = crop
+        ix = np.minimum(boxes[:, 2], x0 + cw) - np.maximum(boxes[:, 0], x0)
+        iy = np.minimum(boxes[:, 3], y0 + ch) - np.maximum(boxes[:, 1], y0)
+        held = np.maximum(ix, 0.0) * np.maximum(iy, 0.0)
+        if ((areas > 0) & (held >= cover * areas)).any():
+            return crop
+    return 0.0, 0.0, float(wi), float(hi)
 
 
 def _covering(first, rng, h, w, boxes, cover, attempts, draw):

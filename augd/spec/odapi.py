@@ -54,10 +54,10 @@ def _list(values: dict, key: str) -> list:
     return v if isinstance(v, list) else [v]
 
 
-# ---- one converter per option: (its scalar fields, its sub-messages, the model's output size or None) -----------
+# ---- one converter per option: (its scalar fields, its sub-messages) -> Conversion ------------------------------
 
 def _flip(op: str, vertical: bool):
-    def convert(v, _msgs, _size) -> Conversion:
+    def convert(v, _msgs) -> Conversion:
         prob = float(_p(v, "probability", 0.5))
         perm = [int(x) for x in _list(v, "keypoint_flip_permutation")]
         ann = {} if vertical or not perm else {"keypoint_flip": perm}
@@ -72,7 +72,7 @@ def _flip(op: str, vertical: bool):
 
 
 def _colour(op: str, keys: dict, defaults: dict):
-    def convert(v, _msgs, _size) -> Conversion:
+    def convert(v, _msgs) -> Conversion:
         params = {ours: float(_p(v, theirs, defaults[theirs])) for theirs, ours in keys.items()}
         if "lower" in params:
             params = {"lower": params["lower"], "upper": params["upper"]}
@@ -80,7 +80,7 @@ def _colour(op: str, keys: dict, defaults: dict):
     return convert
 
 
-def _distort(v, _msgs, _size) -> Conversion:
+def _distort(v, _msgs) -> Conversion:
     # core/preprocessor.py random_distort_color: ordering 0 brightness, saturation, hue, contrast; 1 brightness,
     # contrast, saturation, hue; brightness 32/255, saturation and contrast [0.5, 1.5], hue 0.2.
     b, s = {"random_brightness": {"max_delta": 32 / 255}}, {"random_saturation": {"lower": 0.5, "upper": 1.5}}
@@ -92,20 +92,20 @@ def _distort(v, _msgs, _size) -> Conversion:
 
 
 def _gray(default: float | None):
-    def convert(v, _msgs, _size) -> Conversion:
+    def convert(v, _msgs) -> Conversion:
         return Conversion(EXACT, [{"random_grayscale": {"p": float(_p(v, "probability", default))
                                                         if default is not None else 1.0}}])
     return convert
 
 
-def _gamma(v, _msgs, _size) -> Conversion:
+def _gamma(v, _msgs) -> Conversion:
     gamma, gain = float(_p(v, "gamma", 1.0)), float(_p(v, "gain", 1.0))
     ops = [{"random_gamma": {"gamma": [gamma, gamma]}}]
     return Conversion(EXACT, ops) if gain == 1.0 else Conversion(APPROXIMATE, ops, note=f"gain {gain}: augd's "
                                                                                        f"gamma has none (1)")
 
 
-def _jpeg(v, _msgs, _size) -> Conversion:
+def _jpeg(v, _msgs) -> Conversion:
     # the API draws tf.random_uniform([], min, max, tf.int32): max itself never; augd's range holds both ends
     lo, hi = int(_p(v, "min_jpeg_quality", 0)), int(_p(v, "max_jpeg_quality", 100))
     coef = float(_p(v, "random_coef", 0.0))
@@ -114,66 +114,57 @@ def _jpeg(v, _msgs, _size) -> Conversion:
     return Conversion(EXACT if lo >= 1 else APPROXIMATE, [op], note="" if lo >= 1 else "quality 0 is 1 in augd")
 
 
-def _black_patches(v, _msgs, _size) -> Conversion:
+def _black_patches(v, _msgs) -> Conversion:
     return Conversion(EXACT, [{"random_black_patches": {
         "max_black_patches": int(_p(v, "max_black_patches", 10)), "probability": float(_p(v, "probability", 0.5)),
         "size_to_image_ratio": float(_p(v, "size_to_image_ratio", 0.1))}}],
         note="the same pixels; boxes, masks and keypoints also lose what a patch hides (the API keeps them)")
 
 
-def _crop(size, covered, area, aspect, coef) -> dict:
-    params = {"size": list(size), "area": [max(area[0], 0.001), area[1]], "aspect": list(aspect)}
-    if covered is not None:
-        params["min_object_covered"] = covered
-    return {"random_crop": {**params, "p": round(1.0 - coef, 6)}}
+def _crop(covered, area, aspect, coef) -> dict:
+    """augd's form of the API's crop: TensorFlow's window sampler, the window kept at its own size."""
+    return {"random_crop": {"area": [max(area[0], 0.001), area[1]], "aspect": list(aspect),
+                            "min_object_covered": covered, "sampler": "tf", "p": round(1.0 - coef, 6)}}
 
 
-def _size_note(size, keep_aspect: bool) -> str:
-    return (f"the API keeps the window's own size (the model's resizer scales it); augd resizes it to {size[0]}x"
-            f"{size[1]}" + (", distorting its aspect for this keep-aspect model" if keep_aspect else ""))
-
-
-def _crop_image(v, _msgs, size) -> Conversion:
-    if size is None:
-        return Conversion(MISSING, note="keeps each window's own size, and this config names no output size "
-                                        "(image_resizer) for augd's crop to resize to")
-    out, keep = size
+def _crop_image(v, _msgs) -> Conversion:
     thresh = float(_p(v, "overlap_thresh", 0.3))
-    op = _crop(out, float(_p(v, "min_object_covered", 1.0)), (float(_p(v, "min_area", 0.1)),
-               float(_p(v, "max_area", 1.0))), (float(_p(v, "min_aspect_ratio", 0.75)),
-               float(_p(v, "max_aspect_ratio", 1.33))), float(_p(v, "random_coef", 0.0)))
-    return Conversion(APPROXIMATE, [op], {"min_visibility": thresh},
-                      f"{_size_note(out, keep)}; overlap_thresh {thresh} becomes the job's min_visibility")
+    op = _crop(float(_p(v, "min_object_covered", 1.0)), (float(_p(v, "min_area", 0.1)), float(_p(v, "max_area", 1.0))),
+               (float(_p(v, "min_aspect_ratio", 0.75)), float(_p(v, "max_aspect_ratio", 1.33))),
+               float(_p(v, "random_coef", 0.0)))
+    return Conversion(EXACT, [op], {"min_visibility": thresh}, f"its overlap_thresh {thresh} is the job's "
+                                                                "min_visibility")
 
 
 # The API's defaults of ssd_random_crop when it lists no operations (core/preprocessor.py ssd_random_crop).
 _SSD_COVERED = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
-def _ssd_crop(_v, msgs, size) -> Conversion:
-    if size is None:
-        return Conversion(MISSING, note="keeps each window's own size, and this config names no output size")
-    out, keep = size
+def _ssd_crop(_v, msgs) -> Conversion:
     ops_ = [scalars(m) for m in msgs if m.name == "operations"]
     if not ops_:
         ops_ = [{"min_object_covered": c, "min_aspect_ratio": 0.5, "max_aspect_ratio": 2.0, "min_area": 0.1,
                  "max_area": 1.0, "overlap_thresh": c, "random_coef": 0.15} for c in _SSD_COVERED]
-    crops = [_crop(out, float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
+    crops = [_crop(float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
                    float(o.get("max_area", 1.0))), (float(o.get("min_aspect_ratio", 0.5)),
                    float(o.get("max_aspect_ratio", 2.0))), float(o.get("random_coef", 0.0))) for o in ops_]
-    thresh = min(float(o.get("overlap_thresh", 0.0)) for o in ops_)
-    return Conversion(APPROXIMATE, [{"one_of": {"ops": crops}}], {"min_visibility": thresh},
-                      f"{_size_note(out, keep)}; each operation's overlap_thresh becomes one job-wide "
-                      f"min_visibility ({thresh}: the lowest)")
+    thresholds = sorted({float(o.get("overlap_thresh", 0.0)) for o in ops_})
+    c = Conversion(EXACT, [{"one_of": {"ops": crops}}], {"min_visibility": thresholds[0]},
+                   f"its overlap_thresh {thresholds[0]} is the job's min_visibility")
+    if len(thresholds) > 1:
+        c.verdict, c.note = APPROXIMATE, (f"each operation drops boxes under its own overlap_thresh "
+                                          f"({', '.join(map(str, thresholds))}); augd's one job-wide min_visibility "
+                                          f"takes the lowest, {thresholds[0]}")
+    return c
 
 
-def _pad(v, _msgs, _size) -> Conversion:
+def _pad(v, _msgs) -> Conversion:
     return Conversion(APPROXIMATE, [{"random_expand": {"ratio": [1.0, 2.0]}}],
                       note="the API draws the padded height and width apart and pads with the image's mean colour; "
                            "augd's random_expand scales both by one ratio in [1, 2] with its fill")
 
 
-def _resize_method(v, _msgs, _size) -> Conversion:
+def _resize_method(v, _msgs) -> Conversion:
     h, w = int(_p(v, "target_height", 0)), int(_p(v, "target_width", 0))
     if not h or not w:
         return Conversion(MISSING, note="no target_height and target_width")
@@ -181,7 +172,7 @@ def _resize_method(v, _msgs, _size) -> Conversion:
                       "per image; augd's resize is area-prefiltered bilinear")
 
 
-def _rotation90(v, _msgs, _size) -> Conversion:
+def _rotation90(v, _msgs) -> Conversion:
     prob = float(_p(v, "probability", 0.5))
     op = [{"random_rotation90": {"p": prob}}]
     if _list(v, "keypoint_rot_permutation"):
@@ -192,19 +183,19 @@ def _rotation90(v, _msgs, _size) -> Conversion:
 
 def _same(op: str, defaults: dict, note: str = ""):
     """An option augd has under its own name, with the same parameters and defaults."""
-    return lambda v, _m, _s: Conversion(EXACT, [{op: {k: float(_p(v, k, d)) for k, d in defaults.items()}}],
+    return lambda v, _m: Conversion(EXACT, [{op: {k: float(_p(v, k, d)) for k, d in defaults.items()}}],
                                         note=note)
 
 
 def _missing(note: str):
-    return lambda _v, _m, _s: Conversion(MISSING, note=note)
+    return lambda _v, _m: Conversion(MISSING, note=note)
 
 
 def _training(note: str):
-    return lambda _v, _m, _s: Conversion(TRAINING, note=note)
+    return lambda _v, _m: Conversion(TRAINING, note=note)
 
 
-Converter = Callable[[dict, list, "tuple | None"], Conversion]
+Converter = Callable[[dict, list], Conversion]
 
 #: Every option of the API's preprocessor.proto (PreprocessingStep's oneof), in its order.
 OPTIONS: dict[str, Converter] = {
@@ -256,24 +247,7 @@ OPTIONS: dict[str, Converter] = {
 }
 
 
-def _output_size(fields: list[Field]) -> tuple[tuple[int, int], bool] | None:
-    """((height, width), keep_aspect) the model's image_resizer gives, or None when the config has none."""
-    model = first(fields, "model")
-    arch = model.value[0] if model and model.is_message and model.value else None
-    resizer = first(arch.value, "image_resizer") if arch is not None and arch.is_message else None
-    if resizer is None or not resizer.is_message or not resizer.value:
-        return None
-    kind = resizer.value[0]
-    v = scalars(kind) if kind.is_message else {}
-    if kind.name == "fixed_shape_resizer":
-        return (int(_p(v, "height", 300)), int(_p(v, "width", 300))), False
-    if kind.name == "keep_aspect_ratio_resizer":
-        side = int(_p(v, "max_dimension", 1024))
-        return (side, side), True
-    return None
-
-
-def convert(block: Field, size) -> tuple[str, Conversion]:
+def convert(block: Field) -> tuple[str, Conversion]:
     """One data_augmentation_options block: (its option's name, what it becomes)."""
     if not block.is_message or len(block.value) != 1 or not block.value[0].is_message:
         raise PbtxtError(f"line {block.line}: data_augmentation_options must hold one preprocessing step")
@@ -281,7 +255,7 @@ def convert(block: Field, size) -> tuple[str, Conversion]:
     if step.name not in OPTIONS:
         return step.name, Conversion(MISSING, note="not an option of the API's preprocessor.proto that augd knows")
     msgs = [f for f in step.value if f.is_message]
-    return step.name, OPTIONS[step.name](scalars(step), msgs, size)
+    return step.name, OPTIONS[step.name](scalars(step), msgs)
 
 
 def import_config(text: str, source: str, name: str | None = None, variants: int = 8) -> Imported:
@@ -290,16 +264,21 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
     train = first(fields, "train_config")
     if train is None or not train.is_message:
         raise PbtxtError(f"{source}: no train_config block (is this an Object Detection API pipeline.config?)")
-    size = _output_size(fields)
     steps, ops, annotations, taken = [], [], {}, []
     for block in (f for f in train.value if f.name == "data_augmentation_options"):
-        option, c = convert(block, size)
+        option, c = convert(block)
         steps.append((option, block.line, c))
         if c.verdict in (EXACT, APPROXIMATE):
             ops += c.ops
             taken.append(block)
             for k, v in c.annotations.items():
                 annotations[k] = min(annotations[k], v) if k == "min_visibility" and k in annotations else v
+    thresholds = sorted({c.annotations["min_visibility"] for _, _, c in steps if "min_visibility" in c.annotations})
+    for _, _, c in steps:   # crops of different overlap thresholds: one job-wide min_visibility, the lowest
+        if len(thresholds) > 1 and "min_visibility" in c.annotations and c.verdict == EXACT:
+            c.verdict, c.note = APPROXIMATE, (f"the config's crops drop boxes under overlap thresholds "
+                                              f"{', '.join(map(str, thresholds))}; augd's one job-wide min_visibility "
+                                              f"takes the lowest, {thresholds[0]}")
     stem = os.path.splitext(os.path.basename(source))[0]
     doc = {"name": name or f"odapi-{stem}", "description": f"imported from {os.path.basename(source)} by augd "
            f"import-config", "seed": 1, "variants": variants, "keep_original": False,
@@ -327,8 +306,6 @@ def strip(text: str, blocks: list[Field]) -> str:
 
 
 def table() -> list[tuple[str, str, str]]:
-    """(option, verdict, what differs) for every option of preprocessor.proto, on a config that gives an output
-    size (a fixed_shape_resizer 300x300) and leaves each option at its defaults."""
-    size = ((300, 300), False)
-    return [(name, c.verdict, c.note) for name, conv in OPTIONS.items() for c in [conv({}, [], size)]]
+    """(option, verdict, what differs) for every option of preprocessor.proto at its defaults."""
+    return [(name, c.verdict, c.note) for name, conv in OPTIONS.items() for c in [conv({}, [])]]
 
