@@ -342,7 +342,7 @@ def test_the_tf_sampler_draws_windows_as_sample_distorted_bounding_box_does(cove
     """sampler: tf against TensorFlow's own op, 1500 windows each, on a 120x160 image with one box: the same
     distribution of width, height and place (means and quartiles within 4 % of the side), as often the whole
     image when nothing fits."""
-    from augd.ops.geometry import tf_window
+    from augd.ops.windows import tf_window
     from augd.ops.sampling import generator
     h, w, area, aspect, box = 120, 160, (0.1, 1.0), (0.5, 2.0), (20.0, 30.0, 60.0, 90.0)
     ours = np.array([tf_window(generator((i, 3)).fork(), h, w, area, aspect, cover, np.array([box]), 100)
