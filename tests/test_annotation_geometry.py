@@ -136,6 +136,8 @@ SINGLE_OPS = [
     ([{"random_zoom": {"height_factor": [-0.4, -0.2], "width_factor": [0.1, 0.3]}}], False),
     ([{"random_rotation90": {"p": 0.5}}], False),                  # a quarter turn: height and width swap
     ([{"random_image_scale": {"min_scale_ratio": 0.6, "max_scale_ratio": 1.7}}], False),   # the canvas scales
+    ([{"random_scale_crop_and_pad_to_square": {"output_size": 112, "scale_min": 0.5, "scale_max": 1.8}}], False),
+    ([{"random_square_crop_by_scale": {"scale_min": 0.6, "scale_max": 1.3, "max_border": 32}}], False),
 ]
 
 
@@ -340,3 +342,32 @@ def test_rotation90_is_numpys_quarter_turn_pixel_for_pixel_on_both_kernels():
         r = c.process(png(img), "q.png", 1)
         out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
         assert np.array_equal(out, np.rot90(img)), gpu_host
+
+
+def test_the_detectors_scale_jitter_places_the_image_as_the_od_api_does():
+    """random_square_crop_by_scale: the image unresampled at a whole-pixel offset on a black square canvas;
+    random_scale_crop_and_pad_to_square: an output_size square, the scaled image from its top-left corner where it is
+    smaller, black beyond."""
+    img, _, _ = scene()
+    c = compiled([{"random_square_crop_by_scale": {"scale_min": 0.6, "scale_max": 1.3, "max_border": 32}}])
+    sides = set()
+    for v in range(1, 9):
+        r = c.process(png(img), "sq.png", v)
+        out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
+        (m, oh, ow), = c.program.geometry(image_seed(c.spec.seed, "sq.png", v), H, W)
+        x0, y0 = int(m[0, 2]), int(m[1, 2])
+        canvas = np.zeros((int(oh), int(ow), 3), np.uint8)
+        ys, xs = np.mgrid[0:int(oh), 0:int(ow)]
+        inside = (ys + y0 >= 0) & (ys + y0 < H) & (xs + x0 >= 0) & (xs + x0 < W)
+        canvas[inside] = img[(ys + y0)[inside], (xs + x0)[inside]]
+        assert oh == ow and np.array_equal(out, canvas), v
+        sides.add(int(oh))
+    assert len(sides) > 1 and all(int(0.6 * W) <= s <= int(1.3 * W) for s in sides)
+    c = compiled([{"random_scale_crop_and_pad_to_square": {"output_size": 200, "scale_min": 0.3, "scale_max": 0.9}}])
+    for v in range(1, 5):   # scales under 1: the whole image, scaled, at the top left; black right and below
+        r = c.process(png(img), "ls.png", v)
+        out = np.frombuffer(r.payload, np.uint8).reshape(r.height, r.width, 3)
+        (m, _, _), = c.program.geometry(image_seed(c.spec.seed, "ls.png", v), H, W)
+        sh, sw = int(round(H / m[1, 1])), int(round(W / m[0, 0]))
+        assert out.shape == (200, 200, 3) and abs(sw / sh - W / H) < 0.05 and max(sh, sw) < 200   # aspect kept
+        assert out[sh + 1:].max() == 0 and out[:, sw + 1:].max() == 0 and out[:sh - 1, :sw - 1].min() > 0

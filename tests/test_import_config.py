@@ -94,9 +94,11 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
                        ("random_adjust_brightness", "exact"), ("random_distort_color", "exact"),
                        ("random_rgb_to_gray", "exact"), ("random_jpeg_quality", "exact"),
                        ("random_black_patches", "exact")],
-        "centernet": [("random_horizontal_flip", "exact"), ("random_crop_image", "exact"),
-                      ("random_adjust_hue", "exact"), ("random_square_crop_by_scale", "missing")],
-        "efficientdet": [("random_horizontal_flip", "exact"), ("random_scale_crop_and_pad_to_square", "missing")],
+        # the crop keeps boxes showing 0.3 of themselves, the square crop any: one job-wide min_visibility (the
+        # lowest) makes both approximate
+        "centernet": [("random_horizontal_flip", "exact"), ("random_crop_image", "approximate"),
+                      ("random_adjust_hue", "exact"), ("random_square_crop_by_scale", "approximate")],
+        "efficientdet": [("random_horizontal_flip", "exact"), ("random_scale_crop_and_pad_to_square", "exact")],
     }[family]
     assert verdicts == expected
     spec = parse_pipeline(yaml.safe_dump(got.doc), "imported.yaml")   # a valid pipeline, every op known
@@ -118,7 +120,11 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
         crop = got.doc["ops"][1]["random_crop"]
         assert crop == {"area": [0.1, 1.0], "aspect": [0.5, 1.7], "min_object_covered": 1.0, "sampler": "tf",
                         "p": 0.75}
-        assert spec.annotations.value("min_visibility") == 0.3   # its overlap_thresh (the proto's default)
+        assert spec.annotations.value("min_visibility") == 0.0 and "0.0, 0.3" in got.steps[1][2].note
+    if family == "efficientdet":
+        assert got.doc["ops"][1] == {"random_scale_crop_and_pad_to_square": {"output_size": 512, "scale_min": 0.1,
+                                                                              "scale_max": 2.0}}
+        assert got.doc["annotations"] == {"min_visibility": 0.0, "min_size": 0.0}
     assert len(got.problems()) == sum(v != "exact" for _, v in expected)
 
 
@@ -157,15 +163,16 @@ def test_the_command_writes_an_exact_import_and_strips_what_it_took(tmp_path):
 def test_what_is_not_exact_fails_unless_approximate_and_what_is_missing_stays_in_the_config(tmp_path):
     model, augs = SHIPPED["centernet"]
     cfg = tmp_path / "centernet.config"
-    cfg.write_text(config(model, *augs))
+    cfg.write_text(config(model, *augs, "random_jitter_boxes {\n      ratio: 0.05\n    }"))
     p = _cli(cfg, "-o", tmp_path / "c.yaml", cwd=tmp_path)
     assert p.returncode == 1 and not (tmp_path / "c.yaml").exists()
-    assert "random_square_crop_by_scale: missing (CenterNet's square crop" in p.stderr and "--approximate" in p.stderr
+    assert "random_square_crop_by_scale: approximate (" in p.stderr and "--approximate" in p.stderr
     p = _cli(cfg, "-o", tmp_path / "c.yaml", "--approximate", "--strip", tmp_path / "c.config", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     train = first(parse((tmp_path / "c.config").read_text()), "train_config")
     assert [f.value[0].name for f in train.value if f.name == "data_augmentation_options"] == \
-        ["random_square_crop_by_scale"]   # training still does what augd cannot
+        ["random_jitter_boxes"]   # training still does what augd cannot
+    assert "random_jitter_boxes: missing (moves each box's corners" in p.stderr
     assert (tmp_path / "c.yaml").read_text().startswith("# augd pipeline imported from centernet.config\n")
     bad = tmp_path / "bad.config"
     bad.write_text("train_config {\n  data_augmentation_options {\n")

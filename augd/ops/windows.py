@@ -8,10 +8,10 @@ import numpy as np
 
 from augd.ops.sampling import uniform
 
-__all__ = ["covering", "tf_window"]
+__all__ = ["covering", "tf_window", "uniform_int"]
 
 
-def _uniform_int(rng, n: int) -> int:
+def uniform_int(rng, n: int) -> int:
     """An integer in [0, n) (TensorFlow's random->Uniform(n))."""
     return min(int(rng.random() * n), n - 1)
 
@@ -29,7 +29,7 @@ def _tf_crop(rng, h: int, w: int, area, aspect: float):
     max_height = min(max_height, h)
     height = min(height, max_height)
     if height < max_height:
-        height += _uniform_int(rng, max_height - height + 1)
+        height += uniform_int(rng, max_height - height + 1)
     width = round(height * aspect)
     if width * height < min_area:
         height += 1
@@ -39,8 +39,8 @@ def _tf_crop(rng, h: int, w: int, area, aspect: float):
         width = round(height * aspect)
     if not (min_area <= width * height <= max_area) or width > w or height > h or width <= 0 or height <= 0:
         return None
-    y = _uniform_int(rng, h - height) if height < h else 0
-    x = _uniform_int(rng, w - width) if width < w else 0
+    y = uniform_int(rng, h - height) if height < h else 0
+    x = uniform_int(rng, w - width) if width < w else 0
     return x, y, width, height
 
 

@@ -187,6 +187,16 @@ def _same(op: str, defaults: dict, note: str = ""):
                                         note=note)
 
 
+def _jitter(op: str, defaults: dict, note: str):
+    """The detectors' scale jitter: the API clips boxes to the new canvas and drops only those wholly outside it
+    (no overlap threshold, no least size), which the job's annotations then say."""
+    def convert(v, _msgs) -> Conversion:
+        params = {k: type(d)(_p(v, k, d)) for k, d in defaults.items()}
+        return Conversion(EXACT, [{op: params}], {"min_visibility": 0.0, "min_size": 0.0},
+                          f"{note}; boxes clipped, dropped only when wholly outside (min_visibility 0, min_size 0)")
+    return convert
+
+
 def _missing(note: str):
     return lambda _v, _m: Conversion(MISSING, note=note)
 
@@ -240,9 +250,12 @@ OPTIONS: dict[str, Converter] = {
     "random_jpeg_quality": _jpeg,
     "random_downscale_to_target_pixels": _missing("downscales to a random number of pixels"),
     "random_patch_gaussian": _missing("Gaussian noise in a random patch"),
-    "random_square_crop_by_scale": _missing("CenterNet's square crop by a random scale, at its own size"),
-    "random_scale_crop_and_pad_to_square": _missing("EfficientDet's large-scale jitter: scale, crop and pad to a "
-                                                    "square"),
+    "random_square_crop_by_scale": _jitter("random_square_crop_by_scale", {
+        "scale_min": 0.6, "scale_max": 1.3, "num_scales": 8, "max_border": 128}, "the API also leaves the image's "
+        "last row and column out of the crop (black); augd keeps them"),
+    "random_scale_crop_and_pad_to_square": _jitter("random_scale_crop_and_pad_to_square", {
+        "output_size": 512, "scale_min": 0.1, "scale_max": 2.0}, "augd resamples with half-pixel centres (area-"
+        "prefiltered where it shrinks), the API bilinearly: the same sizes, places and boxes"),
     "adjust_gamma": _gamma,
 }
 
@@ -272,7 +285,8 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
             ops += c.ops
             taken.append(block)
             for k, v in c.annotations.items():
-                annotations[k] = min(annotations[k], v) if k == "min_visibility" and k in annotations else v
+                annotations[k] = min(annotations[k], v) if k in ("min_visibility", "min_size") and k in annotations \
+                    else v
     thresholds = sorted({c.annotations["min_visibility"] for _, _, c in steps if "min_visibility" in c.annotations})
     for _, _, c in steps:   # crops of different overlap thresholds: one job-wide min_visibility, the lowest
         if len(thresholds) > 1 and "min_visibility" in c.annotations and c.verdict == EXACT:
