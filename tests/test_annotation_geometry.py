@@ -138,6 +138,7 @@ SINGLE_OPS = [
     ([{"random_image_scale": {"min_scale_ratio": 0.6, "max_scale_ratio": 1.7}}], False),   # the canvas scales
     ([{"random_scale_crop_and_pad_to_square": {"output_size": 112, "scale_min": 0.5, "scale_max": 1.8}}], False),
     ([{"random_square_crop_by_scale": {"scale_min": 0.6, "scale_max": 1.3, "max_border": 32}}], False),
+    ([{"random_crop_to_aspect_ratio": {"aspect_ratio": 1.5}}], False),    # a window of a wider aspect
 ]
 
 

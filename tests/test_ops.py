@@ -26,6 +26,7 @@ OP_CASES = {
     "random_pixel_value_scale": ({"minval": 0.5, "maxval": 0.8}, None, True),
     "random_scale_crop_and_pad_to_square": ({"output_size": 40, "scale_min": 0.5, "scale_max": 1.5}, (40, 40), True),
     "random_square_crop_by_scale": ({"scale_min": 0.5, "scale_max": 0.5, "max_border": 8}, (32, 32), True),
+    "random_crop_to_aspect_ratio": ({"aspect_ratio": 0.5}, (48, 24), True),
     "random_affine": ({"scale": [1.2, 1.3], "shear": 5, "rotate": 5, "translate": [0.1, 0.1]}, None, True),
     "random_crop": ({"size": [32, 40], "area": [0.3, 0.6]}, (32, 40), True),
     "center_crop": ({"size": [30, 30]}, (30, 30), True),

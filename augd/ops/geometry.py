@@ -13,7 +13,7 @@ import numpy as np
 
 from augd.ops.base import Fill, GeometryOp, Interpolation, Kind, OpParams, Size, range_of, register_op
 from augd.ops.sampling import coin, log_uniform, uniform
-from augd.ops.windows import covering, tf_window
+from augd.ops.windows import covering, tf_window, uniform_int
 from augd.ops.words import signed, size
 
 
@@ -261,6 +261,27 @@ class RandomCrop(GeometryOp):
         x0, y0 = m[0, 2] - 0.5 * m[0, 0] + 0.5, m[1, 2] - 0.5 * m[1, 1] + 0.5
         return [f"{self.label} {cw * ch / (ih * iw):.2f} area @ ({x0:.0f},{y0:.0f})",
                 f"  {size((ch, cw))} → {size((oh, ow))}"]
+
+
+@register_op("random_crop_to_aspect_ratio", Kind.GEOMETRY)
+class RandomCropToAspectRatio(GeometryOp):
+    """The Object Detection API's random_crop_to_aspect_ratio: the largest window of `aspect_ratio` (width/height)
+    the image holds, at a uniform whole-pixel place, unresampled."""
+    label = "aspect crop"
+    example = "- random_crop_to_aspect_ratio: {aspect_ratio: 1.0}"
+
+    class Params(OpParams):
+        aspect_ratio: float = Field(1.0, gt=0.0, le=100.0, description="the window's width / height")
+
+    def sample(self, rng, h, w):
+        a, hi, wi = self.params.aspect_ratio, int(round(h)), int(round(w))
+        th = hi if wi / hi >= a else max(int(round(wi / a)), 1)    # as the API: round(width / aspect)
+        tw = wi if wi / hi <= a else max(int(round(hi * a)), 1)
+        y0, x0 = uniform_int(rng, hi - th + 1), uniform_int(rng, wi - tw + 1)
+        return translate(float(x0), float(y0)), float(th), float(tw)
+
+    def describe(self, drawn):
+        return [f"{self.label} {size(drawn.out_size)}"]
 
 
 @register_op("random_expand", Kind.GEOMETRY)

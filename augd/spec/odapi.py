@@ -187,6 +187,12 @@ def _same(op: str, defaults: dict, note: str = ""):
                                         note=note)
 
 
+def _crop_to_aspect(v, _msgs) -> Conversion:
+    thresh = float(_p(v, "overlap_thresh", 0.3))
+    return Conversion(EXACT, [{"random_crop_to_aspect_ratio": {"aspect_ratio": float(_p(v, "aspect_ratio", 1.0))}}],
+                      {"min_visibility": thresh}, f"its overlap_thresh {thresh} is the job's min_visibility")
+
+
 def _jitter(op: str, defaults: dict, note: str):
     """The detectors' scale jitter: the API clips boxes to the new canvas and drops only those wholly outside it
     (no overlap threshold, no least size), which the job's annotations then say."""
@@ -228,7 +234,7 @@ OPTIONS: dict[str, Converter] = {
     "random_pad_image": _pad,
     "random_crop_pad_image": _missing("a crop then a pad with its own ratios (augd: random_crop then random_expand, "
                                       "by hand)"),
-    "random_crop_to_aspect_ratio": _missing("a window of a fixed aspect at its own size"),
+    "random_crop_to_aspect_ratio": _crop_to_aspect,
     "random_black_patches": _black_patches,
     "random_resize_method": _resize_method,
     "scale_boxes_to_pixel_coordinates": _training("a box format conversion"),
