@@ -40,6 +40,8 @@ class Result:
     geometry: tuple | None = None
     #: with geometry=True: the rectangles its cutouts covered, as Program.covers gives them; else None
     covers: tuple | None = None
+    #: with geometry=True: its plan's own least visibility, as Program.annotation_plan gives it
+    min_visibility: float = 0.0
 
 
 class Compiled:
@@ -155,10 +157,10 @@ class Compiled:
         if orientation is None:  # an explicit orientation overrides the header's
             orientation = header.orientation if header is not None else 1
         seed = image_seed(self.spec.seed, relpath, variant)
-        geo, cov = ([], []) if geometry else (None, None)
-        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo, cov)
-        return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else (tuple(geo),
-                                                                                                    tuple(cov))
+        geo, cov, least = ([], [], []) if geometry else (None, None, None)
+        floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo, cov, least)
+        return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else (
+            tuple(geo), tuple(cov), least[0] if least else 0.0)
 
     def _run(self, items) -> list[Result]:
         datas, args, floats, ints, geos = zip(*items)
@@ -169,26 +171,26 @@ class Compiled:
             if self._raw_proto is not None:
                 payload = self._raw_proto.FromString(payload).tensor_content
             out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2]), replanned > 0,
-                              *(geo or (None, None))))
+                              *(geo or (None, None, 0.0))))
         return out
 
     def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None, geometry=None,
-              covers=None):
+              covers=None, floor=None):
         """The image's plan from its header (upright size) and its boxes. Without a header, a plan for 1 x 1
         (right for a 1 x 1 image, and no op divides by it) makes the graph re-plan from the decoded size. The
         graph's re-plan has no boxes: Result.replanned says it happened (detection jobs reject that image).
-        geometry, covers: lists to extend with the plan's Geo steps in source coordinates and its cutouts'
-        rectangles (Program.plan), or None."""
+        geometry, covers, floor: lists to extend with the plan's Geo steps in source coordinates, its cutouts'
+        rectangles and its own least visibility (Program.plan), or None."""
         program = self.program
         if not augment:
             return self._empty_plan
         if header is None or not header.width or not header.height:
-            return program.plan(seed, 1, 1, False, None, geometry, covers)
+            return program.plan(seed, 1, 1, False, None, geometry, covers, floor)
         h, w = header.height, header.width
         if orientation in (5, 6, 7, 8):
             h, w = w, h
         return program.plan(seed, h, w, self._crop and header.format == "jpeg" and orientation == 1, boxes,
-                            geometry, covers)
+                            geometry, covers, floor)
 
     def explain(self, relpath: str, variant: int, height: int, width: int, boxes=None) -> list:
         """What the plan decided for (relpath, variant) of an upright height x width image: one

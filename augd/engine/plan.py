@@ -189,20 +189,23 @@ class Program:
     # ---- per image ----
 
     def plan(self, seed, h, w, crop=False, boxes=None, geometry: list | None = None,
-             covers: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+             covers: list | None = None, floor: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(floats, ints) for one image of size (h, w). crop: the source is a JPEG whose leading warp may
         decode only its window (augd.engine.decode). boxes: the image's boxes, (xmin, ymin, xmax, ymax) in
         source pixel edges, for box-aware ops (None, or a chain without one: they draw as without boxes).
         geometry: a list to extend with what geometry() returns for the same draw, in the SOURCE's coordinates
         (taken before crop rewrites step 0 into the decode window's), so a caller that plans the graph's image
         also has its annotations' steps without drawing the plan again (None: not built, nothing paid).
-        covers: a list to extend with what covers() returns for the same draw."""
+        covers: a list to extend with what covers() returns for the same draw; floor: a list to append the
+        draw's own least visibility to (annotation_plan's third)."""
         rng = generator(seed)
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
         geo: dict[int, list] = {}                 # step -> [matrix, in_h, in_w, out_h, out_w]
-        size = [float(h), float(w)]
-        self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w))
+        size, least = [float(h), float(w)], [0.0]
+        self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w), least)
+        if floor is not None:
+            floor.append(least[0])
         ints[WINDOW] = (0, 0, h, w)               # whole image (DECODE_MODE 0), full scale
         ints[SOURCE_SIZE] = (h, w)
         if geometry is not None:   # geometry()'s steps: each Geo step in order, sizes rounded as the graph does
@@ -240,6 +243,16 @@ class Program:
         self.plan(seed, h, w, False, boxes, None, out)
         return out
 
+    def annotation_plan(self, seed, h, w, boxes=None) -> tuple[list, list, float]:
+        """(geometry(), covers(), the highest own min_visibility of the geometric ops it applied: a crop's overlap
+        threshold, GeometryOp.min_visibility; 0.0 for none) of one draw of plan(seed, h, w, boxes=boxes). The job
+        drops objects under the higher of that and its annotations.min_visibility."""
+        steps: list = []
+        covers: list = []
+        floor: list = []
+        self.plan(seed, h, w, False, boxes, steps, covers, floor)
+        return steps, covers, floor[0]
+
     @property
     def has_covers(self) -> bool:
         return any(isinstance(s, Seeded) and s.region is not None for s in self.steps)
@@ -251,14 +264,14 @@ class Program:
         b = np.asarray(boxes, np.float64).reshape(-1, 4)
         return [_clip(b, float(h), float(w))]
 
-    def _walk(self, leaves, active, rng, floats, ints, geo, size, boxes=None) -> None:
+    def _walk(self, leaves, active, rng, floats, ints, geo, size, boxes=None, least=None) -> None:
         for leaf in leaves:
             if leaf is None:
                 continue
             on = coin(rng, leaf.p) and active   # every draw happens whether or not the op applies
             if leaf.children:
                 for child, chosen in zip(leaf.children, leaf.op.choose(rng, len(leaf.children))):
-                    self._walk((child,), on and chosen, rng, floats, ints, geo, size, boxes)
+                    self._walk((child,), on and chosen, rng, floats, ints, geo, size, boxes, least)
                 continue
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
@@ -266,6 +279,8 @@ class Program:
                 m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if on and boxes is not None else None)
                 if on:
                     g[0] = g[0] @ m
+                    if least is not None:
+                        least[0] = max(least[0], leaf.op.min_visibility)
                     size[0], size[1] = g[3], g[4] = float(oh), float(ow)
                     if boxes is not None:
                         boxes[0] = _moved(boxes[0], m, size[0], size[1])

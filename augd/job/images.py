@@ -148,7 +148,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                 m = mixes.get((k, v))
                 extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
                                                     steps=r.geometry if r is not None else None,
-                                                    covers=r.covers if r is not None else None, mixed=m)
+                                                    covers=r.covers if r is not None else None, mixed=m,
+                                                    least=r.min_visibility if r is not None else 0.0)
                          } if objects else {}
                 if m is not None:
                     extra.update(m.record_keys(objects is None))

@@ -140,6 +140,13 @@ class GeometryOp(Op):
     def interpolation(self) -> Interpolation:
         return "bilinear"
 
+    @property
+    def min_visibility(self) -> float:
+        """The least share of itself an object must keep when this op applies, above the job's own
+        (annotations.min_visibility): a crop's own overlap threshold (the OD API's per-crop overlap_thresh). 0:
+        the job's alone. Measured, as the job's is, over the image's whole chain."""
+        return float(getattr(self.params, "min_visibility", None) or 0.0)
+
     def sample(self, rng, h: float, w: float) -> tuple[np.ndarray, float, float]:
         """(3x3 float64 matrix mapping output pixel coordinates to input ones, out_h, out_w) for an
         (h, w) input, drawn from the image's generator. An op with uses_boxes is called as

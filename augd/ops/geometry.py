@@ -196,6 +196,10 @@ class RandomCrop(GeometryOp):
                                               "area (tf.image.sample_distorted_bounding_box); unset: boxes are ignored")
         attempts: int = Field(100, ge=1, le=10000, description="windows drawn for min_object_covered before the "
                                                                "whole image is taken")
+        min_visibility: float | None = Field(
+            None, ge=0.0, le=1.0, description="when this crop applies, objects left with under this share of "
+                                              "themselves are dropped, above annotations.min_visibility (the OD "
+                                              "API's per-crop overlap_thresh); unset: the job's alone")
 
         @model_validator(mode="after")
         def _attempts_need_cover(self):
@@ -215,6 +219,8 @@ class RandomCrop(GeometryOp):
                 out.pop("size", None)
             if self.sampler == "augd":
                 out.pop("sampler", None)
+            if self.min_visibility is None:
+                out.pop("min_visibility", None)
             return out
 
     @property
@@ -272,6 +278,10 @@ class RandomCropToAspectRatio(GeometryOp):
 
     class Params(OpParams):
         aspect_ratio: float = Field(1.0, gt=0.0, le=100.0, description="the window's width / height")
+        min_visibility: float | None = Field(
+            None, ge=0.0, le=1.0, description="when this crop applies, objects left with under this share of "
+                                              "themselves are dropped, above annotations.min_visibility (the OD "
+                                              "API's per-crop overlap_thresh); unset: the job's alone")
 
     def sample(self, rng, h, w):
         a, hi, wi = self.params.aspect_ratio, int(round(h)), int(round(w))

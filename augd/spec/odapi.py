@@ -121,19 +121,35 @@ def _black_patches(v, _msgs) -> Conversion:
         note="the same pixels; boxes, masks and keypoints also lose what a patch hides (the API keeps them)")
 
 
-def _crop(covered, area, aspect, coef) -> dict:
-    """augd's form of the API's crop: TensorFlow's window sampler, the window kept at its own size."""
+#: the API clips each crop's boxes to its window and keeps those with at least overlap_thresh of themselves in it
+#: (remnants of any size): the job's own thresholds step aside for the crops'
+_CROP_JOB = {"min_visibility": 0.0, "min_size": 0.0}
+
+
+def _crop(covered, area, aspect, coef, thresh) -> dict:
+    """augd's form of the API's crop: TensorFlow's window sampler, the window kept at its own size, the boxes
+    it leaves under its overlap_thresh dropped."""
     return {"random_crop": {"area": [max(area[0], 0.001), area[1]], "aspect": list(aspect),
-                            "min_object_covered": covered, "sampler": "tf", "p": round(1.0 - coef, 6)}}
+                            "min_object_covered": covered, "sampler": "tf", "min_visibility": thresh,
+                            "p": round(1.0 - coef, 6)}}
+
+
+def _on(value) -> bool:
+    """A proto bool as text format writes it (false, False, f, 0: off)."""
+    return value not in (False, "False", "f")
+
+
+def _clipped(c: Conversion, clip: list[bool]) -> Conversion:
+    if not all(clip):
+        c.verdict, c.note = APPROXIMATE, "clip_boxes false: the API leaves boxes past the window; augd clips them"
+    return c
 
 
 def _crop_image(v, _msgs) -> Conversion:
-    thresh = float(_p(v, "overlap_thresh", 0.3))
     op = _crop(float(_p(v, "min_object_covered", 1.0)), (float(_p(v, "min_area", 0.1)), float(_p(v, "max_area", 1.0))),
                (float(_p(v, "min_aspect_ratio", 0.75)), float(_p(v, "max_aspect_ratio", 1.33))),
-               float(_p(v, "random_coef", 0.0)))
-    return Conversion(EXACT, [op], {"min_visibility": thresh}, f"its overlap_thresh {thresh} is the job's "
-                                                                "min_visibility")
+               float(_p(v, "random_coef", 0.0)), float(_p(v, "overlap_thresh", 0.3)))
+    return _clipped(Conversion(EXACT, [op], dict(_CROP_JOB)), [_on(_p(v, "clip_boxes", True))])
 
 
 # The API's defaults of ssd_random_crop when it lists no operations (core/preprocessor.py ssd_random_crop).
@@ -147,15 +163,10 @@ def _ssd_crop(_v, msgs) -> Conversion:
                  "max_area": 1.0, "overlap_thresh": c, "random_coef": 0.15} for c in _SSD_COVERED]
     crops = [_crop(float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
                    float(o.get("max_area", 1.0))), (float(o.get("min_aspect_ratio", 0.5)),
-                   float(o.get("max_aspect_ratio", 2.0))), float(o.get("random_coef", 0.0))) for o in ops_]
-    thresholds = sorted({float(o.get("overlap_thresh", 0.0)) for o in ops_})
-    c = Conversion(EXACT, [{"one_of": {"ops": crops}}], {"min_visibility": thresholds[0]},
-                   f"its overlap_thresh {thresholds[0]} is the job's min_visibility")
-    if len(thresholds) > 1:
-        c.verdict, c.note = APPROXIMATE, (f"each operation drops boxes under its own overlap_thresh "
-                                          f"({', '.join(map(str, thresholds))}); augd's one job-wide min_visibility "
-                                          f"takes the lowest, {thresholds[0]}")
-    return c
+                   float(o.get("max_aspect_ratio", 2.0))), float(o.get("random_coef", 0.0)),
+                   float(o.get("overlap_thresh", 0.0))) for o in ops_]
+    return _clipped(Conversion(EXACT, [{"one_of": {"ops": crops}}], dict(_CROP_JOB), "one of the crops, each with "
+                               "its own overlap_thresh"), [_on(o.get("clip_boxes", True)) for o in ops_])
 
 
 def _pad(v, _msgs) -> Conversion:
@@ -188,9 +199,9 @@ def _same(op: str, defaults: dict, note: str = ""):
 
 
 def _crop_to_aspect(v, _msgs) -> Conversion:
-    thresh = float(_p(v, "overlap_thresh", 0.3))
-    return Conversion(EXACT, [{"random_crop_to_aspect_ratio": {"aspect_ratio": float(_p(v, "aspect_ratio", 1.0))}}],
-                      {"min_visibility": thresh}, f"its overlap_thresh {thresh} is the job's min_visibility")
+    op = {"random_crop_to_aspect_ratio": {"aspect_ratio": float(_p(v, "aspect_ratio", 1.0)),
+                                          "min_visibility": float(_p(v, "overlap_thresh", 0.3))}}
+    return _clipped(Conversion(EXACT, [op], dict(_CROP_JOB)), [_on(_p(v, "clip_boxes", True))])
 
 
 def _jitter(op: str, defaults: dict, note: str):
@@ -293,12 +304,6 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
             for k, v in c.annotations.items():
                 annotations[k] = min(annotations[k], v) if k in ("min_visibility", "min_size") and k in annotations \
                     else v
-    thresholds = sorted({c.annotations["min_visibility"] for _, _, c in steps if "min_visibility" in c.annotations})
-    for _, _, c in steps:   # crops of different overlap thresholds: one job-wide min_visibility, the lowest
-        if len(thresholds) > 1 and "min_visibility" in c.annotations and c.verdict == EXACT:
-            c.verdict, c.note = APPROXIMATE, (f"the config's crops drop boxes under overlap thresholds "
-                                              f"{', '.join(map(str, thresholds))}; augd's one job-wide min_visibility "
-                                              f"takes the lowest, {thresholds[0]}")
     stem = os.path.splitext(os.path.basename(source))[0]
     doc = {"name": name or f"odapi-{stem}", "description": f"imported from {os.path.basename(source)} by augd "
            f"import-config", "seed": 1, "variants": variants, "keep_original": False,
