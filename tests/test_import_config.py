@@ -196,3 +196,32 @@ def test_strip_cuts_blocks_and_their_lines_only():
     text = "a {\n  x: 1\n  y { z: 2 }\n  y { z: 3 }  # keep me\n  w: 4\n}\n"
     ys = [f for f in first(parse(text), "a").value if f.name == "y"]
     assert strip(text, ys) == "a {\n  x: 1\n  # keep me\n  w: 4\n}\n"
+
+
+def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
+    """random_pad_image, random_absolute_pad_image, random_crop_pad_image and ssd_random_crop_pad (its 6 default
+    crops, each then padded by 1-2x the image before it, in the crop's mean colour); a pad after a resizing option
+    is approximate (augd sizes it by the source)."""
+    text = config(MODEL_SSD, "random_horizontal_flip {\n    }", "ssd_random_crop_pad {\n    }",
+                  "random_absolute_pad_image { max_height_padding: 40 max_width_padding: 30 }",
+                  "random_pad_image { pad_color: 0 pad_color: 0 pad_color: 0 }")
+    got = import_config(text, "pads.config")
+    assert [c.verdict for _, _, c in got.steps] == ["exact"] * 4
+    seqs = got.doc["ops"][1]["one_of"]["ops"]
+    assert len(seqs) == 6 and all(s["sequence"]["ops"][1] == {"random_pad_image": {
+        "min_ratio": [1.0, 1.0], "max_ratio": [2.0, 2.0], "fill": "mean"}} for s in seqs)
+    assert [s["sequence"]["ops"][0]["random_crop"]["min_visibility"] for s in seqs] == [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+    assert got.doc["ops"][2] == {"random_absolute_pad_image": {"max_height_padding": 40, "max_width_padding": 30,
+                                                               "fill": "mean"}}
+    assert got.doc["ops"][3] == {"random_pad_image": {"fill": 0}}
+    (tmp_path / "pads.yaml").write_text(yaml.safe_dump(got.doc))
+    voc = REPO / "augd" / "samples" / "detection"
+    r = subprocess.run([sys.executable, "-m", "augd", "run", str(voc), "-p", str(tmp_path / "pads.yaml"), "-o",
+                        str(tmp_path / "out"), "--quiet", "--workers", "1", "--executor", "threads"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    late = import_config(config(MODEL_SSD, "random_image_scale {\n    }", "random_crop_pad_image {\n    }",
+                                "random_pad_image { pad_color: 10 pad_color: 20 pad_color: 30 }"), "late.config")
+    (_, _, scale), (_, _, crop_pad), (_, _, coloured) = late.steps
+    assert scale.verdict == "exact" and crop_pad.verdict == "approximate" and "resized" in crop_pad.note
+    assert coloured.verdict == "approximate" and "pad_color [10, 20, 30]" in coloured.note

@@ -160,6 +160,11 @@ def test_random_expand_bounds_the_jobs_memory_check():
     assert output_bound(crop_then_expand)(50) == 400          # 10x10 grown 2x per side, over its 50 px source
     classic = spec_for([{"random_crop": {"size": [300, 200]}}, {"random_rotation": {}}]).ops
     assert output_bound(classic)(100) == 60000 and output_bound(classic)(10 ** 6) == 10 ** 6
+    alternatives = spec_for([{"one_of": {"ops": [{"random_expand": {"ratio": [1, 3]}},
+                                                 {"random_pad_image": {"max_ratio": [2.0, 2.0]}}]}}]).ops
+    assert output_bound(alternatives)(1000) == 9000           # one of them: the larger, not both
+    both = spec_for([{"sequence": {"ops": [{"random_expand": {"ratio": [1, 3]}}, {"random_pad_image": {}}]}}]).ops
+    assert output_bound(both)(1000) == 36000
 
 
 # ---- box-aware random_crop -------------------------------------------------------------------------------------

@@ -40,6 +40,11 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp: str):
     scale = tf.minimum(tf.norm(m[:2, 0]), tf.norm(m[:2, 1]))
     k = tf.cast(tf.floor(scale), tf.int32)
     src = tf.cast(image, tf.float32)
+    if fill == "mean":
+        # The kernel's fill is one number for every channel: warp the image less its mean colour with 0 outside
+        # and add the mean back (resampling is linear: inside, the same pixels; outside, the mean).
+        mean = tf.reduce_mean(src, axis=[0, 1])
+        src = src - mean
 
     def shrink():
         # An exact k x k box average (what an area resize by an integer factor is): strong downscales then do
@@ -55,18 +60,21 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp: str):
 
     src, mm = tf.cond(k >= 2, shrink, lambda: (src, m))
     flat = tf.reshape(mm / mm[2, 2], [9])[:8][tf.newaxis]
-    mode = "CONSTANT" if isinstance(fill, int) else _FILL_MODES[fill]
+    mode = _FILL_MODES.get(fill, "CONSTANT")
     out = tf.raw_ops.ImageProjectiveTransformV3(
         images=src[tf.newaxis], transforms=flat, output_shape=tf.stack([oh_i, ow_i]),
         fill_value=_fill_value(fill), interpolation=interp.upper(), fill_mode=mode)[0]
+    if fill == "mean":
+        out = out + mean
     return tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
 
 
 def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: str) -> np.ndarray:
     """OpenCV kernel for CPU hosts, same contract as warp_tf, called from NumPy (GIL released inside)."""
     import cv2
-    border = {0: cv2.BORDER_CONSTANT, "reflect": cv2.BORDER_REFLECT, "nearest": cv2.BORDER_REPLICATE,
-              "wrap": cv2.BORDER_WRAP}[fill if not isinstance(fill, int) else 0]
+    border = {"reflect": cv2.BORDER_REFLECT, "nearest": cv2.BORDER_REPLICATE,
+              "wrap": cv2.BORDER_WRAP}.get(fill, cv2.BORDER_CONSTANT)
+    value = (_fill_value(fill),) * 4 if fill != "mean" else (*cv2.mean(image)[:3], 0.0)   # before any shrink
     k = math.floor(min(math.hypot(m[0, 0], m[1, 0]), math.hypot(m[0, 1], m[1, 1])))
     if k >= 2:
         # An exact k x k box average. The image is first extended to a multiple of k by repeating its
@@ -86,7 +94,6 @@ def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: st
     four = not nearest and image.shape[0] * image.shape[1] <= 8 * oh * ow
     if four:
         image = cv2.cvtColor(image, cv2.COLOR_RGB2RGBA)
-    value = (_fill_value(fill),) * 4
     if abs(m[2, 0]) < 1e-12 and abs(m[2, 1]) < 1e-12:
         out = cv2.warpAffine(image, m[:2] / m[2, 2], (ow, oh), flags=flags, borderMode=border, borderValue=value)
     else:

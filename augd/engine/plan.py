@@ -162,7 +162,8 @@ class Program:
             leaf.children = [self._add(c) for c in node.children]
             return leaf
         if isinstance(op, GeometryOp):
-            if not (isinstance(last, Geo) and (repr(last.fill), last.interp) == (repr(op.fill), op.interpolation)):
+            if op.starts_warp or not (isinstance(last, Geo) and (repr(last.fill), last.interp) ==
+                                      (repr(op.fill), op.interpolation)):
                 step, nf, ni = Geo.at(self.n_floats, self.n_ints, op.fill, op.interpolation)
                 self.steps.append(step)
                 self.n_floats += nf
@@ -202,7 +203,7 @@ class Program:
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
         geo: dict[int, list] = {}                 # step -> [matrix, in_h, in_w, out_h, out_w]
-        size, least = [float(h), float(w)], [0.0]
+        size, least = [float(h), float(w), float(h), float(w)], [0.0]   # the op's input's (h, w), the source's
         self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w), least)
         if floor is not None:
             floor.append(least[0])
@@ -304,7 +305,7 @@ class Program:
         floats, ints = self.plan(seed, h, w, False, boxes)
         out: list[Decision] = []
         geo = {k: np.eye(3) for k, s in enumerate(self.steps) if isinstance(s, Geo)}
-        self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)], out,
+        self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)] * 2, out,
                       self._tracked(boxes, h, w))
         for k, m in geo.items():
             planned = floats[self.steps[k].matrix].reshape(3, 3)
@@ -328,7 +329,7 @@ class Program:
                 continue
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
-                ih, iw = size
+                ih, iw = size[:2]
                 m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if on and boxes is not None else None)
                 if on:
                     geo[leaf.step] = geo[leaf.step] @ m
@@ -391,10 +392,12 @@ def _leaves(tree):
 
 
 def _sample(op: GeometryOp, rng, size, boxes):
-    """op.sample for the current (h, w); a box-aware op also gets the boxes (None where it does not apply)."""
-    if op.uses_boxes:
-        return op.sample(rng, size[0], size[1], boxes=boxes)
-    return op.sample(rng, size[0], size[1])
+    """op.sample for the current (h, w) (size: [h, w, source h, source w]); a box-aware op also gets the boxes
+    (None where it does not apply), one sized by the source the source's size."""
+    extra = {"boxes": boxes} if op.uses_boxes else {}
+    if op.uses_source:
+        extra["source"] = (size[2], size[3])
+    return op.sample(rng, size[0], size[1], **extra)
 
 
 def _clip(boxes: np.ndarray, h: float, w: float) -> np.ndarray:

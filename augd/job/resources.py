@@ -172,21 +172,34 @@ class OutputBound:
 
 
 def output_bound(nodes) -> OutputBound:
-    """The chain's OutputBound, walked in order (a composite's children in turn, as if each applied: an upper
-    bound). An op with a size_limit outputs at most that size; one with growth g at most g x g its input's pixels;
-    any other op no more than its input."""
-    scale, fixed, peak_scale, peak_fixed = 1.0, 0.0, 1.0, 0.0
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        stack.extend(reversed(node.children))
-        op = REGISTRY[node.name](node.params)
-        grow = op.growth ** 2
-        scale, fixed = scale * grow, fixed * grow
-        if op.size_limit:
-            fixed = max(fixed, float(op.size_limit[0] * op.size_limit[1]))
-        peak_scale, peak_fixed = max(peak_scale, scale), max(peak_fixed, fixed)
+    """The chain's OutputBound, walked in order. An op with a size_limit outputs at most that size; one with growth
+    g at most g x g its input's pixels; any other op no more than its input. A one_of's children are alternatives
+    (the largest of them, or none, bounds it); a sequence's and some_of's children are taken as if each applied."""
+    scale, fixed, peak_scale, peak_fixed = _bound(nodes, 1.0, 0.0)
     return OutputBound(peak_scale, math.ceil(peak_fixed))
+
+
+def _bound(nodes, scale: float, fixed: float) -> tuple[float, float, float, float]:
+    """(scale, fixed) after `nodes` from (scale, fixed) before them, and the peaks on the way."""
+    peak_scale, peak_fixed = scale, fixed
+    for node in nodes:
+        if node.name == "one_of":
+            ends = [_bound([child], scale, fixed) for child in node.children]
+            scale, fixed = max([scale] + [e[0] for e in ends]), max([fixed] + [e[1] for e in ends])
+            peak_scale = max([peak_scale] + [e[2] for e in ends])
+            peak_fixed = max([peak_fixed] + [e[3] for e in ends])
+            continue
+        if node.children:
+            scale, fixed, ps, pf = _bound(node.children, scale, fixed)
+        else:
+            op = REGISTRY[node.name](node.params)
+            grow = op.growth ** 2
+            scale, fixed = scale * grow, fixed * grow
+            if op.size_limit:
+                fixed = max(fixed, float(op.size_limit[0] * op.size_limit[1]))
+            ps, pf = scale, fixed
+        peak_scale, peak_fixed = max(peak_scale, ps), max(peak_fixed, pf)
+    return scale, fixed, peak_scale, peak_fixed
 
 
 def check_memory(cost, images, budget: int, limit: int) -> None:

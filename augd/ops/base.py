@@ -74,8 +74,9 @@ _Side = Annotated[int, Field(ge=1, le=65535)]
 Size = Annotated[tuple[_Side, _Side], BeforeValidator(_size), WithJsonSchema(
     {"anyOf": [TypeAdapter(_Side).json_schema(), TypeAdapter(tuple[_Side, _Side]).json_schema()]})]
 
-#: A warp's border: a grey level 0-255 for the area outside the source, or how to extend the border.
-Fill = Annotated[int, Field(ge=0, le=255)] | Literal["reflect", "nearest", "wrap"]
+#: A warp's border: a grey level 0-255 for the area outside the source, the source's mean colour (the OD API's pad
+#: colour), or how to extend the border.
+Fill = Annotated[int, Field(ge=0, le=255)] | Literal["mean", "reflect", "nearest", "wrap"]
 Interpolation = Literal["bilinear", "nearest"]
 
 
@@ -132,6 +133,19 @@ class GeometryOp(Op):
         return False
 
     @property
+    def starts_warp(self) -> bool:
+        """True for an op that lays its input on a canvas it fills (a pad): it does not fuse into the warp of the
+        geometric ops before it, whose output's edges it must keep (fused, the canvas would show the source
+        beyond an earlier crop). Ops after it may fuse: beyond its canvas they see its fill."""
+        return False
+
+    @property
+    def uses_source(self) -> bool:
+        """True: sample() takes `source=`, the (h, w) of the image the chain started from (a pad sized by it after
+        a crop: the OD API's random_crop_pad_image)."""
+        return False
+
+    @property
     def fill(self) -> Fill:
         """What the warp shows outside the source: constant black unless the op takes a `fill`."""
         return 0
@@ -152,7 +166,7 @@ class GeometryOp(Op):
         (h, w) input, drawn from the image's generator. An op with uses_boxes is called as
         sample(rng, h, w, boxes=...): an (N, 4) float64 array of (xmin, ymin, xmax, ymax) in its INPUT's
         pixel-edge coordinates (clipped to it, none empty), or None (no boxes, or the op does not apply: it
-        must then draw exactly as without boxes)."""
+        must then draw exactly as without boxes). An op with uses_source also gets `source=(h, w)`."""
         raise NotImplementedError
 
 

@@ -28,7 +28,7 @@ Shift = Annotated[tuple[_Fraction, _Fraction], BeforeValidator(_both), WithJsonS
 
 
 def fill_field(default: Fill = 0):
-    return Field(default, description="0-255 constant, or reflect | nearest | wrap")
+    return Field(default, description="0-255 constant, mean (the input's mean colour), or reflect | nearest | wrap")
 
 
 def mat(rows):
@@ -298,6 +298,8 @@ class RandomCropToAspectRatio(GeometryOp):
 class RandomExpand(GeometryOp):
     """SSD's zoom-out: the image at a random place on a canvas `ratio` times its size (per side), filled with `fill`."""
     example = "- random_expand: {ratio: [1, 4], p: 0.5}"
+
+    starts_warp = True   # its canvas is filled, not the source beyond an earlier crop
 
     class Params(OpParams):
         ratio: range_of(1.0, 16.0) = Field((1.0, 4.0), description="canvas side as a multiple of the image's "

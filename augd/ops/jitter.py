@@ -37,6 +37,8 @@ class RandomScaleCropAndPadToSquare(GeometryOp):
     label = "jitter"
     example = "- random_scale_crop_and_pad_to_square: {output_size: 512, scale_min: 0.1, scale_max: 2.0}"
 
+    starts_warp = True   # the API pads black, whatever an earlier op left beyond its output
+
     class Params(_ScaleRange):
         output_size: int = Field(512, ge=1, le=16384, description="the square output's side")
 
@@ -73,6 +75,8 @@ class RandomSquareCropByScale(GeometryOp):
     of the crop; augd keeps them.)"""
     label = "square crop"
     example = "- random_square_crop_by_scale: {scale_min: 0.6, scale_max: 1.3}"
+
+    starts_warp = True   # the API pads black, whatever an earlier op left beyond its output
 
     class Params(_ScaleRange):
         scale_min: float = Field(0.6, gt=0.0, le=10.0, description="lowest scale")

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from augd.ops.pads import MAX_PADDING
 from augd.parsing.pbtxt import Field, PbtxtError, first, parse, scalars
 
 __all__ = ["Conversion", "Imported", "OPTIONS", "convert", "import_config", "strip", "table"]
@@ -30,6 +31,8 @@ class Conversion:
     ops: list = field(default_factory=list)
     annotations: dict = field(default_factory=dict)
     note: str = ""
+    #: its pad is sized by the image before its crop, which augd reads as the image the chain started from
+    sized_by_source: bool = False
 
 
 @dataclass
@@ -169,10 +172,89 @@ def _ssd_crop(_v, msgs) -> Conversion:
                                "its own overlap_thresh"), [_on(o.get("clip_boxes", True)) for o in ops_])
 
 
+def _fill(colour: list) -> tuple[object, str]:
+    """The API's pad_color (empty: the image's mean) as augd's fill, and what differs ('' when nothing)."""
+    if not colour:
+        return "mean", ""
+    grey = round(float(colour[0]))
+    if len(colour) == 3 and all(float(c) == grey for c in colour) and 0 <= grey <= 255:
+        return grey, ""
+    return max(0, min(255, grey)), f"pad_color {list(colour)}: augd's fill is a grey (or the mean); {grey} used"
+
+
+def _padded(c: Conversion, why: str) -> Conversion:
+    if why:
+        c.verdict, c.note = APPROXIMATE, "; ".join(n for n in (c.note, why) if n)
+    return c
+
+
 def _pad(v, _msgs) -> Conversion:
-    return Conversion(APPROXIMATE, [{"random_expand": {"ratio": [1.0, 2.0]}}],
-                      note="the API draws the padded height and width apart and pads with the image's mean colour; "
-                           "augd's random_expand scales both by one ratio in [1, 2] with its fill")
+    fill, why = _fill(_list(v, "pad_color"))
+    params: dict = {"fill": fill}
+    for ours, theirs in (("min_size", "min_image"), ("max_size", "max_image")):
+        if f"{theirs}_height" in v or f"{theirs}_width" in v:
+            params[ours] = [int(_p(v, f"{theirs}_height", 1)), int(_p(v, f"{theirs}_width", 1))]
+    return _padded(Conversion(EXACT, [{"random_pad_image": params}]), why)
+
+
+def _absolute_pad(v, _msgs) -> Conversion:
+    fill, why = _fill(_list(v, "pad_color"))
+    mh, mw = int(_p(v, "max_height_padding", 1)), int(_p(v, "max_width_padding", 1))
+    if max(mh, mw) > MAX_PADDING:
+        why = "; ".join(n for n in (why, f"paddings over {MAX_PADDING} px: augd's stop there") if n)
+        mh, mw = min(mh, MAX_PADDING), min(mw, MAX_PADDING)
+    return _padded(Conversion(EXACT, [{"random_absolute_pad_image": {
+        "max_height_padding": mh, "max_width_padding": mw, "fill": fill}}]), why)
+
+
+def _crop_pad(o: dict, colour: list, default_covered: float, default_aspect, default_thresh: float):
+    """One crop-then-pad of the API (random_crop_pad_image): (its two ops, what differs)."""
+    fill, why = _fill(colour)
+    crop = _crop(float(o.get("min_object_covered", default_covered)),
+                 (float(o.get("min_area", 0.1)), float(o.get("max_area", 1.0))),
+                 (float(o.get("min_aspect_ratio", default_aspect[0])), float(o.get("max_aspect_ratio",
+                                                                                  default_aspect[1]))),
+                 float(o.get("random_coef", 0.0)), float(o.get("overlap_thresh", default_thresh)))
+    lo, hi = _list(o, "min_padded_size_ratio") or [1.0, 1.0], _list(o, "max_padded_size_ratio") or [2.0, 2.0]
+    pad = {"random_pad_image": {"min_ratio": [float(x) for x in lo[:2]], "max_ratio": [float(x) for x in hi[:2]],
+                                "fill": fill}}
+    return [crop, pad], why
+
+
+def _crop_pad_image(v, _msgs) -> Conversion:
+    ops, why = _crop_pad(v, _list(v, "pad_color"), 1.0, (0.75, 1.33), 0.3)
+    c = Conversion(EXACT, ops, dict(_CROP_JOB), sized_by_source=True)
+    return _padded(_clipped(c, [_on(_p(v, "clip_boxes", True))]), why)
+
+
+# ssd_random_crop_pad's defaults when it lists no operations (core/preprocessor.py): the mean colour
+_SSD_PAD_COVERED = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+def _ssd_crop_pad(_v, msgs) -> Conversion:
+    given = [scalars(m) for m in msgs if m.name == "operations"]
+    ops_ = given or [{"min_object_covered": c, "overlap_thresh": c, "random_coef": 0.15} for c in _SSD_PAD_COVERED]
+    pairs = [_crop_pad(o, [o.get(f"pad_color_{k}", 0.0) for k in "rgb"] if given else [], 0.0, (0.5, 2.0), 0.0)
+             for o in ops_]
+    c = Conversion(EXACT, [{"one_of": {"ops": [{"sequence": {"ops": p}} for p, _ in pairs]}}], dict(_CROP_JOB),
+                   "one of the crops, each with its own overlap_thresh, then its pad", sized_by_source=True)
+    return _padded(_clipped(c, [_on(o.get("clip_boxes", True)) for o in ops_]), next((w for _, w in pairs if w), ""))
+
+
+def _ssd_crop_fixed(v, msgs) -> Conversion:
+    aspect = float(_p(v, "aspect_ratio", 1.0))
+    given = [scalars(m) for m in msgs if m.name == "operations"]
+    ops_ = given or [{"min_object_covered": t, "overlap_thresh": t, "random_coef": 0.15} for t in _SSD_COVERED]
+    crops = [_crop(float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
+                   float(o.get("max_area", 1.0))), (aspect, aspect), float(o.get("random_coef", 0.0)),
+                   float(o.get("overlap_thresh", 0.0))) for o in ops_]
+    # then the API's random_crop_to_aspect_ratio: the window already has the aspect, up to the pixel its rounding
+    # left, which this trims
+    c = Conversion(EXACT, [{"one_of": {"ops": crops}}, {"random_crop_to_aspect_ratio": {"aspect_ratio": aspect}}],
+                   dict(_CROP_JOB), "one of the crops of the aspect, each with its own overlap_thresh, then the "
+                   "pixel the window's rounding left off the aspect trimmed (the API also drops boxes that pixel "
+                   "leaves under 0.3 of themselves)")
+    return _clipped(c, [_on(o.get("clip_boxes", True)) for o in ops_])
 
 
 def _resize_method(v, _msgs) -> Conversion:
@@ -243,8 +325,7 @@ OPTIONS: dict[str, Converter] = {
     "random_jitter_boxes": _missing("moves each box's corners, not the pixels (augd keeps boxes on their pixels)"),
     "random_crop_image": _crop_image,
     "random_pad_image": _pad,
-    "random_crop_pad_image": _missing("a crop then a pad with its own ratios (augd: random_crop then random_expand, "
-                                      "by hand)"),
+    "random_crop_pad_image": _crop_pad_image,
     "random_crop_to_aspect_ratio": _crop_to_aspect,
     "random_black_patches": _black_patches,
     "random_resize_method": _resize_method,
@@ -252,14 +333,15 @@ OPTIONS: dict[str, Converter] = {
     "resize_image": _training("the model's input size (its image_resizer does it again)"),
     "subtract_channel_mean": _training("normalisation of the model's input"),
     "ssd_random_crop": _ssd_crop,
-    "ssd_random_crop_pad": _missing("SSD's crops with a pad around each window"),
-    "ssd_random_crop_fixed_aspect_ratio": _missing("SSD's crops of one fixed aspect"),
-    "ssd_random_crop_pad_fixed_aspect_ratio": _missing("SSD's padded crops of one fixed aspect"),
+    "ssd_random_crop_pad": _ssd_crop_pad,
+    "ssd_random_crop_fixed_aspect_ratio": _ssd_crop_fixed,
+    "ssd_random_crop_pad_fixed_aspect_ratio": _missing("SSD's crops padded to one fixed aspect (the API's "
+                                                       "random_pad_to_aspect_ratio, which augd lacks)"),
     "random_vertical_flip": _flip("random_flip_up_down", True),
     "random_rotation90": _rotation90,
     "rgb_to_gray": _gray(None),
     "convert_class_logits_to_softmax": _training("a label transform"),
-    "random_absolute_pad_image": _missing("pads by up to a number of pixels on the bottom and right"),
+    "random_absolute_pad_image": _absolute_pad,
     "random_self_concat_image": _missing("joins the image with itself"),
     "autoaugment_image": _missing("AutoAugment's detection policy (issue 44)"),
     "drop_label_probabilistically": _training("a label transform"),
@@ -294,11 +376,15 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
     train = first(fields, "train_config")
     if train is None or not train.is_message:
         raise PbtxtError(f"{source}: no train_config block (is this an Object Detection API pipeline.config?)")
-    steps, ops, annotations, taken = [], [], {}, []
+    steps, ops, annotations, taken, resized = [], [], {}, [], False
     for block in (f for f in train.value if f.name == "data_augmentation_options"):
         option, c = convert(block)
         steps.append((option, block.line, c))
+        if c.sized_by_source and resized and c.verdict == EXACT:
+            c.verdict, c.note = APPROXIMATE, ("its pads are sized by the image before its crop; augd's by the image "
+                                              "the chain started from, which an earlier option resized")
         if c.verdict in (EXACT, APPROXIMATE):
+            resized = resized or _resizes(c.ops)
             ops += c.ops
             taken.append(block)
             for k, v in c.annotations.items():
@@ -311,6 +397,21 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
     if annotations:
         doc["annotations"] = annotations
     return Imported(doc, steps, taken)
+
+
+#: what the converters write that changes the image's size
+_RESIZING = {"random_crop", "random_crop_to_aspect_ratio", "random_image_scale", "random_scale_crop_and_pad_to_square",
+             "random_square_crop_by_scale", "random_rotation90", "random_pad_image", "random_absolute_pad_image",
+             "resize"}
+
+
+def _resizes(ops: list) -> bool:
+    """Whether any op of `ops` (composites walked) may change the image's size."""
+    for op in ops:
+        (name, params), = op.items()
+        if name in _RESIZING or _resizes((params or {}).get("ops", [])):
+            return True
+    return False
 
 
 def strip(text: str, blocks: list[Field]) -> str:
