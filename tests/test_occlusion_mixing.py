@@ -1,8 +1,8 @@
 """The one occlusion rule through the ops that paste (cutmix, copy_paste) and random_erasing, at the detection
-defaults (min_visibility 0.3, min_size 2), judged by the pixels: every object has a colour of its own in the whole job (objects of one
-class may touch: each box is judged by its own object's colour). Each box must be the extent of its object's
-pixels that count (remnants thinner than min_size do not); each of an image's own objects must be kept when it
-shows clearly more than min_visibility of itself and dropped when clearly less. The test prints the figures
+defaults (min_visibility 0.3, min_size 2), judged by the pixels: every object has a colour of its own in the whole
+job (objects of one class may touch: each box is judged by its own object's colour). Each box must be the extent of
+its object's pixels that count (remnants thinner than min_size do not); each of an image's own objects must be kept
+when it shows clearly more than min_visibility of itself and dropped when clearly less. The test prints the figures
 issue 41 asks for: boxes in, out, dropped by reason, disagreeing with their pixels (target 0)."""
 from __future__ import annotations
 
