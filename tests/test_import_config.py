@@ -220,6 +220,11 @@ def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
                         str(tmp_path / "out"), "--quiet", "--workers", "1", "--executor", "threads"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+    flips = import_config(config(MODEL_SSD, "random_horizontal_flip { probability: 0.8 }",
+                                 "random_vertical_flip { probability: 0.25 }"), "flips.config")
+    assert [c.verdict for _, _, c in flips.steps] == ["exact", "exact"]
+    assert flips.doc["ops"] == [{"random_flip_left_right": {"probability": 0.8}},
+                                {"random_flip_up_down": {"probability": 0.25}}]
     late = import_config(config(MODEL_SSD, "random_image_scale {\n    }", "random_crop_pad_image {\n    }",
                                 "random_pad_image { pad_color: 10 pad_color: 20 pad_color: 30 }"), "late.config")
     (_, _, scale), (_, _, crop_pad), (_, _, coloured) = late.steps

@@ -218,3 +218,16 @@ def test_the_od_apis_value_scale_and_image_scale_mean_what_the_api_means():
         oh, ow = out.shape[:2]
         lo, hi = max(oh / H, ow / W), min((oh + 1) / H, (ow + 1) / W)   # the ratios r with int(H r), int(W r)
         assert lo < hi and 0.5 * H - 1 <= oh <= 2 * H, (oh, ow)          # == (oh, ow): there is one
+
+
+@pytest.mark.parametrize("name,axis", [("random_flip_left_right", 0), ("random_flip_up_down", 1)])
+def test_a_flips_own_coin_is_its_probability(name, axis):
+    """The OD API's random_horizontal_flip / random_vertical_flip { probability }: the flip's own coin (0.5 by
+    default, which the pipeline's serialized form leaves out)."""
+    from augd.engine.plan import Program
+    for prob in (0.5, 0.8, 0.1):
+        spec = spec_for([{name: {"probability": prob}}])
+        program = Program(spec.ops)
+        flips = np.mean([program.geometry((i, 1), H, W)[0][0][axis, axis] < 0 for i in range(2000)])
+        assert abs(flips - prob) < 0.04, (prob, flips)
+        assert ("probability" in str(spec.ops[0].params.model_dump())) == (prob != 0.5)

@@ -56,16 +56,30 @@ def window(y0, x0, ch, cw, oh, ow):
     return mat([[sx, 0, x0 + 0.5 * sx - 0.5], [0, sy, y0 + 0.5 * sy - 0.5], [0, 0, 1]])
 
 
+class _Coin(OpParams):
+    probability: float = Field(0.5, ge=0.0, le=1.0, description="the flip's own coin (0.5 as tf.image's)")
+
+    @model_serializer(mode="wrap")
+    def _without_default(self, handler):
+        # absent at 0.5: a pipeline without it keeps its serialized form and sha256
+        out = handler(self)
+        if self.probability == 0.5:
+            out.pop("probability", None)
+        return out
+
+
 @register_op("random_flip_left_right", Kind.GEOMETRY)
 class FlipLeftRight(GeometryOp):
-    """Mirror horizontally with probability 0.5 (tf.image.random_flip_left_right); p gates that: p × 0.5 overall."""
+    """Mirror horizontally with `probability` (0.5: tf.image.random_flip_left_right; the OD API's
+    random_horizontal_flip takes its own); p gates that: p × probability overall."""
     label = "flip LR"
 
-    class Params(OpParams):
+    class Params(_Coin):
         pass
 
     def sample(self, rng, h, w):
-        return (mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]) if coin(rng, 0.5) else np.eye(3)), h, w
+        return (mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]) if coin(rng, self.params.probability) else
+                np.eye(3)), h, w
 
     def describe(self, drawn):
         return [self.label if drawn.matrix[0, 0] < 0 else f"{self.label}: no (coin)"]  # its own coin, not p's
@@ -73,14 +87,16 @@ class FlipLeftRight(GeometryOp):
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
 class FlipUpDown(GeometryOp):
-    """Mirror vertically with probability 0.5 (tf.image.random_flip_up_down); p gates that: p × 0.5 overall."""
+    """Mirror vertically with `probability` (0.5: tf.image.random_flip_up_down; the OD API's random_vertical_flip
+    takes its own); p gates that: p × probability overall."""
     label = "flip UD"
 
-    class Params(OpParams):
+    class Params(_Coin):
         pass
 
     def sample(self, rng, h, w):
-        return (mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]) if coin(rng, 0.5) else np.eye(3)), h, w
+        return (mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]) if coin(rng, self.params.probability) else
+                np.eye(3)), h, w
 
     def describe(self, drawn):
         return [self.label if drawn.matrix[1, 1] < 0 else f"{self.label}: no (coin)"]

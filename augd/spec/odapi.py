@@ -63,14 +63,11 @@ def _flip(op: str, vertical: bool):
     def convert(v, _msgs) -> Conversion:
         prob = float(_p(v, "probability", 0.5))
         perm = [int(x) for x in _list(v, "keypoint_flip_permutation")]
-        ann = {} if vertical or not perm else {"keypoint_flip": perm}
-        if prob > 0.5:
-            return Conversion(APPROXIMATE, [{op: {}}], ann, f"probability {prob}: augd's flip has a coin of 0.5 "
-                                                            f"(p scales it down only); 0.5 used")
+        flip = {op: {"probability": prob} if prob != 0.5 else {}}
         if vertical and perm:
-            return Conversion(APPROXIMATE, [{op: {"p": 2 * prob}}], {}, "its keypoint_flip_permutation: augd "
-                              "swaps keypoints on a mirror by annotations.keypoint_flip (the horizontal one)")
-        return Conversion(EXACT, [{op: {"p": round(2 * prob, 6)}}], ann)
+            return Conversion(APPROXIMATE, [flip], {}, "its keypoint_flip_permutation: augd swaps keypoints on a "
+                              "mirror by annotations.keypoint_flip (the horizontal one)")
+        return Conversion(EXACT, [flip], {} if vertical or not perm else {"keypoint_flip": perm})
     return convert
 
 
