@@ -220,6 +220,19 @@ def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
                         str(tmp_path / "out"), "--quiet", "--workers", "1", "--executor", "threads"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+    # records of many sizes, read downstream: the loader (resized, ragged boxes) and augd inspect with --dump
+    import augd.data
+    out = tmp_path / "out" / "detection"
+    sizes, boxes = set(), 0
+    for x, y in augd.data.load(str(out), "train+validation", image_size=None, batch_size=None, boxes="ragged"):
+        sizes.add(tuple(x.shape[:2]))
+        boxes += int(y["boxes"].shape[0])
+    assert len(sizes) > 5 and boxes > 0
+    (x, y), *_ = list(augd.data.load(str(out), "train", image_size=(64, 64), batch_size=4, boxes="ragged"))
+    assert tuple(x.shape) == (4, 64, 64, 3)
+    shown = subprocess.run([sys.executable, "-m", "augd", "inspect", str(out), "--dump", "3", str(tmp_path / "d")],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and len(list((tmp_path / "d").iterdir())) == 3, shown.stderr[-2000:]
     flips = import_config(config(MODEL_SSD, "random_horizontal_flip { probability: 0.8 }",
                                  "random_vertical_flip { probability: 0.25 }"), "flips.config")
     assert [c.verdict for _, _, c in flips.steps] == ["exact", "exact"]
