@@ -215,7 +215,8 @@ def _summary(result) -> None:
         a = r.annotations.to_dict()
         print(f"  {a['format']} annotations: {a['objects']['in']} objects in, {a['objects']['out']} out "
               f"({a['objects']['dropped']} dropped), {a['negatives']['kept']} negatives kept, "
-              f"{a['bad_annotations']} bad annotations; label map: {a['label_map']}", file=sys.stderr)
+              f"{a['repairs']['objects']} repaired, {a['bad_annotations']} bad annotations; label map: "
+              f"{a['label_map']}", file=sys.stderr)
     if r.unlabeled and r.unlabeled.images and r.annotations is None:  # a detection job's images have no class
         print(f"  unlabeled (label -1: not in a class folder): {r.unlabeled.images} images", file=sys.stderr)
     rejected = r.inputs.rejected_files

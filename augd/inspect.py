@@ -11,6 +11,8 @@ from augd.io.jobfs import is_url
 
 __all__ = ["inspect_paths"]
 
+_REPAIRS_SHOWN = 10   # images whose repairs inspect lists by name
+
 
 def _shards(path: str) -> list[str]:
     if is_url(path):  # object stores need tf.io.gfile
@@ -86,6 +88,15 @@ def inspect_paths(paths, *, dump=None, out) -> int:
             print(f"  {name}: {n}", file=out)
         if path and os.path.isfile(os.path.join(path, "_SUCCESS")):
             print("  _SUCCESS present: output is complete", file=out)
+        repairs = (_manifest(path).get("annotations") or {}).get("repairs") or {}
+        if repairs.get("objects"):
+            images = repairs.get("images") or {}
+            print(f"  annotations repaired: {repairs['objects']} object(s) in {len(images)} image(s): "
+                  + ", ".join(f"{k}={n}" for k, n in sorted((repairs.get("by_reason") or {}).items())), file=out)
+            for name, reasons in list(images.items())[:_REPAIRS_SHOWN]:
+                print(f"    {name}: " + ", ".join(f"{k}={n}" for k, n in sorted(reasons.items())), file=out)
+            if len(images) > _REPAIRS_SHOWN:
+                print(f"    ... and {len(images) - _REPAIRS_SHOWN} more (manifest.json: annotations.repairs)", file=out)
         for split, b in _balance(path).items():
             print(f"  balance ({split}): before " + ", ".join(f"{c}={n}" for c, n in b["before"].items())
                   + "; after " + ", ".join(f"{c}={n}" for c, n in b["after"].items()), file=out)
@@ -123,14 +134,23 @@ def _objects(ex: dict) -> tuple[list, list]:
     return ids, texts + [""] * (len(ids) - len(texts))
 
 
-def _balance(path: str | None) -> dict:
-    """The manifest's class balance block (per split: classes' counts before and after), or {}."""
+def _manifest(path: str | None) -> dict:
+    """The output folder's manifest.json, or {} (a shard, a folder without one, or one that cannot be read)."""
     import json
     try:
         with open(os.path.join(path, "manifest.json"), encoding="utf-8") as fh:
-            found = json.load(fh).get("balance") or {}
+            found = json.load(fh)
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _balance(path: str | None) -> dict:
+    """The manifest's class balance block (per split: classes' counts before and after), or {}."""
+    found = _manifest(path).get("balance") or {}
+    try:
         return {s: b for s, b in found.items() if isinstance(b, dict) and "before" in b and "after" in b}
-    except (OSError, ValueError, AttributeError, TypeError):
+    except AttributeError:
         return {}
 
 

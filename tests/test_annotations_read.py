@@ -204,8 +204,8 @@ def test_coco_refusals_reject_images_not_the_job(tmp_path):
     assert job.rejected["d.png"] == "instances.json: annotations[3] (id 4, category 42): category_id 42 is not in " \
                                     "`categories`"
     assert job.rejected["e.png"].startswith("instances.json: annotations[4] (id 5, dog): box (1, 1, 41, 6) passes")
-    assert job.rejected["f.png"] == "instances.json: annotations[7] (id 78, dog): bbox width 0 and height 2 must " \
-                                    "be > 0 (an empty box)"
+    assert job.rejected["f.png"] == "instances.json: annotations[7] (id 78, dog): box (1, 1, 1, 3) is empty: width " \
+                                    "0, height 2 (annotations.repair: standard drops such boxes)"
     assert job.rejected["instances.json"] == (               # c's annotation: its image id 3 is now gone
         "instances.json: annotations[2] names image id 3, which is not in `images`; "
         "instances.json: annotations[6] names image id 1234, which is not in `images`; instances.json: image id 99 "

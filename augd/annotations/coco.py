@@ -187,8 +187,9 @@ def _object(a: dict, j: int, name: str, at: str, size, points: tuple = ()) -> Ob
     if not (isinstance(bbox, list) and len(bbox) == 4 and all(_is_num(v) for v in bbox)):
         raise AnnotationError(f"{at}: bbox is {bbox!r}; it must be [x, y, width, height], finite numbers")
     x, y, bw, bh = (float(v) for v in bbox)
-    if bw <= 0 or bh <= 0:
-        raise AnnotationError(f"{at}: bbox width {bw:g} and height {bh:g} must be > 0 (an empty box)")
+    if bw < 0 or bh < 0:
+        raise AnnotationError(f"{at}: bbox width {bw:g} and height {bh:g} must be >= 0 (0: an empty box, which "
+                              f"annotations.repair drops)")
     crowd = a.get("iscrowd", 0)
     if crowd not in (0, 1):
         raise AnnotationError(f"{at}: iscrowd is {crowd!r}; it must be 0 or 1")

@@ -55,7 +55,8 @@ def detect_format(root: str) -> str | None:
     return None if found is None else found[0].name
 
 
-def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None, mapper=None) -> AnnotatedJob | None:
+def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None, mapper=None,
+             repair: bool = False) -> AnnotatedJob | None:
     """Read and check every annotation of the job at `root`. fmt "auto" detects the layout (None when there is
     none); a named format must be there. `label_map` fixes the ids: an object of another class rejects its image.
 
@@ -64,7 +65,7 @@ def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None, ma
     there, YOLO without class names, a JSON at the root that is not valid JSON, or a COCO file (an object with
     an `images` list) that is broken: categories that collide within it or across files, `annotations` not a
     list. With fmt "auto" a JSON that is valid but no COCO file is passed over. `mapper`: Reading.map (default:
-    here, serially).
+    here, serially). `repair`: near misses repaired and counted (augd.annotations.repair), not refused.
     """
     if fmt != "auto" and fmt not in REGISTRY:
         raise ValueError(f"annotation format {fmt!r}: expected auto or one of {', '.join(FORMATS)}")
@@ -80,6 +81,6 @@ def read_job(root: str, fmt: str = "auto", label_map: LabelMap | None = None, ma
             return None
         raise AnnotationError(f"{root}: no {fmt} annotations: {REGISTRY[fmt].expected}")
     f, found = detected
-    reading = Reading(root, tree, f.name, label_map, mapper or serial_map)
+    reading = Reading(root, tree, f.name, label_map, mapper or serial_map, repair)
     f.read(reading, found)
     return reading.job()

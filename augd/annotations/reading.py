@@ -5,19 +5,22 @@ with a rank: augd.annotations.layout tries every format's layouts in rank order,
 it reads a job into a Reading, and what a user must provide when the format is named but not found. Boxes are
 checked twice: against the size the annotation file states (VOC's <size>, COCO's width/height; a stated size
 differing from the image's is refused), and against the image itself, whose header (EXIF orientation applied)
-Reading.settle reads: a box may pass the border by SLACK pixels (then it is clipped to the image), no more. An
+Reading.settle reads: a box may pass the border by SLACK pixels (then it is clipped to the image), no more, unless
+near misses are repaired (augd.annotations.repair: clipped a little further, duplicates and empty boxes dropped). An
 image whose header cannot be read is left out of both `annotations` and `rejected`: the scan rejects it with its
 own reason. TensorFlow-free.
 """
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from augd.annotations.geometry import clip_polygon
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema
+from augd.annotations.repair import BORDER_PX, BORDER_SHARE, border, without_duplicates
 from augd.annotations.tree import Sizes, Tree, read_image_header, stem, under, upright
 from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
@@ -67,6 +70,8 @@ class AnnotatedJob:
     image_dirs: tuple[str, ...]          # where the images are ("" for the whole job)
     splits: dict[str, str]               # image relpath -> "train" | "validation" | "test"; {} without splits
     keypoints: KeypointSchema | None = None  # the job's keypoints (COCO person keypoints, YOLO pose), or None
+    #: image relpath -> its near misses repaired by reason (augd.annotations.repair), for the images kept
+    repaired: dict = field(default_factory=dict)
     #: image relpath -> the header read (augd.formats.ImageHeader), so the scan does not read it again; the
     #: plan empties it before the annotations are sent to the workers
     headers: dict = field(default_factory=dict, compare=False, repr=False)
@@ -103,8 +108,11 @@ class Reading:
     read (fn: a module-level function of a list of picklable items, one result per item): the job may run fn on
     its idle worker processes (augd.job.workers.pool.chunked_map)."""
 
-    def __init__(self, root: str, tree: Tree, fmt: str, fixed: LabelMap | None, mapper=serial_map):
+    def __init__(self, root: str, tree: Tree, fmt: str, fixed: LabelMap | None, mapper=serial_map,
+                 repair: bool = False):
         self.root, self.tree, self.format, self.fixed, self.map = root, tree, fmt, fixed, mapper
+        self.repair = repair
+        self.repaired: dict[str, Counter] = {}
         self.sizes = Sizes(tree)
         self.annotations: dict[str, Annotation] = {}
         self.rejected: dict[str, list[str]] = {}
@@ -152,7 +160,8 @@ class Reading:
         try:
             ann = read((h, w))
             names = self.keypoints.names if self.keypoints else ()
-            ann = Annotation() if ann is None else _fit(ann, image, h, w, orientation, names)
+            ann, repairs = (Annotation(), Counter()) if ann is None else _fit(ann, image, h, w, orientation, names,
+                                                                              self.repair)
             if self.fixed is not None:
                 for k, obj in enumerate(ann.objects):
                     self.fixed.id_of(obj.name, f"{ann.source}: {object_label(ann, k)}")
@@ -160,6 +169,8 @@ class Reading:
             self.reject(image, str(exc))
             return
         self.annotations[image] = ann
+        if repairs:
+            self.repaired[image] = repairs
 
     def job(self) -> AnnotatedJob:
         rejected = {}
@@ -171,6 +182,8 @@ class Reading:
                             rejected=rejected, label_map=label_map, skip=frozenset(self.skip),
                             image_dirs=self.image_dirs, splits=dict(sorted(self.splits.items())),
                             keypoints=self.keypoints,
+                            repaired={k: dict(sorted(v.items())) for k, v in sorted(self.repaired.items())
+                                      if k in self.annotations},
                             headers={k: h for k, h in self.sizes.headers.items() if h is not None})
 
 
@@ -180,29 +193,40 @@ def object_label(ann: Annotation, k: int) -> str:
     return labels[k] if k < len(labels) else f"object {k + 1} ({ann.objects[k].name})"
 
 
-def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int, names=()) -> Annotation:
-    """Check the annotation against the image (its stated size, each box, polygon and labelled keypoint within
-    SLACK of the border, each RLE's size) and clip them to the image (the slack is rounding, not truncation:
-    variant 0 and the augmented variants then see the same object, and no pixel of the slack counts as its
-    area). `names`: the job's keypoint names, for messages."""
+def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int, names=(),
+         repair: bool = False) -> tuple[Annotation, Counter]:
+    """(the annotation checked against the image and clipped to it, its repairs by reason). Checked: its stated
+    size, each box, polygon and labelled keypoint within SLACK of the border, each RLE's size; clipped to the image
+    (the slack is rounding, not truncation: variant 0 and the augmented variants then see the same object, and no
+    pixel of the slack counts as its area). `repair` (annotations.repair standard): near misses are repaired by
+    augd.annotations.repair's rules and counted, not refused. `names`: the job's keypoint names, for messages."""
     stated = ann.extra.get("size")
     if stated is not None and tuple(stated) != (h, w):
         turned = f" upright (EXIF orientation {orientation})" if orientation in (5, 6, 7, 8) else ""
         raise AnnotationError(f"{ann.source}: states the image is {stated[1]}x{stated[0]} (width x height) but "
                               f"{image} is {w}x{h}{turned}; its boxes would not fit the pixels")
-    out = []
+    sx, sy = (border(w), border(h)) if repair else (SLACK, SLACK)
+    out, labels, repairs = [], [], Counter()
     for k, obj in enumerate(ann.objects):
         at = f"{ann.source}: {object_label(ann, k)}"
         x0, y0, x1, y1 = obj.box
-        if x0 < -SLACK or y0 < -SLACK or x1 > w + SLACK or y1 > h + SLACK:
+        if x1 <= x0 or y1 <= y0:   # the readers refuse inverted boxes: this one has no width or no height
+            if repair:
+                repairs["degenerate"] += 1
+                continue
+            raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) is empty: width {x1 - x0:g}, height "
+                                  f"{y1 - y0:g} (annotations.repair: standard drops such boxes)")
+        if x0 < -sx or y0 < -sy or x1 > w + sx or y1 > h + sy:
             raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) passes the border of the {w}x{h} "
-                                  f"image by more than {SLACK:g} pixel (pixel edges: the image spans 0..{w} x "
-                                  f"0..{h})")
+                                  f"image by more than {_slack(sx, sy, repair)} (pixel edges: the image spans "
+                                  f"0..{w} x 0..{h})")
+        far = x0 < -SLACK or y0 < -SLACK or x1 > w + SLACK or y1 > h + SLACK
         polygons = []
         for poly in obj.polygons:
             for px, py in poly:
-                if not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK):
+                if not (-sx <= px <= w + sx and -sy <= py <= h + sy):
                     raise AnnotationError(f"{at}: polygon point ({px:g}, {py:g}) lies outside the {w}x{h} image")
+                far = far or not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK)
             inside = clip_polygon(poly, float(w), float(h))
             if len(inside) >= 3 and len({p[0] for p in inside}) > 1 and len({p[1] for p in inside}) > 1:
                 polygons.append(tuple(inside))
@@ -215,21 +239,39 @@ def _fit(ann: Annotation, image: str, h: int, w: int, orientation: int, names=()
         if box[2] <= box[0] or box[3] <= box[1]:
             raise AnnotationError(f"{at}: box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) lies outside the {w}x{h} image")
         polygons = tuple(polygons)
-        points = _fit_points(obj.keypoints, at, h, w, names)
+        points, moved = _fit_points(obj.keypoints, at, h, w, names, sx, sy)
+        repairs["clipped"] += far or moved
         out.append(obj if box == obj.box and polygons == obj.polygons and points == obj.keypoints
                    else replace(obj, box=box, polygons=polygons, keypoints=points))
-    return replace(ann, objects=tuple(out))
+        labels.append(object_label(ann, k))
+    if repair:
+        out, labels, twice = without_duplicates(out, labels)
+        repairs["duplicate"] += twice
+    repairs = +repairs
+    if not repairs:
+        return replace(ann, objects=tuple(out)), repairs
+    return replace(ann, objects=tuple(out), extra={**ann.extra, "where": tuple(labels)}), repairs
 
 
-def _fit_points(points, at: str, h: int, w: int, names) -> tuple:
-    out = []
+def _slack(sx: float, sy: float, repair: bool) -> str:
+    if not repair:
+        return f"{SLACK:g} pixel"
+    return (f"{max(sx, sy):g} pixels (annotations.repair clips up to {BORDER_PX:g} px or {BORDER_SHARE:.1%} of a side, "
+            f"whichever is more)")
+
+
+def _fit_points(points, at: str, h: int, w: int, names, sx: float = SLACK, sy: float = SLACK) -> tuple[tuple, bool]:
+    """(the labelled points clipped to the image, whether one lay past SLACK)."""
+    out, moved = [], False
     for i, (px, py, v) in enumerate(points):
-        if v and not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK):
+        if v and not (-sx <= px <= w + sx and -sy <= py <= h + sy):
             name = f" ({names[i]})" if i < len(names) else ""
             raise AnnotationError(f"{at}: keypoint {i + 1}{name} at ({px:g}, {py:g}) lies outside the {w}x{h} image "
-                                  f"by more than {SLACK:g} pixel (visibility {v}; a point not labelled is 0 0 0)")
+                                  f"by more than {_slack(sx, sy, sx != SLACK)} (visibility {v}; a point not labelled "
+                                  f"is 0 0 0)")
+        moved = moved or bool(v) and not (-SLACK <= px <= w + SLACK and -SLACK <= py <= h + SLACK)
         out.append((min(max(px, 0.0), float(w)), min(max(py, 0.0), float(h)), v) if v else (0.0, 0.0, 0))
-    return tuple(out)
+    return tuple(out), moved
 
 
 def folder_splits(reading: Reading, top: str, images: list[str]) -> None:

@@ -164,8 +164,9 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
             values = values[:4]
         if len(values) == 4:
             cx, cy, bw, bh = values
-            if bw <= 0 or bh <= 0:
-                raise AnnotationError(f"{at}: width {bw:g} and height {bh:g} must be > 0")
+            if bw < 0 or bh < 0:
+                raise AnnotationError(f"{at}: width {bw:g} and height {bh:g} must be >= 0 (0: an empty box, which "
+                                      f"annotations.repair drops)")
             box = ((cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h)
         elif len(values) >= 6 and len(values) % 2 == 0:
             polygon = tuple((x * w, y * h) for x, y in zip(values[0::2], values[1::2]))

@@ -314,7 +314,7 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
     from augd.annotations.layout import read_job
     fixed = fixed_label_map(settings, input_dir)
     try:
-        layout = read_job(input_dir, fmt, fixed, mapper)
+        layout = read_job(input_dir, fmt, fixed, mapper, repair=settings.value("repair") == "standard")
     except AnnotationError as exc:
         raise JobFailed(f"{input_dir}: cannot read the job's {fmt} annotations: {exc}",
                         reason=FailureReason.BAD_LABELS) from None

@@ -43,6 +43,7 @@ def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_r
                                    tally.objects_out[n]) for n in names),
         dropped=dict(tally.dropped), negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
         bad_annotations=sum(r.reason == RejectReason.BAD_ANNOTATION for r in rejected),
+        repaired={k: v for k, v in detection.layout.repaired.items() if k in detection.annotations},
         keypoints=None if detection.keypoints is None else {
             **detection.keypoints.to_dict(), "labelled": {"in": tally.points_in, "out": tally.points_out}})
 

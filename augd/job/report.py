@@ -193,6 +193,8 @@ class AnnotationReport:
     negatives_rejected: int
     bad_annotations: int
     keypoints: dict | None = None      # a keypoint job's schema (KeypointSchema.to_dict) and labelled points
+    #: image relpath -> its near misses repaired, by reason (augd.annotations.repair)
+    repaired: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = {"format": self.format, "label_map": self.label_map,
@@ -201,7 +203,11 @@ class AnnotationReport:
                            "out": sum(c.objects_out for c in self.classes), "dropped": sum(self.dropped.values()),
                            "dropped_by_reason": dict(sorted(self.dropped.items()))},
                "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
-               "bad_annotations": self.bad_annotations}
+               "bad_annotations": self.bad_annotations,
+               "repairs": {"objects": sum(sum(r.values()) for r in self.repaired.values()),
+                           "by_reason": dict(sorted(sum((collections.Counter(r) for r in self.repaired.values()),
+                                                        collections.Counter()).items())),
+                           "images": dict(sorted(self.repaired.items()))}}
         if self.keypoints is not None:
             out["keypoints"] = self.keypoints
         return out

@@ -45,6 +45,10 @@ class AnnotationsConfig(BaseModel):
         None, description="a box alone (no polygon or mask) through a rotation or shear: corners (default: the box "
                           "of its turned corners, which holds the object whatever its shape but grows) or ellipse "
                           "(the box of its inscribed ellipse turned: tighter for round objects; Kalra et al. 2021)")
+    repair: Literal["standard", "none"] | None = Field(
+        None, description="near-miss annotations: standard (default) clips a box up to 4 px or 0.5 % of a side "
+                          "past the border, drops exact duplicates and empty boxes, and counts each repair; none "
+                          "rejects their images")
     min_keypoints: int | None = Field(None, ge=0, description="keypoint jobs: drop an object left with fewer "
                                                               "labelled keypoints than this (default 0)")
     keypoint_flip: list[int] | None = Field(None, min_length=1, description="keypoint jobs: keypoint_flip[i] is "
@@ -81,6 +85,7 @@ class Annotations:
     min_keypoints: int | None = None
     box_rotation: str | None = None
     keypoint_flip: tuple[int, ...] | None = None
+    repair: str | None = None
 
     @classmethod
     def from_config(cls, cfg: AnnotationsConfig, base_dir: str | None = None) -> "Annotations":
@@ -93,7 +98,8 @@ class Annotations:
             lm = os.path.normpath(os.path.join(base_dir, lm))
         return cls(format=cfg.format, label_map=lm, min_visibility=cfg.min_visibility, min_size=cfg.min_size,
                    negatives=cfg.negatives, min_keypoints=cfg.min_keypoints, box_rotation=cfg.box_rotation,
-                   keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip))
+                   keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip),
+                   repair=cfg.repair)
 
     def over(self, base: "Annotations | None") -> "Annotations":
         """This layer's keys, and `base`'s where this one sets none."""
@@ -112,7 +118,7 @@ class Annotations:
 
     def normalized(self) -> dict:
         """Every key with its default filled in (a list label map as a list); the keys added since (keypoints,
-        box_rotation) only when set, so pipelines written before them keep their sha256."""
+        box_rotation, repair) only when set, so pipelines written before them keep their sha256."""
         out = {f.name: self.value(f.name) for f in fields(self)
                if f.name not in _WHEN_SET or getattr(self, f.name) is not None}
         for key in ("label_map", "keypoint_flip"):
@@ -121,7 +127,7 @@ class Annotations:
         return out
 
 
-_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation")
+_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair")
 
 
 #: The value of each key no layer sets.
@@ -129,4 +135,4 @@ _WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation")
 #: labels under 0.4 after its cutout): an object showing less is label noise, a box around what the pixels no
 #: longer show. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
 DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.3, "min_size": 2.0, "negatives": "keep",
-            "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners"}
+            "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners", "repair": "standard"}
