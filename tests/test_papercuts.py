@@ -65,7 +65,7 @@ def test_augd_ops_groups_by_kind_shows_composite_syntax_and_how_p_combines():
     headings = [ln for ln in out.splitlines() if ln.startswith("== ")]
     assert [h.split()[1] for h in headings] == ["Geometry", "Colour", "Pixel", "Mixing", "Composites"]
     assert "e.g. - one_of: [" in out and "weights" in out
-    assert "p × 0.5 overall" in out and "applies with p times that" in out
+    assert "p × probability overall" in out and "applies with p times that" in out
     assert out.count("\n") > len(REGISTRY)
 
 

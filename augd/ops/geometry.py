@@ -70,8 +70,8 @@ class _Coin(OpParams):
 
 @register_op("random_flip_left_right", Kind.GEOMETRY)
 class FlipLeftRight(GeometryOp):
-    """Mirror horizontally with `probability` (0.5: tf.image.random_flip_left_right; the OD API's
-    random_horizontal_flip takes its own); p gates that: p × probability overall."""
+    """Mirror horizontally with `probability` (default 0.5, as tf.image's); p gates it: p × probability overall.
+    The OD API's random_horizontal_flip sets its own probability."""
     label = "flip LR"
 
     class Params(_Coin):
@@ -87,8 +87,8 @@ class FlipLeftRight(GeometryOp):
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
 class FlipUpDown(GeometryOp):
-    """Mirror vertically with `probability` (0.5: tf.image.random_flip_up_down; the OD API's random_vertical_flip
-    takes its own); p gates that: p × probability overall."""
+    """Mirror vertically with `probability` (default 0.5, as tf.image's); p gates it: p × probability overall.
+    The OD API's random_vertical_flip sets its own probability."""
     label = "flip UD"
 
     class Params(_Coin):
