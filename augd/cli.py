@@ -362,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--dump", nargs=2, metavar=("N", "DIR"), help="write the first N images to DIR")
     i.set_defaults(fn=cmd_inspect)
 
+    ck = sub.add_parser("check", help="what a job would meet in a dataset: classes, box sizes, repairs, rejections, "
+                                      "near-duplicates and leaks across splits; exit 1 on a leak or a rejection")
+    from augd.check.command import add_check_arguments, cmd_check
+    add_check_arguments(ck)
+    ck.set_defaults(fn=cmd_check)
+
     ic = sub.add_parser("import-config", help="an Object Detection API pipeline.config's augmentations as an augd "
                                               "pipeline (exact, or said where not)")
     from augd.importconfig import add_import_arguments, cmd_import_config

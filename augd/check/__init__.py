@@ -1,0 +1,166 @@
+"""`augd check PATH`: what a job would meet in a dataset, before any job runs. TensorFlow-free.
+
+It reads the folder as `augd run` does (the same scan and annotation readers: class folders, VOC, COCO, YOLO,
+masks; annotations.repair standard) and reports, per split: images and objects per class, box sizes (COCO's
+small < 32², medium < 96², large), images with no object and EXIF-rotated images; then the near misses `repair`
+would mend (by rule), the inputs a job would reject (by reason, each with its message), classes missing from a
+fixed label map, and near-duplicate images within a split and across splits (augd.check.hashing: a perceptual hash
+that survives re-encoding and resizing). A pair across splits is a leak: the same photo trains and validates.
+
+`exit_code` is 1 when the dataset holds what would fail or silently harm a job: a leak, or an input a job would
+reject; 0 otherwise.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
+
+__all__ = ["FAIL_ON", "CheckReport", "check_dataset", "text"]
+
+#: COCO's object sizes by box area in pixels: small under 32², medium under 96², large from there
+SMALL, MEDIUM = 32 * 32, 96 * 96
+FAIL_ON = ("leak", "rejected")
+
+
+@dataclass
+class SplitStats:
+    images: int = 0
+    objects: collections.Counter = field(default_factory=collections.Counter)   # class -> objects (or images)
+    sizes: collections.Counter = field(default_factory=collections.Counter)     # small, medium, large
+    negatives: int = 0
+    rotated: int = 0
+
+
+@dataclass
+class CheckReport:
+    path: str
+    kind: str                                       # voc, coco, yolo, masks, or "classes" (class folders)
+    splits: dict[str, SplitStats]
+    repaired: dict[str, dict[str, int]]             # image -> repairs by reason
+    rejected: list[tuple[str, str, str]]            # (path, reason, message)
+    missing_classes: dict[str, int]                 # class -> objects, absent from a fixed label map
+    duplicates: list[tuple[str, str, int, str, str]]   # (a, b, distance, a's split, b's split)
+    hashed: int = 0
+    max_distance: int = MAX_DISTANCE
+
+    @property
+    def leaks(self) -> list:
+        return [d for d in self.duplicates if d[3] != d[4]]
+
+    def problems(self) -> dict[str, int]:
+        return {"leak": len(self.leaks), "rejected": len(self.rejected)}
+
+    def exit_code(self, fail_on=FAIL_ON) -> int:
+        return int(any(self.problems().get(k) for k in fail_on))
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind,
+            "splits": {s: {"images": v.images, "objects": dict(sorted(v.objects.items())),
+                           "box_sizes": {k: v.sizes.get(k, 0) for k in ("small", "medium", "large")},
+                           "negatives": v.negatives, "exif_rotated": v.rotated} for s, v in self.splits.items()},
+            "repairs": {"objects": sum(sum(r.values()) for r in self.repaired.values()),
+                        "by_reason": dict(sorted(sum((collections.Counter(r) for r in self.repaired.values()),
+                                                     collections.Counter()).items())),
+                        "images": self.repaired},
+            "rejected": [{"path": p, "reason": r, "message": m} for p, r, m in self.rejected],
+            "missing_classes": self.missing_classes,
+            "duplicates": {"max_distance": self.max_distance, "images_hashed": self.hashed,
+                           "pairs": [{"a": a, "b": b, "distance": d, "splits": [sa, sb]}
+                                     for a, b, d, sa, sb in self.duplicates],
+                           "within_split": len(self.duplicates) - len(self.leaks), "across_splits": len(self.leaks)},
+            "problems": self.problems(),
+        }
+
+
+def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int = 1,
+                  max_distance: int = MAX_DISTANCE, max_pixels: int | None = None) -> CheckReport:
+    """Check the dataset at `path` (see the module docstring). `fmt`: annotations.format; `label_map`: a fixed
+    map (a label_map.pbtxt path or class names) to check the classes against; `workers`: processes that hash."""
+    from augd import defaults
+    from augd.errors import JobFailed, RejectReason
+    from augd.job.units import plan_job
+    from augd.spec import Annotations, parse_pipeline
+    spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
+    try:
+        plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS)
+    except JobFailed as exc:
+        return CheckReport(path, "unknown", {}, {}, [(path, str(exc.reason), str(exc))], {}, [])
+    det = plan.detection
+    images = plan.images
+    splits: dict[str, SplitStats] = {}
+    for img in images:
+        st = splits.setdefault(img.split or "all", SplitStats())
+        st.images += 1
+        st.rotated += img.header.orientation != 1
+        if det is None:
+            st.objects[img.label_text or "(no class)"] += 1
+            continue
+        ann = det.annotations.get(img.relpath)
+        objects = ann.objects if ann is not None else ()
+        st.negatives += not objects
+        for o in objects:
+            st.objects[o.name] += 1
+            area = (o.box[2] - o.box[0]) * (o.box[3] - o.box[1])
+            st.sizes["small" if area < SMALL else "medium" if area < MEDIUM else "large"] += 1
+    rejected = [(r.relpath, str(r.reason), r.message) for r in plan.scan.rejected]
+    missing: dict[str, int] = {}
+    if label_map is not None and det is not None:
+        from augd.job.detection import fixed_label_map
+        fixed = fixed_label_map(Annotations(label_map=label_map), path)
+        known = set(fixed.names())
+        for img in images:
+            ann = det.annotations.get(img.relpath)
+            gone = sorted({o.name for o in (ann.objects if ann else ()) if o.name not in known})
+            for o in (ann.objects if ann else ()):
+                if o.name not in known:
+                    missing[o.name] = missing.get(o.name, 0) + 1
+            if gone:
+                rejected.append((img.relpath, str(RejectReason.BAD_ANNOTATION),
+                                 f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map"))
+    hashes = hash_files([(img.path, img.header.height, img.header.width) for img in images], workers)
+    pairs = [(images[i].relpath, images[j].relpath, d, images[i].split or "all", images[j].split or "all")
+             for i, j, d in near_pairs(hashes, max_distance)]
+    return CheckReport(path, det.format if det is not None else "classes", dict(sorted(splits.items())),
+                       dict(det.layout.repaired) if det is not None else {}, sorted(rejected), dict(sorted(
+                           missing.items())), pairs, sum(h is not None for h in hashes), max_distance)
+
+
+def text(report: CheckReport, shown: int = 10) -> str:
+    """The report for people."""
+    out = [f"{report.path}: {report.kind}, {sum(s.images for s in report.splits.values())} images"]
+    for name, s in report.splits.items():
+        out.append(f"  {name}: {s.images} images, " + ", ".join(f"{c}={n}" for c, n in sorted(s.objects.items()))
+                   + (f"; boxes small/medium/large {s.sizes['small']}/{s.sizes['medium']}/{s.sizes['large']}, "
+                      f"{s.negatives} with no object" if report.kind != "classes" else "")
+                   + (f"; {s.rotated} EXIF-rotated" if s.rotated else ""))
+    if report.repaired:
+        d = report.to_dict()["repairs"]
+        out.append(f"  repairs (annotations.repair standard): {d['objects']} object(s) in {len(report.repaired)} "
+                   "image(s): " + ", ".join(f"{k}={n}" for k, n in d["by_reason"].items()))
+        out += [f"    {p}: " + ", ".join(f"{k}={n}" for k, n in r.items())
+                for p, r in list(report.repaired.items())[:shown]]
+        out += [f"    ... and {len(report.repaired) - shown} more"] if len(report.repaired) > shown else []
+    if report.missing_classes:
+        out.append("  classes missing from the label map: " + ", ".join(
+            f"{c} ({n} objects)" for c, n in report.missing_classes.items()))
+    if report.rejected:
+        reasons = collections.Counter(r for _, r, _ in report.rejected)
+        out.append(f"  a job would reject {len(report.rejected)} input(s): "
+                   + ", ".join(f"{k}={n}" for k, n in sorted(reasons.items())))
+        out += [f"    {m}" if m.startswith(p) else f"    {p}: {m}" for p, _, m in report.rejected[:shown]]
+        out += [f"    ... and {len(report.rejected) - shown} more"] if len(report.rejected) > shown else []
+    leaks = report.leaks
+    out.append(f"  near-duplicates (perceptual hash within {report.max_distance} of 64 bits, {report.hashed} images "
+               f"hashed): {len(report.duplicates) - len(leaks)} pair(s) within a split, {len(leaks)} across splits"
+               + (" (a leak: the same image trains and validates)" if leaks else ""))
+    for a, b, d, sa, sb in (leaks + [p for p in report.duplicates if p not in leaks])[:shown]:
+        out.append(f"    {a} ({sa}) ~ {b} ({sb}): {d} bits apart")
+    if len(report.duplicates) > shown:
+        out.append(f"    ... and {len(report.duplicates) - shown} more")
+    code = report.exit_code()
+    out.append("  verdict: " + ("problems a job would meet: " + ", ".join(
+        f"{k}={n}" for k, n in report.problems().items() if n) if code else "nothing a job would fail on"))
+    return "\n".join(out)

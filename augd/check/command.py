@@ -1,0 +1,51 @@
+"""The `augd check` command line: a dataset check before any job (augd.check). Exit 1 when it finds what would
+fail or silently harm a job (`--fail-on`: leak, rejected), 2 when the arguments are wrong, 0 otherwise."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from augd.check import FAIL_ON, check_dataset, text
+from augd.check.hashing import MAX_DISTANCE
+
+__all__ = ["add_check_arguments", "cmd_check"]
+
+
+def add_check_arguments(p) -> None:
+    from augd.spec import ANNOTATION_FORMATS
+    p.add_argument("path", help="a dataset folder as `augd run` reads it (class folders, VOC, COCO, YOLO, masks)")
+    p.add_argument("--annotations", choices=ANNOTATION_FORMATS, default="auto", help="annotation format (default: "
+                   "auto, as augd run detects it)")
+    p.add_argument("--label-map", default=None, help="a label_map.pbtxt (or the job's own, relative to PATH) to "
+                                                     "check the classes against")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the whole report as JSON")
+    p.add_argument("--workers", type=int, default=None, help="processes that hash the images (default: the usable "
+                                                             "cores)")
+    p.add_argument("--max-distance", type=int, default=MAX_DISTANCE, help=f"bits of 64 within which two images are "
+                   f"near-duplicates (default {MAX_DISTANCE})")
+    p.add_argument("--fail-on", default=",".join(FAIL_ON), help=f"what makes the exit code 1 (default "
+                   f"{','.join(FAIL_ON)}; '' for never)")
+
+
+def cmd_check(args) -> int:
+    from augd.host import usable_cpus
+    fail_on = [k for k in args.fail_on.split(",") if k]
+    if bad := [k for k in fail_on if k not in FAIL_ON]:
+        print(f"augd check: --fail-on {','.join(bad)}: expected a comma-separated list of {', '.join(FAIL_ON)}",
+              file=sys.stderr)
+        return 2
+    if not os.path.isdir(args.path):
+        print(f"augd check: {args.path}: not a folder", file=sys.stderr)
+        return 2
+    if not 0 <= args.max_distance <= 64:
+        print(f"augd check: --max-distance {args.max_distance}: expected 0 to 64 bits", file=sys.stderr)
+        return 2
+    report = check_dataset(args.path, fmt=args.annotations, label_map=args.label_map,
+                           workers=args.workers or usable_cpus(), max_distance=args.max_distance)
+    print(text(report))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(report.to_dict(), fh, indent=1)
+            fh.write("\n")
+    return report.exit_code(fail_on)

@@ -1,0 +1,139 @@
+"""`augd check` on datasets with planted problems, as a user runs it before a job (a real process): a photo copied
+from train into validation (resized and re-encoded: a leak), a box 2 px past the border (repaired by rule), a box
+far outside (a job would reject it), a file that is no image, an EXIF-rotated photo, a class missing from a fixed
+label map; and the same datasets clean, exit 0."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+from augd.check import check_dataset
+from augd.check.hashing import hash_file, near_pairs
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "augd" / "samples" / "demo"
+VOC = REPO / "augd" / "samples" / "detection"
+
+
+def _check(*args):
+    return subprocess.run([sys.executable, "-m", "augd", "check", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def _copy(src: Path, dst: Path, scale: float, quality: int) -> None:
+    im = cv2.imread(str(src))
+    cv2.imwrite(str(dst), cv2.resize(im, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA),
+                [cv2.IMWRITE_JPEG_QUALITY, quality])
+
+
+def _rotated(src: Path, dst: Path) -> None:
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    Image.open(src).save(buf, "JPEG", quality=92, exif=exif.tobytes())
+    dst.write_bytes(buf.getvalue())
+
+
+@pytest.fixture()
+def classes(tmp_path) -> Path:
+    """The demo photos as train/ and validation/ class folders (half each)."""
+    root = tmp_path / "classes"
+    for k, f in enumerate(sorted(DEMO.glob("*/*.jpg"))):
+        split = "train" if k % 2 == 0 else "validation"
+        (root / split / f.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, root / split / f.parent.name / f.name)
+    return root
+
+
+def test_a_clean_split_set_passes_and_a_copied_photo_across_splits_is_a_leak(classes, tmp_path):
+    r = _check(classes, "--json", tmp_path / "clean.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "across splits" in r.stdout and "verdict: nothing a job would fail on" in r.stdout
+    clean = json.loads((tmp_path / "clean.json").read_text())
+    assert clean["duplicates"]["across_splits"] == 0 and clean["problems"] == {"leak": 0, "rejected": 0}
+    assert clean["splits"]["train"]["images"] + clean["splits"]["validation"]["images"] == 20
+    # plant: a train photo, resized by 0.6 and re-encoded at quality 60, in validation under another name
+    src = classes / "train" / "space" / "astronaut_0.jpg"
+    _copy(src, classes / "validation" / "space" / "holiday_photo.jpg", 0.6, 60)
+    r = _check(classes, "--json", tmp_path / "leak.json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"train/space/astronaut_0\.jpg \(train\) ~ validation/space/holiday_photo\.jpg \(validation\): "
+                     r"\d bits apart", r.stdout), r.stdout
+    assert "1 across splits (a leak: the same image trains and validates)" in r.stdout
+    got = json.loads((tmp_path / "leak.json").read_text())
+    assert got["problems"]["leak"] == 1
+    assert _check(classes, "--fail-on", "rejected").returncode == 0   # leaks need not fail the exit code
+
+
+def test_a_voc_set_with_planted_problems(tmp_path):
+    root = tmp_path / "voc"
+    shutil.copytree(VOC, root)
+    xmls = sorted((root / "Annotations").glob("*.xml"))
+    for xml, past in ((xmls[0], 2), (xmls[1], 40)):     # a near miss (repaired), and far out (rejected)
+        text = xml.read_text()
+        xml.write_text(re.sub(r"<xmax>\d+</xmax>", f"<xmax>{160 + past}</xmax>", text, count=1))
+    (root / "JPEGImages" / "scene_005.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
+    _rotated(VOC / "JPEGImages" / "scene_006.jpg", root / "JPEGImages" / "scene_006.jpg")   # (its boxes now lie)
+    r = _check(root, "--json", tmp_path / "voc.json")
+    assert r.returncode == 1
+    out = r.stdout
+    assert "repairs (annotations.repair standard): 1 object(s) in 1 image(s): clipped=1" in out
+    assert "JPEGImages/scene_000.jpg: clipped=1" in out
+    assert re.search(r"a job would reject \d input\(s\): ", out) and "scene_001" in out and "scene_005" in out
+    assert "passes the border of the 160x120 image by more than 4 pixels" in out
+    got = json.loads((tmp_path / "voc.json").read_text())
+    reasons = {r["path"]: r["reason"] for r in got["rejected"]}
+    assert reasons["JPEGImages/scene_001.jpg"] == "bad_annotation" and "JPEGImages/scene_005.jpg" in reasons
+    assert got["repairs"]["by_reason"] == {"clipped": 1}
+    sizes = got["splits"]["train"]["box_sizes"]
+    assert sum(sizes.values()) == sum(got["splits"]["train"]["objects"].values()) and sizes["small"] > 0
+    # a fixed label map without `blue`: its objects are listed, their images would be rejected
+    (root / "lm.pbtxt").write_text('item { id: 1 name: "red" }\nitem { id: 2 name: "green" }\n')
+    r = _check(root, "--label-map", "lm.pbtxt")
+    assert "classes missing from the label map: blue (" in r.stdout, r.stdout
+
+
+def test_exif_rotated_images_are_counted(tmp_path):
+    root = tmp_path / "c" / "cat"
+    root.mkdir(parents=True)
+    for k, f in enumerate(sorted(DEMO.glob("animals_food/*.jpg"))[:3]):
+        (_rotated if k == 0 else shutil.copy)(f, root / f.name)
+    report = check_dataset(str(tmp_path / "c"))
+    assert report.splits["all"].rotated == 1 and report.exit_code() == 0
+
+
+def test_the_hash_survives_resizing_and_reencoding_and_tells_photos_apart(tmp_path):
+    photos = sorted(DEMO.glob("*/*.jpg"))
+    hashes = []
+    for k, f in enumerate(photos):
+        im = cv2.imread(str(f))
+        hashes.append(hash_file(str(f), *im.shape[:2]))
+        for scale, q in ((0.3, 90), (0.6, 40), (1.7, 50), (2.5, 80)):
+            _copy(f, tmp_path / f"{k}.jpg", scale, q)
+            h, w = cv2.imread(str(tmp_path / f"{k}.jpg")).shape[:2]
+            assert bin(hashes[-1] ^ hash_file(str(tmp_path / f"{k}.jpg"), h, w)).count("1") <= 6, (f.name, scale, q)
+    pairs = near_pairs(hashes)
+    # the only pair among the demo's 20: two overlapping crops of one Hubble field
+    assert [(photos[i].name, photos[j].name) for i, j, _ in pairs] == [("hubble_deep_field_1.jpg",
+                                                                       "hubble_deep_field_3.jpg")]
+    assert hash_file(str(tmp_path / "none.jpg")) is None
+    (tmp_path / "bad.jpg").write_bytes(b"garbage")
+    assert hash_file(str(tmp_path / "bad.jpg")) is None
+
+
+def test_near_pairs_finds_each_close_pair_once_in_many():
+    rng = np.random.default_rng(0)
+    hashes = [int(v) for v in rng.integers(0, 2 ** 63, 3000, dtype=np.int64)]
+    hashes[7], hashes[2999] = hashes[1500] ^ 0b1011, hashes[3] ^ (1 << 40)
+    hashes[11] = None
+    assert near_pairs(hashes) == [(3, 2999, 1), (7, 1500, 3)]
