@@ -171,7 +171,7 @@ def _run(args, spec, engine_options, pool) -> int:
 
     options = JobOptions(name=args.name, workers=args.workers, executor=args.executor, overwrite=args.overwrite,
                          max_pixels=args.max_pixels, memory_limit=job_memory_bytes(args.max_memory_mb),
-                         max_rejected=args.max_rejected, executor_args=args.beam_args)
+                         max_rejected=args.max_rejected, executor_args=args.beam_args, check=args.check)
     engine = None
     if args.executor == "beam":
         try:
@@ -294,6 +294,14 @@ def cmd_serve(args) -> int:
         return 2
 
 
+def _check_arg(value: str) -> tuple[str, ...]:
+    from augd.check import FAIL_ON
+    kinds = tuple(k for k in value.split(",") if k)
+    if bad := [k for k in kinds if k not in FAIL_ON]:
+        raise argparse.ArgumentTypeError(f"{','.join(bad)}: expected a comma-separated list of {', '.join(FAIL_ON)}")
+    return kinds
+
+
 def build_parser() -> argparse.ArgumentParser:
     from augd import defaults
     p = argparse.ArgumentParser(prog="augd", description="Offline image augmentation into TFRecord shards.")
@@ -334,6 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "object of a class not in it rejects its image")
     r.add_argument("--max-rejected", type=_fraction, default=None, metavar="FRACTION",
                    help="fail the job (writing nothing) when more than this fraction of its inputs is rejected")
+    r.add_argument("--check", type=_check_arg, nargs="?", const=("leak", "rejected"), default=None,
+                   metavar="leak,rejected", help="run augd check on the folder first (its report: check.json beside "
+                   "the manifest) and fail the job, writing nothing, on what it names (default leak,rejected; '' "
+                   "never)")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_run)
 

@@ -20,6 +20,7 @@ class FailureReason(str, enum.Enum):
     TOO_MANY_REJECTED = "too_many_rejected"  # more of its inputs rejected than max_rejected allows
     BAD_LABELS = "bad_labels"              # a class folder not in the fixed label map, or a map that is invalid
     WORKER_LOST = "worker_lost"            # worker processes died on the same images MAX_ATTEMPTS times
+    CHECK_FAILED = "check_failed"          # the dataset check before the job found what its fail_on names
 
     def __str__(self) -> str:  # the value in messages and logs, on every Python (3.11 changed the default)
         return self.value

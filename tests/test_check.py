@@ -137,3 +137,38 @@ def test_near_pairs_finds_each_close_pair_once_in_many():
     hashes[7], hashes[2999] = hashes[1500] ^ 0b1011, hashes[3] ^ (1 << 40)
     hashes[11] = None
     assert near_pairs(hashes) == [(3, 2999, 1), (7, 1500, 3)]
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "augd", "run", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_augd_run_check_fails_a_leaking_job_and_writes_nothing_or_its_report_beside_the_manifest(classes, tmp_path):
+    _copy(classes / "train" / "space" / "rocket_0.jpg", classes / "validation" / "space" / "launch.jpg", 0.7, 70)
+    r = _run(classes, "-p", "classify-light", "-o", tmp_path / "out", "--check", "--quiet", "--workers", "1")
+    assert r.returncode == 1 and "the dataset check found leak=1" in r.stderr, r.stderr[-2000:]
+    assert "check_failed" in r.stderr or "launch.jpg" in r.stderr
+    assert not (tmp_path / "out" / "classes").exists()
+    r = _run(classes, "-p", "classify-light", "-o", tmp_path / "out", "--check", "", "--quiet", "--workers", "1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads((tmp_path / "out" / "classes" / "check.json").read_text())
+    assert got["problems"] == {"leak": 1, "rejected": 0} and got["duplicates"]["pairs"][0]["splits"] == \
+        ["train", "validation"]
+
+
+def test_the_daemon_runs_the_check_when_its_config_asks(classes, tmp_path):
+    from tests.daemon_harness import Daemon, write_config
+    _copy(classes / "train" / "space" / "rocket_0.jpg", classes / "validation" / "space" / "launch.jpg", 0.7, 70)
+    cfg = write_config(tmp_path / "d", check={"fail_on": ["leak"]})
+    d = Daemon(cfg).start()
+    try:
+        d.wait_ready()
+        shutil.copytree(classes, d.inbox / "leaky")
+        (d.inbox / "leaky" / "_READY").touch()
+        failed = d.wait_failed("leaky", timeout=120)
+        failure = json.loads((failed / "failure.json").read_text())
+        assert failure["reason"] == "check_failed" and "the dataset check found leak=1" in failure["message"], failure
+        assert "launch.jpg" in (failed / "error.txt").read_text()   # the whole report, for people
+    finally:
+        d.stop()

@@ -193,7 +193,8 @@ def test_the_daemon_config_words_its_errors_like_a_pipeline(tmp_path):
                           "health_stale_seconds? (allowed keys: data_dir, inbox, work, done, failed, out, "
                           "pipelines_dir, default_pipeline, warm_up, settle_seconds, rescan_seconds, polling, on_success, "
                           "job_timeout_seconds, grace_seconds, max_pixels, job_memory_mb, labels, annotations, "
-                          "status_preview, max_rejected, max_attempts, claim_lease_seconds, workers, executor, beam, "
+                          "status_preview, max_rejected, check, max_attempts, claim_lease_seconds, workers, "
+                          "executor, beam, "
                           "engine, metrics_bind, metrics_port, http_request_timeout_seconds, http_idle_timeout_seconds, http_max_connections, "
                           "health_stale_seconds, log_format, log_level)"), first
     assert second.endswith("c.yaml:2: workers: Input should be greater than or equal to 1; got 0"), second

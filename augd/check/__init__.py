@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
 
-__all__ = ["FAIL_ON", "CheckReport", "check_dataset", "text"]
+__all__ = ["FAIL_ON", "CheckReport", "check_dataset", "check_plan", "text"]
 
 #: COCO's object sizes by box area in pixels: small under 32², medium under 96², large from there
 SMALL, MEDIUM = 32 * 32, 96 * 96
@@ -55,6 +55,10 @@ class CheckReport:
     def exit_code(self, fail_on=FAIL_ON) -> int:
         return int(any(self.problems().get(k) for k in fail_on))
 
+    def to_json(self) -> str:
+        import json
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
     def to_dict(self) -> dict:
         return {
             "path": self.path, "kind": self.kind,
@@ -80,7 +84,7 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
     """Check the dataset at `path` (see the module docstring). `fmt`: annotations.format; `label_map`: a fixed
     map (a label_map.pbtxt path or class names) to check the classes against; `workers`: processes that hash."""
     from augd import defaults
-    from augd.errors import JobFailed, RejectReason
+    from augd.errors import JobFailed
     from augd.job.units import plan_job
     from augd.spec import Annotations, parse_pipeline
     spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
@@ -88,8 +92,15 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
         plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS)
     except JobFailed as exc:
         return CheckReport(path, "unknown", {}, {}, [(path, str(exc.reason), str(exc))], {}, [])
-    det = plan.detection
-    images = plan.images
+    return check_plan(plan, label_map=label_map, workers=workers, max_distance=max_distance)
+
+
+def check_plan(plan, *, label_map=None, workers: int = 1, mapper=None,
+               max_distance: int = MAX_DISTANCE) -> CheckReport:
+    """The check of a job's plan (augd.job.units.plan_job: what the job would run), its images hashed through
+    `mapper` (hashing.hash_files) or on `workers` processes."""
+    from augd.errors import RejectReason
+    path, det, images = plan.input_dir, plan.detection, plan.images
     splits: dict[str, SplitStats] = {}
     for img in images:
         st = splits.setdefault(img.split or "all", SplitStats())
@@ -109,23 +120,22 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
     missing: dict[str, int] = {}
     if label_map is not None and det is not None:
         from augd.job.detection import fixed_label_map
-        fixed = fixed_label_map(Annotations(label_map=label_map), path)
-        known = set(fixed.names())
+        from augd.spec import Annotations
+        known = set(fixed_label_map(Annotations(label_map=label_map), path).names())
         for img in images:
-            ann = det.annotations.get(img.relpath)
-            gone = sorted({o.name for o in (ann.objects if ann else ()) if o.name not in known})
-            for o in (ann.objects if ann else ()):
-                if o.name not in known:
-                    missing[o.name] = missing.get(o.name, 0) + 1
-            if gone:
+            names = [o.name for o in det.annotations[img.relpath].objects] if img.relpath in det.annotations else []
+            for name in names:
+                if name not in known:
+                    missing[name] = missing.get(name, 0) + 1
+            if gone := sorted({n for n in names if n not in known}):
                 rejected.append((img.relpath, str(RejectReason.BAD_ANNOTATION),
                                  f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map"))
-    hashes = hash_files([(img.path, img.header.height, img.header.width) for img in images], workers)
+    hashes = hash_files([(img.path, img.header.height, img.header.width) for img in images], workers, mapper)
     pairs = [(images[i].relpath, images[j].relpath, d, images[i].split or "all", images[j].split or "all")
              for i, j, d in near_pairs(hashes, max_distance)]
     return CheckReport(path, det.format if det is not None else "classes", dict(sorted(splits.items())),
-                       dict(det.layout.repaired) if det is not None else {}, sorted(rejected), dict(sorted(
-                           missing.items())), pairs, sum(h is not None for h in hashes), max_distance)
+                       dict(det.layout.repaired) if det is not None else {}, sorted(rejected),
+                       dict(sorted(missing.items())), pairs, sum(h is not None for h in hashes), max_distance)
 
 
 def text(report: CheckReport, shown: int = 10) -> str:

@@ -44,21 +44,26 @@ def hash_file(path: str, h: int = 0, w: int = 0) -> int | None:
     return int.from_bytes(np.packbits(bits).tobytes(), "big")
 
 
-def _hash_chunk(items: list) -> list:
+def hash_chunk(items: list) -> list:
+    """hash_file over [(path, h, w)]: a mapper's unit (a module-level function of picklable items)."""
     import cv2
     cv2.setNumThreads(1)   # one image per process at a time: no thread pool under the pool
     return [hash_file(*it) for it in items]
 
 
-def hash_files(items: list[tuple[str, int, int]], workers: int = 1) -> list[int | None]:
-    """hash_file over [(path, h, w)], on `workers` processes (each reads and decodes its share once)."""
+def hash_files(items: list[tuple[str, int, int]], workers: int = 1, mapper=None) -> list[int | None]:
+    """hash_file over [(path, h, w)]: through `mapper(fn, items)` when given (a job's warm pool:
+    augd.job.workers.pool.chunked_map), else on `workers` processes of its own (each reads and decodes its share
+    once), else here."""
+    if mapper is not None:
+        return mapper(hash_chunk, items)
     if workers <= 1 or len(items) < 64:
-        return _hash_chunk(items)
+        return hash_chunk(items)
     import multiprocessing as mp
     n = max(16, len(items) // (workers * 8))
     chunks = [items[i:i + n] for i in range(0, len(items), n)]
     with mp.get_context("forkserver").Pool(workers) as pool:
-        return [h for part in pool.map(_hash_chunk, chunks) for h in part]
+        return [h for part in pool.map(hash_chunk, chunks) for h in part]
 
 
 def near_pairs(hashes: list[int | None], max_distance: int = MAX_DISTANCE) -> list[tuple[int, int, int]]:

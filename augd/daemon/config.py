@@ -28,6 +28,14 @@ RESTART_KEYS = ("data_dir", "inbox", "work", "done", "failed", "out", "polling",
                 "claim_lease_seconds")
 
 
+class CheckConfig(BaseModel):
+    """The daemon's `check:` block: augd check before every job (augd.check)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fail_on: list[Literal["leak", "rejected"]] = Field(["leak", "rejected"], description="what fails the job: "
+                                                       "leak (near-duplicates across splits), rejected (an input a "
+                                                       "job would reject); [] only writes the report")
+
+
 class BeamConfig(BaseModel):
     """The `beam:` block: jobs with at least `min_files` files run on Apache Beam (augd/job/executors/beam.py)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,6 +86,9 @@ class DaemonConfig(BaseModel):
                                                           "loopback, since they are pictures of the data")
     max_rejected: float | None = Field(None, ge=0.0, le=1.0, description="fail a job (writing nothing) when "
                                        "more than this fraction of its inputs is rejected; null: never")
+    check: CheckConfig | None = Field(None, description="run augd check on each job first: its report as check.json "
+                                                      "beside the manifest; a job with what fail_on names fails "
+                                                      "(check_failed), writing nothing; null: no check")
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, description="a job that ended the process this many "
                                                                        "times goes to failed/ (reason crashed)")
     claim_lease_seconds: float = Field(defaults.CLAIM_LEASE_SECONDS, ge=1, le=86400, description="daemons sharing "

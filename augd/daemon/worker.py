@@ -344,7 +344,8 @@ class JobWorker:
             self.warm_pool()
             options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                                  memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
-                                 executor="processes" if self.pool else "threads", root=c.identity)
+                                 executor="processes" if self.pool else "threads", root=c.identity,
+                                 check=None if s.check is None else tuple(s.check.fail_on))
             beam = s.beam_settings
             if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam.options) or

@@ -21,7 +21,9 @@ class JobOptions:
     (augd.job.resources), None: no limit; `max_rejected`: the largest fraction of the inputs that may be rejected,
     above it the job fails and commits nothing; `executor`: an ExecutorKind (or its value); `executor_args`: the
     executor's own options (Beam's pipeline options, e.g. --runner=DataflowRunner). Beam sizes its own workers and
-    memory: `workers` and `memory_limit` apply to threads and processes."""
+    memory: `workers` and `memory_limit` apply to threads and processes. `check`: run `augd check` on the job first
+    (augd.check), its report as check.json beside the manifest, and fail the job (check_failed, writing nothing)
+    when it finds what `check` names (leak, rejected; () never fails); None: no check."""
     name: str | None = None
     workers: int | None = None
     overwrite: bool = False
@@ -30,6 +32,7 @@ class JobOptions:
     max_rejected: float | None = None
     executor: ExecutorKind = ExecutorKind.AUTO
     executor_args: tuple[str, ...] = ()
+    check: tuple[str, ...] | None = None
     #: The job folder's (device, inode) when it was claimed (the daemon's); None: taken as the job starts. The
     #: commit happens only while the folder is still that one.
     root: tuple[int, int] | None = None
@@ -41,6 +44,11 @@ class JobOptions:
             raise ValueError(f"executor must be one of {[k.value for k in ExecutorKind]}; got {self.executor!r}") \
                 from None
         object.__setattr__(self, "executor_args", tuple(self.executor_args))
+        if self.check is not None:
+            from augd.check import FAIL_ON
+            if bad := [k for k in self.check if k not in FAIL_ON]:
+                raise ValueError(f"check: {bad}: expected some of {list(FAIL_ON)}")
+            object.__setattr__(self, "check", tuple(self.check))
 
 
 @dataclass(frozen=True)

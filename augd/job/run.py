@@ -8,8 +8,10 @@ import time
 from typing import TYPE_CHECKING
 
 from augd.defaults import ExecutorKind
+from augd.errors import FailureReason, JobFailed
 from augd.engine.options import EngineOptions
 from augd.host import usable_cpus
+from augd.io import write_text
 from augd.io.jobfs import folder_identity
 from augd.job.executors import Launch, choose_executor, open_executor
 from augd.job.finish import build_report, check_outcome, check_root, claimed_output, write_sidecars
@@ -46,6 +48,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     root = opts.root or folder_identity(input_dir)
     plan = plan_job(input_dir, spec, opts.name, opts.max_pixels, chunked_map(pool) if pool is not None else None)
     workers = opts.workers or usable_cpus()
+    checked = _check(plan, opts.check, workers, pool) if opts.check is not None else None
     kind = opts.executor
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())
     if kind is not ExecutorKind.BEAM:
@@ -75,6 +78,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
             report = build_report(plan, tally, shards, graph, device, started, time.perf_counter() - t_start,
                                   rejected, first)
             write_sidecars(out.tmp_dir, plan, report)
+            if checked is not None:
+                write_text(f"{out.tmp_dir}/check.json", checked.to_json())
             check_root(input_dir, root)
             if watch.before_commit is not None:
                 watch.before_commit()
@@ -83,6 +88,18 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
         if executor is not None:
             executor.close()
     return JobResult(name=plan.name, out_dir=out.dest, report=report)
+
+
+def _check(plan, fail_on: tuple[str, ...], workers: int, pool):
+    """augd check on the job's own plan (its images hashed on its pool, when it has one); JobFailed (check_failed,
+    with the report's text) when it finds what `fail_on` names."""
+    from augd.check import check_plan, text
+    report = check_plan(plan, workers=workers, mapper=chunked_map(pool) if pool is not None else None)
+    if report.exit_code(fail_on):
+        found = ", ".join(f"{k}={n}" for k, n in report.problems().items() if n and k in fail_on)
+        raise JobFailed(f"{plan.input_dir}: the dataset check found {found} (check: fail_on {list(fail_on)}); "
+                        f"nothing was written. The check:\n{text(report)}", reason=FailureReason.CHECK_FAILED)
+    return report
 
 
 def _engine(options: EngineOptions) -> "Engine":
