@@ -376,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ck = sub.add_parser("check", help="what a job would meet in a dataset: classes, box sizes, repairs, rejections, "
                                       "near-duplicates and leaks across splits; exit 1 on a leak or a rejection")
-    from augd.check.command import add_check_arguments, cmd_check
+    from augd.checkcmd import add_check_arguments, cmd_check
     add_check_arguments(ck)
     ck.set_defaults(fn=cmd_check)
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from augd.check import check_dataset
+from augd.checkcmd import check_dataset
 from augd.check.hashing import hash_file, near_pairs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,7 +1,8 @@
 """`augd check PATH`: what a job would meet in a dataset, before any job runs. TensorFlow-free.
 
-It reads the folder as `augd run` does (the same scan and annotation readers: class folders, VOC, COCO, YOLO,
-masks; annotations.repair standard) and reports, per split: images and objects per class, box sizes (COCO's
+From a job's plan (the folder read as `augd run` reads it: the same scan and annotation readers, class folders,
+VOC, COCO, YOLO, masks; annotations.repair standard; augd/checkcmd.py plans it for the verb, run_job for a job
+with a check) it reports, per split: images and objects per class, box sizes (COCO's
 small < 32², medium < 96², large), images with no object and EXIF-rotated images; then the near misses `repair`
 would mend (by rule), the inputs a job would reject (by reason, each with its message), classes missing from a
 fixed label map, and near-duplicate images within a split and across splits (augd.check.hashing: a perceptual hash
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
 
-__all__ = ["FAIL_ON", "CheckReport", "check_dataset", "check_plan", "text"]
+__all__ = ["FAIL_ON", "CheckReport", "check_plan", "text"]
 
 #: COCO's object sizes by box area in pixels: small under 32², medium under 96², large from there
 SMALL, MEDIUM = 32 * 32, 96 * 96
@@ -79,26 +80,11 @@ class CheckReport:
         }
 
 
-def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int = 1,
-                  max_distance: int = MAX_DISTANCE, max_pixels: int | None = None) -> CheckReport:
-    """Check the dataset at `path` (see the module docstring). `fmt`: annotations.format; `label_map`: a fixed
-    map (a label_map.pbtxt path or class names) to check the classes against; `workers`: processes that hash."""
-    from augd import defaults
-    from augd.errors import JobFailed
-    from augd.job.units import plan_job
-    from augd.spec import Annotations, parse_pipeline
-    spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
-    try:
-        plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS)
-    except JobFailed as exc:
-        return CheckReport(path, "unknown", {}, {}, [(path, str(exc.reason), str(exc))], {}, [])
-    return check_plan(plan, label_map=label_map, workers=workers, max_distance=max_distance)
-
-
-def check_plan(plan, *, label_map=None, workers: int = 1, mapper=None,
+def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=None,
                max_distance: int = MAX_DISTANCE) -> CheckReport:
-    """The check of a job's plan (augd.job.units.plan_job: what the job would run), its images hashed through
-    `mapper` (hashing.hash_files) or on `workers` processes."""
+    """The check of a job's plan (augd.job.units.JobPlan: what the job would run), its images hashed through
+    `mapper` (hashing.hash_files) or on `workers` processes. `known`: a fixed label map's class names, to list the
+    classes it lacks (None: no such check)."""
     from augd.errors import RejectReason
     path, det, images = plan.input_dir, plan.detection, plan.images
     splits: dict[str, SplitStats] = {}
@@ -118,10 +104,7 @@ def check_plan(plan, *, label_map=None, workers: int = 1, mapper=None,
             st.sizes["small" if area < SMALL else "medium" if area < MEDIUM else "large"] += 1
     rejected = [(r.relpath, str(r.reason), r.message) for r in plan.scan.rejected]
     missing: dict[str, int] = {}
-    if label_map is not None and det is not None:
-        from augd.job.detection import fixed_label_map
-        from augd.spec import Annotations
-        known = set(fixed_label_map(Annotations(label_map=label_map), path).names())
+    if known is not None and det is not None:
         for img in images:
             names = [o.name for o in det.annotations[img.relpath].objects] if img.relpath in det.annotations else []
             for name in names:

@@ -1,15 +1,36 @@
-"""The `augd check` command line: a dataset check before any job (augd.check). Exit 1 when it finds what would
-fail or silently harm a job (`--fail-on`: leak, rejected), 2 when the arguments are wrong, 0 otherwise."""
+"""The `augd check` command line: a dataset check before any job (augd.check), the folder planned as a job would
+plan it. Exit 1 when it finds what would fail or silently harm a job (`--fail-on`: leak, rejected), 2 when the
+arguments are wrong, 0 otherwise."""
 from __future__ import annotations
 
 import json
 import os
 import sys
 
-from augd.check import FAIL_ON, check_dataset, text
+from augd.check import FAIL_ON, CheckReport, check_plan, text
 from augd.check.hashing import MAX_DISTANCE
 
-__all__ = ["add_check_arguments", "cmd_check"]
+__all__ = ["add_check_arguments", "check_dataset", "cmd_check"]
+
+
+def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int = 1,
+                  max_distance: int = MAX_DISTANCE, max_pixels: int | None = None) -> CheckReport:
+    """Check the dataset at `path` (augd.check). `fmt`: annotations.format; `label_map`: a fixed map (a
+    label_map.pbtxt path, relative to `path`, or class names) to check the classes against; `workers`: processes
+    that hash."""
+    from augd import defaults
+    from augd.errors import JobFailed
+    from augd.job.detection import fixed_label_map
+    from augd.job.units import plan_job
+    from augd.spec import Annotations, parse_pipeline
+    spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
+    try:
+        plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS)
+        fixed = None if label_map is None else fixed_label_map(Annotations(label_map=label_map), path)
+    except JobFailed as exc:
+        return CheckReport(path, "unknown", {}, {}, [(path, str(exc.reason), str(exc))], {}, [])
+    return check_plan(plan, known=None if fixed is None else set(fixed.names()), workers=workers,
+                      max_distance=max_distance)
 
 
 def add_check_arguments(p) -> None:
