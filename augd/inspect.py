@@ -156,14 +156,12 @@ def _balance(path: str | None) -> dict:
 
 def _skeleton(shards: list[str]) -> tuple:
     """The skeleton's edges from the manifest beside the shards (a keypoint job's), or ()."""
-    import json
     if not shards:
         return ()
     try:
-        with open(os.path.join(os.path.dirname(shards[0]), "manifest.json"), encoding="utf-8") as fh:
-            found = (json.load(fh).get("annotations") or {}).get("keypoints") or {}
+        found = (_manifest(os.path.dirname(shards[0])).get("annotations") or {}).get("keypoints") or {}
         return tuple(tuple(e) for e in found.get("skeleton", ()))
-    except (OSError, ValueError, AttributeError):
+    except (AttributeError, TypeError, ValueError):
         return ()
 
 

@@ -15,7 +15,7 @@ reason (the manifest's annotations.repairs, `augd inspect`). TensorFlow-free.
 """
 from __future__ import annotations
 
-__all__ = ["BORDER_PX", "BORDER_SHARE", "REASONS", "REPAIR_MODES", "border", "without_duplicates"]
+__all__ = ["BORDER_PX", "BORDER_SHARE", "REASONS", "REPAIR_MODES", "border", "summary", "without_duplicates"]
 
 REPAIR_MODES = ("standard", "none")
 REASONS = ("clipped", "duplicate", "degenerate")
@@ -40,3 +40,13 @@ def without_duplicates(objects: list, labels: list) -> tuple[list, list, int]:
         kept.append(obj)
         named.append(label)
     return kept, named, len(objects) - len(kept)
+
+
+def summary(repaired: dict) -> dict:
+    """{image: {reason: n}} as the manifest and `augd check` write it: objects repaired, by reason, per image."""
+    by_reason: dict[str, int] = {}
+    for reasons in repaired.values():
+        for k, n in reasons.items():
+            by_reason[k] = by_reason.get(k, 0) + n
+    return {"objects": sum(by_reason.values()), "by_reason": dict(sorted(by_reason.items())),
+            "images": dict(sorted(repaired.items()))}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
+from augd.annotations.repair import summary
 from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
 
 __all__ = ["FAIL_ON", "CheckReport", "check_plan", "text"]
@@ -66,10 +67,7 @@ class CheckReport:
             "splits": {s: {"images": v.images, "objects": dict(sorted(v.objects.items())),
                            "box_sizes": {k: v.sizes.get(k, 0) for k in ("small", "medium", "large")},
                            "negatives": v.negatives, "exif_rotated": v.rotated} for s, v in self.splits.items()},
-            "repairs": {"objects": sum(sum(r.values()) for r in self.repaired.values()),
-                        "by_reason": dict(sorted(sum((collections.Counter(r) for r in self.repaired.values()),
-                                                     collections.Counter()).items())),
-                        "images": self.repaired},
+            "repairs": summary(self.repaired),
             "rejected": [{"path": p, "reason": r, "message": m} for p, r, m in self.rejected],
             "missing_classes": self.missing_classes,
             "duplicates": {"max_distance": self.max_distance, "images_hashed": self.hashed,

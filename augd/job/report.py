@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from augd.annotations.repair import summary
 from augd.io import SPLIT_FOLDERS
 from augd.stages import STAGES
 
@@ -204,10 +205,7 @@ class AnnotationReport:
                            "dropped_by_reason": dict(sorted(self.dropped.items()))},
                "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
                "bad_annotations": self.bad_annotations,
-               "repairs": {"objects": sum(sum(r.values()) for r in self.repaired.values()),
-                           "by_reason": dict(sorted(sum((collections.Counter(r) for r in self.repaired.values()),
-                                                        collections.Counter()).items())),
-                           "images": dict(sorted(self.repaired.items()))}}
+               "repairs": summary(self.repaired)}
         if self.keypoints is not None:
             out["keypoints"] = self.keypoints
         return out
