@@ -236,6 +236,10 @@ def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
     flips = import_config(config(MODEL_SSD, "random_horizontal_flip { probability: 0.8 }",
                                  "random_vertical_flip { probability: 0.25 }"), "flips.config")
     assert [c.verdict for _, _, c in flips.steps] == ["exact", "exact"]
+    perm = "".join(f" keypoint_rot_permutation: {k}\n" for k in (3, 0, 1, 2))
+    turns = import_config(config(MODEL_SSD, f"random_rotation90 {{\n{perm} probability: 0.1\n }}"), "turns.config")
+    assert turns.steps[0][2].verdict == "exact" and turns.doc["annotations"] == {"keypoint_rotation": [3, 0, 1, 2]}
+    assert turns.doc["ops"] == [{"random_rotation90": {"p": 0.1}}]
     assert flips.doc["ops"] == [{"random_flip_left_right": {"probability": 0.8}},
                                 {"random_flip_up_down": {"probability": 0.25}}]
     late = import_config(config(MODEL_SSD, "random_image_scale {\n    }", "random_crop_pad_image {\n    }",

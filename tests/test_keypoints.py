@@ -465,3 +465,43 @@ def test_keypoints_of_every_tile_and_patch_sit_on_their_dots_after_a_mix(tmp_pat
                 assert any(abs(cx - x) <= DOT + 1.5 and abs(cy - y) <= DOT + 1.5 for x, y in got), \
                     f"{where}: dot {i} shows at ({cx:.1f}, {cy:.1f}) but no object's point {i} is there"
     assert objects >= 2 * 24 and points >= 100, (objects, points)   # the mixes brought partners' people
+
+
+ROT = (1, 2, 3, 4, 0)   # a keypoint_rotation that does not commute with FLIP: the order of the steps shows
+
+
+@pytest.mark.parametrize("order", ["turn, then mirror", "mirror, then turn"])
+def test_a_quarter_turn_permutes_the_points_by_keypoint_rotation_in_the_order_of_the_steps(tmp_path, order):
+    """The OD API's random_rotation90 with keypoint_rot_permutation: at each quarter turn point i takes point
+    ROT[i]'s place, and a mirror point FLIP[i]'s, in the order the chain applies them. Each record's point i must
+    sit on the dot drawn for the source point the two permutations, composed in that order, name."""
+    ops = ["  - random_rotation90: {p: 1.0}\n", "  - random_flip_left_right: {probability: 1.0}\n"]
+    chain = "".join(ops if order.startswith("turn") else ops[::-1])
+    root = tmp_path / "people"
+    coco_pose_job(str(root), people(4, seed=3))
+    spec = parse_pipeline(f"name: rot\nseed: 2\nvariants: 2\nkeep_original: false\noutput: {{format: png}}\n"
+                          f"annotations: {{keypoint_rotation: {list(ROT)}}}\nops:\n{chain}", "rot.yaml")
+    run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    source = [ROT[FLIP[i]] for i in range(len(NAMES))] if order.startswith("turn") else \
+        [FLIP[ROT[i]] for i in range(len(NAMES))]
+    checked = 0
+    for rec in read_records(str(next((tmp_path / "out" / "people").glob("*.tfrecord*")))):
+        ex = parse_example(rec)
+        rgb = _rgb(ex)
+        h, w = rgb.shape[:2]
+        assert (h, w) == (96, 80)   # a quarter turn of the 80 x 96 source
+        xs, ys = ex["image/object/keypoint/x"], ex["image/object/keypoint/y"]
+        vis = ex["image/object/keypoint/visibility"]
+        for i in range(len(NAMES)):
+            assert vis[i], (ex["image/filename"], i)
+            assert _near(rgb, xs[i] * w, ys[i] * h, COLOURS[source[i]]), (ex["image/filename"], i, source[i])
+            checked += 1
+    assert checked == 4 * 2 * len(NAMES)
+
+
+def test_a_keypoint_rotation_must_permute_the_points(tmp_path):
+    root = tmp_path / "people"
+    coco_pose_job(str(root), people(1, seed=3))
+    spec = parse_pipeline("name: rot\nannotations: {keypoint_rotation: [0, 0, 1, 2, 3]}\nops: []\n", "rot.yaml")
+    with pytest.raises(Exception, match=r"keypoint rotation \[0, 0, 1, 2, 3\] is not a permutation of the 5 points"):
+        run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))

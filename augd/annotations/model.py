@@ -79,9 +79,15 @@ class KeypointSchema:
     skeleton: tuple[tuple[int, int], ...] = ()
     classes: tuple[str, ...] = ()
     source: str = ""                    # where it came from, for messages
+    #: at each quarter turn (random_rotation90) point i takes point rotation[i]'s place (the OD API's
+    #: keypoint_rot_permutation); None: points keep their index through a turn
+    rotation: tuple[int, ...] | None = None
 
     def __post_init__(self):
         check_flip(self.flip, len(self.names), self.source or "keypoints")
+        if self.rotation is not None and sorted(self.rotation) != list(range(len(self.names))):
+            raise AnnotationError(f"{self.source or 'keypoints'}: the keypoint rotation {list(self.rotation)} is not a "
+                                  f"permutation of the {len(self.names)} points (0..{len(self.names) - 1})")
         for a, b in self.skeleton:
             if not (0 <= a < len(self.names) and 0 <= b < len(self.names)):
                 raise AnnotationError(f"{self.source or 'keypoints'}: skeleton edge [{a}, {b}] names a point "

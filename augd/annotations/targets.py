@@ -151,14 +151,21 @@ class _Keypoints:
     keys = ("image/object/keypoint/x", "image/object/keypoint/y", "image/object/keypoint/visibility",
             "image/object/keypoint/num")
 
-    def move(self, points, maps, steps, mirrored: bool, flip, covers=()) -> tuple:
+    def move(self, points, maps, steps, mirrored: bool, flip, covers=(), rotation=None, events=()) -> tuple:
+        """`rotation`: the job's keypoint_rotation, point i taking point rotation[i]'s place at each quarter turn
+        (the OD API's keypoint_rot_permutation): with one, the flip and the turns permute in the order `events`
+        gives ("mirror", "turn"), as the API's steps do; without, a net mirror swaps once."""
         labelled = [k for k, p in enumerate(points) if p[2] > 0]
         moved = move_points([points[k][:2] for k in labelled], maps, steps, covers)
         out = [(0.0, 0.0, 0)] * len(points)
         for k, xy in zip(labelled, moved):
             if xy is not None:
                 out[k] = (xy[0], xy[1], points[k][2])
-        return tuple(out[j] for j in flip) if mirrored else tuple(out)
+        if rotation is None:
+            return tuple(out[j] for j in flip) if mirrored else tuple(out)
+        for e in events:
+            out = [out[j] for j in (rotation if e == "turn" else flip)]
+        return tuple(out)
 
 
 class _InstanceMasks:
@@ -228,8 +235,9 @@ def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, poin
             return "covered"
     if not obj.keypoints:
         return new
-    mirrored, flip, least, covers = points
-    moved = KEYPOINTS.move(obj.keypoints, maps, steps, mirrored, flip or range(len(obj.keypoints)), covers)
+    mirrored, flip, least, covers, rotation, events = points
+    moved = KEYPOINTS.move(obj.keypoints, maps, steps, mirrored, flip or range(len(obj.keypoints)), covers, rotation,
+                           events)
     if sum(p[2] > 0 for p in moved) < least:
         return "keypoints"
     return dataclasses.replace(new, keypoints=moved)
@@ -252,7 +260,8 @@ def hidden_by(covers, maps, steps, size: tuple[int, int]) -> np.ndarray | None:
 def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
               mask: np.ndarray | None = None, flip: Sequence[int] | None = None, min_keypoints: int = 0,
               covers=(), size: tuple[int, int] | None = None,
-              box_rotation: str = "corners") -> tuple[Annotation, np.ndarray | None, Counter]:
+              box_rotation: str = "corners", rotation: Sequence[int] | None = None,
+              events: Sequence[str] = ()) -> tuple[Annotation, np.ndarray | None, Counter]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped by
     reason: a Counter of DROP_REASONS).
 
@@ -269,9 +278,11 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     with less than `min_visibility` of itself is dropped; `size`: the source's (h, w), needed for covers when
     there are no steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says; an object with
     fewer than `min_keypoints` labelled points left is dropped too. `box_rotation`: "ellipse" moves a box alone
-    as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners."""
+    as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners. `rotation`,
+    `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order (_Keypoints)."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
-    points = (mirrors(steps), None if flip is None else tuple(flip), min_keypoints, tuple(covers))
+    points = (mirrors(steps), None if flip is None else tuple(flip), min_keypoints, tuple(covers),
+              None if rotation is None else tuple(rotation), tuple(events))
     hidden = hidden_by(covers, maps, steps, size) if covers and ann.objects else None
     if hidden is not None and not hidden.any():
         hidden = None

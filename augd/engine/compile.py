@@ -40,8 +40,9 @@ class Result:
     geometry: tuple | None = None
     #: with geometry=True: the rectangles its cutouts covered, as Program.covers gives them; else None
     covers: tuple | None = None
-    #: with geometry=True: its plan's own least visibility, as Program.annotation_plan gives it
+    #: with geometry=True: its plan's own least visibility and keypoint events, as Program.annotation_plan gives
     min_visibility: float = 0.0
+    events: tuple = ()
 
 
 class Compiled:
@@ -160,7 +161,7 @@ class Compiled:
         geo, cov, least = ([], [], []) if geometry else (None, None, None)
         floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo, cov, least)
         return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else (
-            tuple(geo), tuple(cov), least[0] if least else 0.0)
+            tuple(geo), tuple(cov), *(least or (0.0, ())))
 
     def _run(self, items) -> list[Result]:
         datas, args, floats, ints, geos = zip(*items)
@@ -171,7 +172,7 @@ class Compiled:
             if self._raw_proto is not None:
                 payload = self._raw_proto.FromString(payload).tensor_content
             out.append(Result(payload, int(h), int(w), (t[1] - t[0], t[2] - t[1], t[3] - t[2]), replanned > 0,
-                              *(geo or (None, None, 0.0))))
+                              *(geo or (None, None, 0.0, ()))))
         return out
 
     def _plan(self, seed, header: ImageHeader | None, orientation: int, augment: bool, boxes=None, geometry=None,

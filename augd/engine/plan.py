@@ -197,16 +197,16 @@ class Program:
         geometry: a list to extend with what geometry() returns for the same draw, in the SOURCE's coordinates
         (taken before crop rewrites step 0 into the decode window's), so a caller that plans the graph's image
         also has its annotations' steps without drawing the plan again (None: not built, nothing paid).
-        covers: a list to extend with what covers() returns for the same draw; floor: a list to append the
-        draw's own least visibility to (annotation_plan's third)."""
+        covers: a list to extend with what covers() returns for the same draw; floor: a list to extend with the
+        draw's own least visibility and its keypoint events (annotation_plan's third and fourth)."""
         rng = generator(seed)
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
         geo: dict[int, list] = {}                 # step -> [matrix, in_h, in_w, out_h, out_w]
-        size, least = [float(h), float(w), float(h), float(w)], [0.0]   # the op's input's (h, w), the source's
+        size, least = [float(h), float(w), float(h), float(w)], [0.0, []]   # the op's input's (h, w), the source's
         self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w), least)
         if floor is not None:
-            floor.append(least[0])
+            floor.extend((least[0], tuple(least[1])))
         ints[WINDOW] = (0, 0, h, w)               # whole image (DECODE_MODE 0), full scale
         ints[SOURCE_SIZE] = (h, w)
         if geometry is not None:   # geometry()'s steps: each Geo step in order, sizes rounded as the graph does
@@ -244,15 +244,16 @@ class Program:
         self.plan(seed, h, w, False, boxes, None, out)
         return out
 
-    def annotation_plan(self, seed, h, w, boxes=None) -> tuple[list, list, float]:
+    def annotation_plan(self, seed, h, w, boxes=None) -> tuple[list, list, float, tuple]:
         """(geometry(), covers(), the highest own min_visibility of the geometric ops it applied: a crop's overlap
-        threshold, GeometryOp.min_visibility; 0.0 for none) of one draw of plan(seed, h, w, boxes=boxes). The job
-        drops objects under the higher of that and its annotations.min_visibility."""
+        threshold, GeometryOp.min_visibility, 0.0 for none; its keypoint events: "mirror" and "turn" (a quarter
+        turn) in the order its ops applied them) of one draw of plan(seed, h, w, boxes=boxes). The job drops objects
+        under the higher of that min_visibility and its annotations.min_visibility."""
         steps: list = []
         covers: list = []
         floor: list = []
         self.plan(seed, h, w, False, boxes, steps, covers, floor)
-        return steps, covers, floor[0]
+        return steps, covers, floor[0], floor[1]
 
     @property
     def has_covers(self) -> bool:
@@ -282,6 +283,8 @@ class Program:
                     g[0] = g[0] @ m
                     if least is not None:
                         least[0] = max(least[0], leaf.op.min_visibility)
+                        if leaf.op.quarter_turn or np.linalg.det(m[:2, :2]) < 0:   # in order: they need not commute
+                            least[1].append("turn" if leaf.op.quarter_turn else "mirror")
                     size[0], size[1] = g[3], g[4] = float(oh), float(ow)
                     if boxes is not None:
                         boxes[0] = _moved(boxes[0], m, size[0], size[1])

@@ -121,17 +121,17 @@ class ImageObjects:
         self.points_out = 0
 
     def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
-                steps=None, covers=None, mixed=None, least: float = 0.0):
+                steps=None, covers=None, mixed=None, least: float = 0.0, events: tuple = ()):
         """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the graph re-planned
         the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
         is not the one drawn here), or the stored size is not the one the plan gives. `steps`: the Geo steps the
         graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here, and
-        `covers` (Result.covers: the cutouts' rectangles) and `least` (Result.min_visibility: its crops' own
-        overlap threshold) with them. `mixed` (augd.job.mixing.Mixed): the variant
-        ran on a partner op's canvas, and `steps` start from it: the objects of the image and its partners each
+        `covers` (Result.covers: the cutouts' rectangles), `least` (Result.min_visibility: its crops' own
+        overlap threshold) and `events` (Result.events: its mirrors and quarter turns in order) with them.
+        `mixed` (augd.job.mixing.Mixed): the variant ran on a partner op's canvas, and `steps` start from it: the objects of the image and its partners each
         move into their tile first."""
         if mixed is not None:
-            return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least)
+            return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events)
         from augd.annotations.targets import instance_masks
         from augd.engine.seeds import image_seed
         if variant == 0:
@@ -145,8 +145,8 @@ class ImageObjects:
             if steps is None:
                 seed, boxes = image_seed(spec.seed, self.img.relpath, variant), (
                     source_boxes(self.ann) if program.uses_boxes else None)
-                steps, covers, least = program.annotation_plan(seed, self.h, self.w, boxes)
-            ann, seg, masks = self._moved(steps, covers or (), least=least)
+                steps, covers, least, events = program.annotation_plan(seed, self.h, self.w, boxes)
+            ann, seg, masks = self._moved(steps, covers or (), least=least, events=events)
         want = (round(steps[-1][1]), round(steps[-1][2])) if steps else (self.h, self.w)
         if variant and want != (out_h, out_w):
             raise AnnotationError(f"{self.img.relpath}: variant {variant} decoded to {out_w}x{out_h}, not the "
@@ -160,12 +160,12 @@ class ImageObjects:
         return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath,
                                len(kp.names) if kp else 0, weights)
 
-    def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True, least: float = 0.0):
+    def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True, least: float = 0.0, events=()):
         """(the annotation through `steps`, its semantic mask, its objects' instance masks). `ann`: this image's
         annotation as a mix left it (augd.annotations.targets.uncover), its objects' masks from it; `masks`:
         instance masks even for an annotation without polygons or RLE (a mix with one that has them);
         `semantic`: False leaves the semantic mask out (None); `least`: the steps' own min_visibility (a crop's),
-        applied where it is above the job's."""
+        applied where it is above the job's; `events`: their mirrors and quarter turns, in order."""
         from augd.annotations.targets import HIDDEN, KEPT, hide_in_masks, instance_masks, transform
         s = self.det.settings
         kp = self.det.keypoints
@@ -173,7 +173,8 @@ class ImageObjects:
         out, seg, dropped = transform(src, steps, min_visibility=max(s.value("min_visibility"), least),
                                       min_size=s.value("min_size"), mask=self.mask if semantic else None,
                                       flip=kp.flip if kp else None, min_keypoints=s.value("min_keypoints"),
-                                      covers=covers, size=(self.h, self.w), box_rotation=s.value("box_rotation"))
+                                      covers=covers, size=(self.h, self.w), box_rotation=s.value("box_rotation"),
+                                      rotation=kp.rotation if kp else None, events=events)
         self.dropped.update(dropped)
         if not (self.instances or masks) or not src.objects:
             return out, seg, []
@@ -186,7 +187,7 @@ class ImageObjects:
         masks = hide_in_masks([got[i] for i in out.extra[KEPT]], out.objects, out.extra[HIDDEN])
         return out, seg, masks
 
-    def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool, least: float = 0.0):
+    def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool, least: float = 0.0, events=()):
         """The RecordObjects of a variant made on a mix's canvas: each placed source's objects through its tile
         and then the steps after the partner op (a paste hides what it lands on: augd.annotations.targets.uncover);
         a blend's objects weighted by their image's share (image/object/weight); the semantic masks laid on the
@@ -209,7 +210,8 @@ class ImageObjects:
                                     self.det.settings.value("min_visibility"), self.det.settings.value("min_size"))
                 part.dropped.update(gone)
             part_steps = placement_steps(p, mix) + list(steps)
-            moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False, least=least)
+            moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False, least=least,
+                                        events=events)
             objects += moved.objects
             masks += got
             weights += [p.weight / total if mix.blend else 1.0] * len(moved.objects)
@@ -324,17 +326,22 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
 
 
 def _keypoints(layout, settings: Annotations, input_dir: str) -> KeypointSchema | None:
-    """The format's keypoints with `annotations.keypoint_flip` over its flip. JobFailed (bad_labels) when a
-    flip is set for a job without keypoints, or does not pair its points."""
+    """The format's keypoints with `annotations.keypoint_flip` over its flip and `keypoint_rotation` set. JobFailed
+    (bad_labels) when either is set for a job without keypoints, or is no permutation of its points (a flip: no
+    pairing)."""
     import dataclasses
-    schema, flip = layout.keypoints, settings.value("keypoint_flip")
-    if flip is None:
-        return schema
-    if schema is None:
-        raise JobFailed(f"{input_dir}: annotations.keypoint_flip is set, but the job's {layout.format} annotations "
-                        f"have no keypoints", reason=FailureReason.BAD_LABELS)
-    try:
-        return dataclasses.replace(schema, flip=tuple(flip), source="annotations.keypoint_flip")
-    except AnnotationError as exc:
-        raise JobFailed(f"{input_dir}: {exc} (the job's points: {', '.join(schema.names)})",
-                        reason=FailureReason.BAD_LABELS) from None
+    schema = layout.keypoints
+    for key in ("keypoint_flip", "keypoint_rotation"):
+        value = settings.value(key)
+        if value is None:
+            continue
+        if schema is None:
+            raise JobFailed(f"{input_dir}: annotations.{key} is set, but the job's {layout.format} annotations have "
+                            f"no keypoints", reason=FailureReason.BAD_LABELS)
+        try:
+            schema = dataclasses.replace(schema, **{key.removeprefix("keypoint_"): tuple(value)},
+                                         source=f"annotations.{key}")
+        except AnnotationError as exc:
+            raise JobFailed(f"{input_dir}: {exc} (the job's points: {', '.join(schema.names)})",
+                            reason=FailureReason.BAD_LABELS) from None
+    return schema

@@ -149,7 +149,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                 extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
                                                     steps=r.geometry if r is not None else None,
                                                     covers=r.covers if r is not None else None, mixed=m,
-                                                    least=r.min_visibility if r is not None else 0.0)
+                                                    least=r.min_visibility if r is not None else 0.0,
+                                                    events=r.events if r is not None else ())
                          } if objects else {}
                 if m is not None:
                     extra.update(m.record_keys(objects is None))

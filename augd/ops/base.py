@@ -132,6 +132,9 @@ class GeometryOp(Op):
         plan then tracks the boxes through the earlier ops; for a chain with no such op it never touches them."""
         return False
 
+    #: a quarter turn (random_rotation90): the job's keypoint_rotation permutes keypoints at each one it applies
+    quarter_turn: ClassVar[bool] = False
+
     @property
     def starts_warp(self) -> bool:
         """True for an op that lays its input on a canvas it fills (a pad): it does not fuse into the warp of the

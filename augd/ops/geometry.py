@@ -130,6 +130,7 @@ class RandomRotation90(GeometryOp):
     width swap, every pixel moves whole (no resampling); `p` is the API's `probability` (its default: 0.5)."""
     label = "rot90"
     example = "- random_rotation90: {p: 0.5}"
+    quarter_turn = True
 
     class Params(OpParams):
         pass

@@ -45,6 +45,9 @@ class AnnotationsConfig(BaseModel):
         None, description="a box alone (no polygon or mask) through a rotation or shear: corners (default: the box "
                           "of its turned corners, which holds the object whatever its shape but grows) or ellipse "
                           "(the box of its inscribed ellipse turned: tighter for round objects; Kalra et al. 2021)")
+    keypoint_rotation: list[int] | None = Field(None, min_length=1, description="keypoint jobs: at each quarter "
+                                                "turn (random_rotation90) point i takes point keypoint_rotation[i]'s "
+                                                "place (the OD API's keypoint_rot_permutation); default: none")
     repair: Literal["standard", "none"] | None = Field(
         None, description="near-miss annotations: standard (default) clips a box up to 4 px or 0.5 % of a side "
                           "past the border, drops exact duplicates and empty boxes, and counts each repair; none "
@@ -86,6 +89,7 @@ class Annotations:
     box_rotation: str | None = None
     keypoint_flip: tuple[int, ...] | None = None
     repair: str | None = None
+    keypoint_rotation: tuple[int, ...] | None = None
 
     @classmethod
     def from_config(cls, cfg: AnnotationsConfig, base_dir: str | None = None) -> "Annotations":
@@ -99,7 +103,8 @@ class Annotations:
         return cls(format=cfg.format, label_map=lm, min_visibility=cfg.min_visibility, min_size=cfg.min_size,
                    negatives=cfg.negatives, min_keypoints=cfg.min_keypoints, box_rotation=cfg.box_rotation,
                    keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip),
-                   repair=cfg.repair)
+                   repair=cfg.repair,
+                   keypoint_rotation=None if cfg.keypoint_rotation is None else tuple(cfg.keypoint_rotation))
 
     def over(self, base: "Annotations | None") -> "Annotations":
         """This layer's keys, and `base`'s where this one sets none."""
@@ -121,13 +126,13 @@ class Annotations:
         box_rotation, repair) only when set, so pipelines written before them keep their sha256."""
         out = {f.name: self.value(f.name) for f in fields(self)
                if f.name not in _WHEN_SET or getattr(self, f.name) is not None}
-        for key in ("label_map", "keypoint_flip"):
+        for key in ("label_map", "keypoint_flip", "keypoint_rotation"):
             if isinstance(out.get(key), tuple):
                 out[key] = list(out[key])
         return out
 
 
-_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair")
+_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair", "keypoint_rotation")
 
 
 #: The value of each key no layer sets.
@@ -135,4 +140,5 @@ _WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair")
 #: labels under 0.4 after its cutout): an object showing less is label noise, a box around what the pixels no
 #: longer show. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
 DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.3, "min_size": 2.0, "negatives": "keep",
-            "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners", "repair": "standard"}
+            "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners", "repair": "standard",
+            "keypoint_rotation": None}

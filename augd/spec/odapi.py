@@ -264,11 +264,8 @@ def _resize_method(v, _msgs) -> Conversion:
 
 def _rotation90(v, _msgs) -> Conversion:
     prob = float(_p(v, "probability", 0.5))
-    op = [{"random_rotation90": {"p": prob}}]
-    if _list(v, "keypoint_rot_permutation"):
-        return Conversion(APPROXIMATE, op, note="its keypoint_rot_permutation: augd keeps each keypoint's index "
-                                                "through a rotation")
-    return Conversion(EXACT, op)
+    perm = [int(x) for x in _list(v, "keypoint_rot_permutation")]
+    return Conversion(EXACT, [{"random_rotation90": {"p": prob}}], {"keypoint_rotation": perm} if perm else {})
 
 
 def _same(op: str, defaults: dict, note: str = ""):
