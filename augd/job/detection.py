@@ -128,8 +128,8 @@ class ImageObjects:
         graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here, and
         `covers` (Result.covers: the cutouts' rectangles), `least` (Result.min_visibility: its crops' own
         overlap threshold) and `events` (Result.events: its mirrors and quarter turns in order) with them.
-        `mixed` (augd.job.mixing.Mixed): the variant ran on a partner op's canvas, and `steps` start from it: the objects of the image and its partners each
-        move into their tile first."""
+        `mixed` (augd.job.mixing.Mixed): the variant ran on a partner op's canvas, and `steps` start from it: the
+        objects of the image and its partners each move into their tile first."""
         if mixed is not None:
             return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events)
         from augd.annotations.targets import instance_masks
