@@ -283,7 +283,8 @@ class Program:
                     g[0] = g[0] @ m
                     if least is not None:
                         least[0] = max(least[0], leaf.op.min_visibility)
-                        if leaf.op.quarter_turn or np.linalg.det(m[:2, :2]) < 0:   # in order: they need not commute
+                        mirror = m[0, 0] * m[1, 1] < m[0, 1] * m[1, 0]   # a negative determinant
+                        if leaf.op.quarter_turn or mirror:   # kept in order: flips and turns need not commute
                             least[1].append("turn" if leaf.op.quarter_turn else "mirror")
                     size[0], size[1] = g[3], g[4] = float(oh), float(ow)
                     if boxes is not None:
