@@ -43,6 +43,8 @@ class RejectReason(str, enum.Enum):
     BAD_ANNOTATION = "bad_annotation"      # its annotation cannot be read or used (AnnotationError only)
     NEGATIVE = "negative"                  # an image without objects, where negatives are rejected
     MISSING = "missing"                    # listed by the scan, gone when read: the job fails (input_missing)
+    BAD_RECORD = "bad_record"              # a TFRecord input's record that cannot be used (corrupt, no image)
+    BESIDE_RECORDS = "beside_records"      # an image or folder beside a records job's shards (it reads shards only)
 
     def __str__(self) -> str:
         return self.value

@@ -380,7 +380,9 @@ def test_the_format_registry_is_what_every_place_offers(tmp_path):
     from augd.spec import ANNOTATION_FORMATS, AnnotationsConfig
     from augd.spec.schema import pipeline_schema
 
-    assert ANNOTATION_FORMATS == ("auto", *REGISTRY, "none")
+    from augd.annotations.tfrecords import FORMAT as RECORDS
+
+    assert ANNOTATION_FORMATS == ("auto", *REGISTRY, RECORDS, "none")   # records: read in place, not a layout
     assert set(REGISTRY) == {"voc", "coco", "yolo", "masks"}
     for name in ANNOTATION_FORMATS:
         assert AnnotationsConfig(format=name).format == name

@@ -111,7 +111,8 @@ def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=
             if gone := sorted({n for n in names if n not in known}):
                 rejected.append((img.relpath, str(RejectReason.BAD_ANNOTATION),
                                  f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map"))
-    hashes = hash_files([(img.path, img.header.height, img.header.width) for img in images], workers, mapper)
+    hashes = hash_files([(img.path, img.header.height, img.header.width, None if img.offset < 0 else
+                          (img.offset, img.size)) for img in images], workers, mapper)
     pairs = [(images[i].relpath, images[j].relpath, d, images[i].split or "all", images[j].split or "all")
              for i, j, d in near_pairs(hashes, max_distance)]
     return CheckReport(path, det.format if det is not None else "classes", dict(sorted(splits.items())),

@@ -9,6 +9,8 @@ photos 16 or more (tests/test_check.py): MAX_DISTANCE 8 calls a pair a near-dupl
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 __all__ = ["MAX_DISTANCE", "hash_file", "hash_files", "near_pairs"]
@@ -27,12 +29,16 @@ def _reduce_flag(h: int, w: int) -> int:
     return cv2.IMREAD_GRAYSCALE
 
 
-def hash_file(path: str, h: int = 0, w: int = 0) -> int | None:
+def hash_file(path: str, h: int = 0, w: int = 0, span: tuple[int, int] | None = None) -> int | None:
     """The image's 64-bit hash (an int), or None when it cannot be decoded. (h, w): its size from its header, to
-    decode it reduced (0: full size)."""
+    decode it reduced (0: full size). `span`: (offset, size) of the image in the file (a TFRecord shard's record)."""
     import cv2
     try:
-        data = np.fromfile(path, np.uint8)
+        if span is None:
+            data = np.fromfile(path, np.uint8)
+        else:
+            with open(path, "rb") as fh:
+                data = np.frombuffer(os.pread(fh.fileno(), span[1], span[0]), np.uint8)
     except OSError:
         return None
     grey = cv2.imdecode(data, _reduce_flag(h, w) if h and w else cv2.IMREAD_GRAYSCALE)
@@ -45,14 +51,14 @@ def hash_file(path: str, h: int = 0, w: int = 0) -> int | None:
 
 
 def hash_chunk(items: list) -> list:
-    """hash_file over [(path, h, w)]: a mapper's unit (a module-level function of picklable items)."""
+    """hash_file over [(path, h, w[, span])]: a mapper's unit (a module-level function of picklable items)."""
     import cv2
     cv2.setNumThreads(1)   # one image per process at a time: no thread pool under the pool
     return [hash_file(*it) for it in items]
 
 
-def hash_files(items: list[tuple[str, int, int]], workers: int = 1, mapper=None) -> list[int | None]:
-    """hash_file over [(path, h, w)]: through `mapper(fn, items)` when given (a job's warm pool:
+def hash_files(items: list[tuple], workers: int = 1, mapper=None) -> list[int | None]:
+    """hash_file over [(path, h, w[, span])]: through `mapper(fn, items)` when given (a job's warm pool:
     augd.job.workers.pool.chunked_map), else on `workers` processes of its own (each reads and decodes its share
     once), else here."""
     if mapper is not None:

@@ -32,6 +32,9 @@ class InputImage:
     header: ImageHeader
     root: str = ""  # the job folder: a local read must resolve inside it
     split: str = ""  # "train", "validation" or "test" in a job with split folders (or a `split:` setting)
+    #: a record of a TFRecord shard (augd.annotations.tfrecords): its image's bytes are `size` bytes from here in
+    #: `path` (the shard, or its inflated copy); -1: the whole file at `path`
+    offset: int = -1
 
 
 @dataclass(frozen=True)

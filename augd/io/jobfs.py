@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from augd.io.inputs import InputImage
 
 __all__ = ["GFileTree", "LocalTree", "OutsideJob", "folder_identity", "is_url", "local_path", "open_inside",
-           "read_bytes", "vanished"]
+           "read_bytes", "read_span", "vanished"]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -30,8 +30,11 @@ def local_path(path: str) -> str:
 
 
 def read_bytes(img: "InputImage") -> bytes:
-    """The whole file. Locally, the file is opened only if it still resolves inside the job folder, without
-    following a symlink swapped in after the scan, and only if it is a regular file (refused without blocking)."""
+    """The whole file (a record's image: its bytes within the shard). Locally, the file is opened only if it still
+    resolves inside the job folder, without following a symlink swapped in after the scan, and only if it is a
+    regular file (refused without blocking)."""
+    if img.offset >= 0:
+        return read_span(img.root, img.path, img.offset, img.size)
     if is_url(img.path):
         import tensorflow as tf
 
@@ -40,6 +43,16 @@ def read_bytes(img: "InputImage") -> bytes:
     root = local_path(img.root) if img.root else os.path.dirname(local_path(img.path))
     with open_inside(root, local_path(img.path)) as f:
         return f.read()
+
+
+def read_span(root: str, path: str, offset: int, size: int) -> bytes:
+    """`size` bytes at `offset` of the file at `path` (opened as read_bytes opens it); OSError when the file
+    holds fewer (it changed since the scan)."""
+    with open_inside(local_path(root), local_path(path)) as f:
+        data = os.pread(f.fileno(), size, offset)
+    if len(data) < size:
+        raise OSError(errno.EIO, f"{path}: {len(data)} of {size} bytes at {offset}: the file changed")
+    return data
 
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)

@@ -7,10 +7,14 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import zlib
+from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "decode_example",
-           "feature_value", "iter_records"]
+import google_crc32c
+
+__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "Frame", "decode_example",
+           "feature_value", "frames", "iter_records", "masked_crc", "sniff_shard", "value_offsets"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
@@ -63,6 +67,116 @@ def iter_records(path: str) -> Iterator[bytes]:
             yield data
 
 
+def masked_crc(data: bytes) -> bytes:
+    """TFRecord's masked CRC-32C of `data`, as the 4 bytes the framing stores."""
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def _framed(head: bytes) -> bool:
+    return len(head) >= 12 and masked_crc(head[:8]) == head[8:12]
+
+
+def sniff_shard(path: str) -> str | None:
+    """How the file at `path` is a TFRecord file, by its contents: "none" (plain), "gzip" or "zlib" (TensorFlow's
+    two compressions) when its first record's length frames with its checksum, which no image, text or other
+    file does by chance (1 in 2**32); None otherwise, and for an empty file."""
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    if _framed(head):
+        return "none"
+    for kind, wbits in (("gzip", 16 + zlib.MAX_WBITS), ("zlib", zlib.MAX_WBITS)):
+        try:
+            if _framed(zlib.decompressobj(wbits).decompress(head, 12)):
+                return kind
+        except zlib.error:
+            pass
+    return None
+
+
+def inflate(path: str, compression: str, dest: str) -> str:
+    """Inflate a GZIP or ZLIB TFRecord file into `dest` (plain: its records can then be read in place, by offset).
+    Returns "" or what went wrong: a truncated or corrupt stream keeps what inflated before it (frames then
+    reports the tail that is lost)."""
+    wbits = 16 + zlib.MAX_WBITS if compression == "gzip" else zlib.MAX_WBITS
+    d = zlib.decompressobj(wbits)
+    with open(path, "rb") as src, open(dest, "wb") as out:
+        try:
+            while chunk := src.read(1 << 20):
+                out.write(d.decompress(chunk))
+                while d.eof and d.unused_data:   # concatenated GZIP members: one stream after another
+                    rest, d = d.unused_data, zlib.decompressobj(wbits)
+                    out.write(d.decompress(rest))
+            out.write(d.flush())
+        except zlib.error as exc:
+            return f"the {compression} stream is corrupt ({exc}); what inflated before it is read"
+    return "" if d.eof else f"the {compression} stream ends early (the file is truncated); what inflated is read"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One record of a plain TFRecord file, as `frames` reads it."""
+    index: int            # its place in the file, from 0
+    offset: int           # where its data starts in the file
+    data: bytes | None    # None: it cannot be read (`error` says why)
+    error: str = ""
+    lost: bool = False    # the framing broke here: nothing after it can be read (a truncated or corrupt tail)
+
+
+def frames(path: str) -> Iterator[Frame]:
+    """Every record of the plain TFRecord file at `path`, each checked against both its checksums. A record whose
+    data fails its checksum is reported and skipped (its length is trusted: its own checksum held); a length
+    that fails its checksum, or a file ending inside a record, ends the file with a Frame that is `lost`."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        pos = index = 0
+        while pos < size:
+            head = fh.read(12)
+            left = size - pos
+            if len(head) < 12:
+                yield Frame(index, pos, None, f"the file ends inside its header ({left} bytes left): the shard is "
+                                              f"truncated", True)
+                return
+            if not _framed(head):
+                yield Frame(index, pos, None, f"its length fails its checksum at byte {pos}: the framing is broken "
+                                              f"and the rest of the shard ({left} bytes) cannot be read", True)
+                return
+            (length,) = struct.unpack("<Q", head[:8])
+            if length + 16 > left:
+                yield Frame(index, pos + 12, None, f"the file ends inside it (it needs {length + 16} bytes, {left} are "
+                                                   f"left): the shard is truncated", True)
+                return
+            data = fh.read(length)
+            ok = fh.read(4) == masked_crc(data)
+            yield Frame(index, pos + 12, data if ok else None, "" if ok else "its data fails its checksum: the "
+                                                                            "record is corrupt")
+            pos, index = pos + 16 + length, index + 1
+
+
+def value_offsets(serialized: bytes, key: str) -> list[tuple[int, int]]:
+    """(offset, length) in `serialized`, a tf.train.Example, of each value of its bytes feature `key`: where
+    image/encoded's bytes lie in a record, so a worker reads them in place. [] when there is none."""
+    want = key.encode("utf-8")
+    buf = memoryview(serialized)
+    for number, _, features, at in _fields(buf, 0, len(buf)):
+        if number != 1:
+            continue
+        for _, _, entry, e_at in _fields(buf, at, at + len(features)):
+            got, value_at, value = None, 0, b""
+            for n, _, v, v_at in _fields(buf, e_at, e_at + len(entry)):
+                if n == 1:
+                    got = bytes(v)
+                elif n == 2:
+                    value, value_at = v, v_at
+            if got == want:
+                out = []
+                for kind, _, body, b_at in _fields(buf, value_at, value_at + len(value)):
+                    if kind == 1:
+                        out += [(v_at, len(v)) for _, _, v, v_at in _fields(buf, b_at, b_at + len(body))]
+                return out
+    return []
+
+
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -74,26 +188,30 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
-    """(field number, wire type, value) of one protobuf message: ints for varints, bytes for the rest."""
-    pos, end = 0, len(buf)
+def _fields(buf, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, int, object, int]]:
+    """(field number, wire type, value, where the value starts in `buf`) of the protobuf message in buf[pos:end]:
+    ints for varints, bytes (memoryview slices of a memoryview) for the rest."""
+    end = len(buf) if end is None else end
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
+            at = pos
             value, pos = _varint(buf, pos)
         elif wire == 2:
             n, pos = _varint(buf, pos)
             if pos + n > end:
                 raise ValueError("a field runs past the end of its message")
-            value, pos = buf[pos:pos + n], pos + n
+            at, value, pos = pos, buf[pos:pos + n], pos + n
         elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
+            at, value, pos = pos, buf[pos:pos + 4], pos + 4
         elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
+            at, value, pos = pos, buf[pos:pos + 8], pos + 8
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield number, wire, value
+        if pos > end:
+            raise ValueError("a field runs past the end of its message")
+        yield number, wire, value, at
 
 
 def _signed(v: int) -> int:
@@ -102,9 +220,9 @@ def _signed(v: int) -> int:
 
 def _feature(buf: bytes) -> list:
     """A Feature's values: BytesList (1), FloatList (2) or Int64List (3), packed or not."""
-    for kind, _, body in _fields(buf):
+    for kind, _, body, _ in _fields(buf):
         values: list = []
-        for _, wire, v in _fields(body):
+        for _, wire, v, _ in _fields(body):
             if kind == 1:
                 values.append(bytes(v))
             elif kind == 2:
@@ -124,18 +242,18 @@ def decode_example(serialized: bytes) -> dict:
     """The same dict as augd.io.records.parse_example, without TensorFlow. ValueError for a malformed one."""
     try:
         return _decode_example(serialized)
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+    except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"malformed tf.train.Example ({exc})") from None
 
 
 def _decode_example(serialized: bytes) -> dict:
     out: dict = {}
-    for number, _, features in _fields(serialized):
+    for number, _, features, _ in _fields(serialized):
         if number != 1:
             continue
-        for _, _, entry in _fields(features):  # map<string, Feature> entries: key = 1, value = 2
+        for _, _, entry, _ in _fields(features):  # map<string, Feature> entries: key = 1, value = 2
             key, values = "", []
-            for n, _, v in _fields(entry):
+            for n, _, v, _ in _fields(entry):
                 if n == 1:
                     key = bytes(v).decode("utf-8", "surrogateescape")
                 elif n == 2:

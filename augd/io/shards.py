@@ -17,11 +17,10 @@ import hashlib
 import math
 from typing import Iterator, Sequence
 
-import google_crc32c
-
 from augd.defaults import TARGET_SHARD_BYTES
 from augd.files import fsync_file
 from augd.io.jobfs import is_url, local_path
+from augd.io.lite import masked_crc
 
 __all__ = ["COMPRESSIONS", "ShardWriter", "frame", "read_records", "shard_count", "shard_name", "shuffled_order"]
 
@@ -58,15 +57,10 @@ def shuffled_order(keys: Sequence[str], seed: int) -> list[int]:
     return sorted(range(len(keys)), key=rank)
 
 
-def _masked_crc(data: bytes) -> bytes:
-    crc = google_crc32c.value(data)
-    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
-
-
 def frame(record: bytes) -> bytes:
     """One record as TFRecord files hold it."""
     head = struct.pack("<Q", len(record))
-    return b"".join((head, _masked_crc(head), record, _masked_crc(record)))
+    return b"".join((head, masked_crc(head), record, masked_crc(record)))
 
 
 class _LocalWriter:

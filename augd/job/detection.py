@@ -325,6 +325,35 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
     return Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
 
 
+def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=frozenset()):
+    """A records job (TFRecord shards at the folder's root: augd.annotations.tfrecords) as (its scan, its Detection
+    or None for a classification job, its scratch folder); None when the folder holds no shard (or `format`
+    names a folder format). JobFailed when `format: tfrecord` finds no shard, or the label map cannot be used."""
+    settings = spec.annotations or Annotations()
+    fmt = settings.value("format")
+    if is_url(input_dir) or fmt not in ("auto", "none", "tfrecord"):
+        return None
+    from augd.annotations.tfrecords import FORMAT, read_records_job
+    fixed = fixed_label_map(settings, input_dir)
+    try:
+        job = read_records_job(input_dir, fmt=fmt, label_map=fixed, repair=settings.value("repair") == "standard",
+                               classes=spec.labels, max_pixels=max_pixels, skip=skip)
+    except AnnotationError as exc:
+        raise JobFailed(f"{input_dir}: cannot read the job's TFRecord shards: {exc}",
+                        reason=FailureReason.BAD_LABELS) from None
+    if job is None:
+        if fmt == FORMAT:
+            raise JobFailed(f"{input_dir}: annotations.format is tfrecord and the folder's root holds no TFRecord "
+                            f"file (found by contents: a record whose length frames with its checksum)",
+                            reason=FailureReason.BAD_PIPELINE)
+        return None
+    if job.layout is None:
+        return job.scan, None, job.scratch
+    layout = job.layout
+    detection = Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
+    return job.scan, detection, job.scratch
+
+
 def _keypoints(layout, settings: Annotations, input_dir: str) -> KeypointSchema | None:
     """The format's keypoints with `annotations.keypoint_flip` over its flip and `keypoint_rotation` set. JobFailed
     (bad_labels) when either is set for a job without keypoints, or is no permutation of its points (a flip: no

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from augd import jobfolder
 from augd.errors import FailureReason, JobFailed
 from augd.io import SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
-from augd.job.detection import Detection, prepare
+from augd.job.detection import Detection, prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.spec import PipelineSpec
 
@@ -66,6 +66,8 @@ class JobPlan:
     negatives_rejected: int = 0
     partners: Partners | None = None     # a chain led by a partner op (mosaic, mixup, cutmix): its splits' pools
     balance: dict | None = None          # class balance: per split, the classes' counts before and after
+    #: a records job's scratch folder (augd.annotations.tfrecords.Scratch: inflated shards), kept while the plan is
+    scratch: object = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def images(self) -> list[InputImage]:
@@ -120,10 +122,14 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
     how the annotation files are read (augd.annotations.reading.Reading.map; run_job's reads them on a warm
     pool's idle workers: augd.job.workers.pool.chunked_map); the plan is the same either way."""
     input_dir = input_dir.rstrip("/") or "/"
-    detection = prepare(input_dir, spec, max_pixels, mapper)
-    scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
-                    skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
-                    layout=detection.layout if detection else None)
+    records = prepare_records(input_dir, spec, max_pixels, jobfolder.CONTROL_FILES | jobfolder.MARKERS)
+    if records is not None:
+        scan, detection, scratch = records
+    else:
+        detection, scratch = prepare(input_dir, spec, max_pixels, mapper), None
+        scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
+                        skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
+                        layout=detection.layout if detection else None)
     negatives_rejected = 0
     if detection is not None:
         # the headers the scan took from the layout: not for the workers' payload
@@ -148,7 +154,7 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
                                                                          more.items()}), spec.output.shards)
         groups.append(Group(split, order, count, tuple(variants), more))
     return JobPlan(input_dir, name or os.path.basename(input_dir), spec, scan, tuple(groups), detection,
-                   negatives_rejected, _partners(spec, groups, detection), balance or None)
+                   negatives_rejected, _partners(spec, groups, detection), balance or None, scratch)
 
 
 def _classes_of(detection: Detection | None):

@@ -19,8 +19,9 @@ from augd.annotations.layout import FORMATS
 __all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "DEFAULTS"]
 
 #: What `format:` may say: auto detects the layout (nothing detected: a classification job), none forces
-#: a classification job, the rest name a format of augd.annotations.layout.REGISTRY.
-ANNOTATION_FORMATS = ("auto", *FORMATS, "none")
+#: a classification job, tfrecord: TFRecord shards (augd.annotations.tfrecords; auto finds them too), the rest
+#: name a format of augd.annotations.layout.REGISTRY.
+ANNOTATION_FORMATS = ("auto", *FORMATS, "tfrecord", "none")
 
 
 class AnnotationsConfig(BaseModel):
@@ -28,8 +29,8 @@ class AnnotationsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: Literal[ANNOTATION_FORMATS] | None = Field(
-        None, description="auto (default): detect VOC, COCO, YOLO or mask layouts (nothing detected: a "
-                          "classification job); none: always a classification job")
+        None, description="auto (default): detect TFRecord shards, VOC, COCO, YOLO or mask layouts "
+                          "(nothing detected: a classification job); none: always a classification job")
     label_map: str | list[str] | None = Field(
         None, description="fixed label map: a TF Object Detection API label_map.pbtxt (relative to the job), or "
                           "class names (ids 1..N in order); an object of another class rejects its image")
