@@ -46,6 +46,9 @@ from augd.io.lite import decode_example, frames, inflate, sniff_shard, value_off
 __all__ = ["FORMAT", "RecordsJob", "Scratch", "find_shards", "read_records_job", "shard_split"]
 
 FORMAT = "tfrecord"
+#: Files a records job (an augd output, an OD API folder) holds beside its shards that are no input.
+SIDE_FILES = frozenset({"label_map.pbtxt", "labels.txt", "manifest.json", "check.json", "_SUCCESS", "README.md",
+                        "README.txt"})
 #: What names a split in a shard's name, as a word of it ("coco_train.record-00000-of-00100", "job-val-00000-...")
 _SPLIT_WORDS = {**SPLIT_NAMES, "trainval": "train"}
 _WORD = re.compile(r"[a-z0-9]+")
@@ -147,11 +150,12 @@ def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None
                       tuple(n for n, _ in shards))
 
 
-def _beside(root: str, shards: set[str]) -> list[RejectedInput]:
-    """Images and folders beside the shards: a records job reads its shards only, so they are listed, not lost."""
+def _beside(root: str, known: set[str]) -> list[RejectedInput]:
+    """What else lies beside the shards, listed, not lost: a records job reads its shards only. `known`: the
+    shards, the side files and the names that are not data."""
     out = []
     for e in sorted(os.scandir(root), key=lambda e: e.name):
-        if e.name.startswith(".") or e.name in shards:
+        if e.name.startswith(".") or e.name in known or e.name in SIDE_FILES:
             continue
         if e.is_dir(follow_symlinks=False):
             out.append(RejectedInput(e.name + "/", "beside_records", "a folder beside the TFRecord shards: a records "
@@ -159,6 +163,9 @@ def _beside(root: str, shards: set[str]) -> list[RejectedInput]:
         elif extension(e.name) in IMAGE_EXTENSIONS:
             out.append(RejectedInput(e.name, "beside_records", "an image beside the TFRecord shards: a records job "
                                      "reads its shards only; make it a job of its own"))
+        else:
+            out.append(RejectedInput(e.name, "unknown_format", "beside the TFRecord shards, and no TFRecord file: "
+                                     "its first record does not frame with its checksum (plain, GZIP or ZLIB)"))
     return out
 
 
@@ -325,7 +332,8 @@ class _Reader:
             if x1 < x0 or y1 < y0:
                 raise AnnotationError(f"{where}: object {k + 1} ({names[k]}): box xmin {x0:g} ymin {y0:g} xmax {x1:g} "
                                       f"ymax {y1:g} (normalized) has a max below its min")
-            objects.append(Object(names[k], (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h)), *(bool(f[k]) for f in flags),
+            box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
+            objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
                                   rle=masks[k] if masks else None, keypoints=points[k] if points else ()))
         mask = self._semantic(ex, where)
         extra = {"where": tuple(f"object {k + 1} ({names[k]})" for k in range(n))}

@@ -82,7 +82,7 @@ def sniff_shard(path: str) -> str | None:
     two compressions) when its first record's length frames with its checksum, which no image, text or other
     file does by chance (1 in 2**32); None otherwise, and for an empty file."""
     with open(path, "rb") as fh:
-        head = fh.read(64)
+        head = fh.read(64 * 1024)   # a compressed stream's first block may hold its Huffman tables first
     if _framed(head):
         return "none"
     for kind, wbits in (("gzip", 16 + zlib.MAX_WBITS), ("zlib", zlib.MAX_WBITS)):

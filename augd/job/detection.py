@@ -335,6 +335,9 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
         return None
     from augd.annotations.tfrecords import FORMAT, read_records_job
     fixed = fixed_label_map(settings, input_dir)
+    named = settings.value("label_map")
+    if isinstance(named, str) and not os.path.isabs(named):
+        skip = frozenset(skip) | {os.path.normpath(named)}   # the job's own map: no input
     try:
         job = read_records_job(input_dir, fmt=fmt, label_map=fixed, repair=settings.value("repair") == "standard",
                                classes=spec.labels, max_pixels=max_pixels, skip=skip)
