@@ -261,3 +261,21 @@ def test_shards_are_found_by_their_contents_and_read_in_place(tmp_path, kind):
         (tmp_path / "cut.gz").write_bytes(body[:len(body) * 3 // 4])
         assert "ends early" in inflate(str(tmp_path / "cut.gz"), "gzip", str(tmp_path / "cut"))
         assert list(frames(str(tmp_path / "cut")))[-1].lost
+
+
+def test_the_daemon_runs_a_folder_of_records_dropped_into_the_inbox(tmp_path):
+    from tests.daemon_harness import Daemon, manifest, write_config
+    d = Daemon(write_config(tmp_path, settle_seconds=1.0)).start()
+    try:
+        d.wait_ready()
+        (tmp_path / "pipelines" / "det-test.yaml").write_text(PIPELINE)
+        make_odapi(tmp_path / "staging" / "shards", n=3, compression="GZIP")
+        (d.inbox / "det-test").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "staging" / "shards").rename(d.inbox / "det-test" / "shards")
+        d.wait_done("shards", timeout=180)
+        m = manifest(d.out, "shards")
+        assert m["annotations"]["format"] == "tfrecord" and m["inputs"]["rejected"] == 0
+        assert m["inputs"]["written"] == 3 and set(m["splits"]) == {"train", "validation"}
+        assert assert_boxes_match_pixels(read_records(d.out / "shards")) >= 3 * 4
+    finally:
+        assert d.stop() == 0, d.log_tail()
