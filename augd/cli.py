@@ -336,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     from augd.spec import ANNOTATION_FORMATS
     r.add_argument("--annotations", choices=ANNOTATION_FORMATS, default=None,
                    help="detection/segmentation annotations: auto (the default, unless the pipeline says otherwise) "
-                        "detects a VOC, COCO, YOLO or mask layout; none: a classification job")
+                        "detects TFRecord shards or a VOC, COCO, YOLO or mask layout; none: a classification job")
     r.add_argument("--label-map", metavar="FILE", default=None,
                    help="fixed detection label map (a TF Object Detection API label_map.pbtxt): ids across jobs; an "
                         "object of a class not in it rejects its image")

@@ -173,14 +173,16 @@ def test_an_augd_output_re_augmented_gives_the_bytes_of_the_folder_job(tmp_path)
     job = make_voc(tmp_path / "scenes")
     run(job, tmp_path / "first", keep)
     direct = run(job, tmp_path / "direct", p)
-    again = run(tmp_path / "first" / "scenes", tmp_path / "again", p)
-    assert again["annotations"]["format"] == "tfrecord" and again["inputs"]["rejected"] == 0
     shards = sorted(x.name for x in (tmp_path / "direct" / "scenes").glob("*.tfrecord"))
-    assert shards and shards == sorted(x.name for x in (tmp_path / "again" / "scenes").glob("*.tfrecord"))
-    for name in shards:
-        assert (tmp_path / "direct" / "scenes" / name).read_bytes() == (tmp_path / "again" / "scenes" /
-                                                                         name).read_bytes(), name
-    assert direct["annotations"]["objects"] == again["annotations"]["objects"]
+    for executor in ("threads", "processes", "beam"):   # every executor reads a record in place
+        out = tmp_path / f"again-{executor}"
+        again = run(tmp_path / "first" / "scenes", out, p, "--executor", executor)
+        assert again["annotations"]["format"] == "tfrecord" and again["inputs"]["rejected"] == 0
+        assert shards and shards == sorted(x.name for x in (out / "scenes").glob("*.tfrecord"))
+        for name in shards:
+            assert (tmp_path / "direct" / "scenes" / name).read_bytes() == (out / "scenes" / name).read_bytes(), \
+                (executor, name)
+        assert direct["annotations"]["objects"] == again["annotations"]["objects"]
 
 
 def _frame(data: bytes) -> bytes:
