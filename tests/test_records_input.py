@@ -281,3 +281,29 @@ def test_the_daemon_runs_a_folder_of_records_dropped_into_the_inbox(tmp_path):
         assert assert_boxes_match_pixels(read_records(d.out / "shards")) >= 3 * 4
     finally:
         assert d.stop() == 0, d.log_tail()
+
+
+def test_float_masks_and_repeated_source_ids_read_directly(tmp_path):
+    """The OD API's NUMERICAL_MASKS (floats, objects x height x width) become each object's mask; a second record
+    of one source id takes <shard>#<index> as its identity; stated sizes are checked against the image."""
+    import tensorflow as tf
+
+    from augd.annotations.rle import rle_decode
+    from augd.annotations.tfrecords import read_records_job
+    rgb, objects = scene(11)
+    h, w = rgb.shape[:2]
+    ex = tf.train.Example.FromString(odapi_example(0, rgb, objects, masks=False, keypoints=False, source_id="same"))
+    floats = np.zeros((len(objects), h, w), np.float32)
+    for k, (_, (x0, y0, x1, y1)) in enumerate(objects):
+        floats[k, y0:y1, x0:x1] = 1.0
+    ex.features.feature["image/object/mask"].float_list.value.extend(floats.ravel().tolist())
+    lying = tf.train.Example.FromString(ex.SerializeToString())
+    lying.features.feature["image/height"].int64_list.value[0] = h + 10
+    write_shard(tmp_path / "j" / "a.tfrecord", [ex.SerializeToString()] * 2 + [lying.SerializeToString()])
+    job = read_records_job(str(tmp_path / "j"), max_pixels=10**8)
+    assert [i.relpath for i in job.scan.images] == ["a.tfrecord#1", "same"]
+    assert job.layout.format == "tfrecord" and "states the image is" in job.layout.rejected["a.tfrecord#2"]
+    for obj, (name, (x0, y0, x1, y1)) in zip(job.layout.annotations["same"].objects, objects):
+        mask = rle_decode(obj.rle)
+        assert obj.name == name and obj.box == (x0, y0, x1, y1)
+        assert mask.sum() == (x1 - x0) * (y1 - y0) and mask[y0:y1, x0:x1].all()
