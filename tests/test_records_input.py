@@ -256,7 +256,7 @@ def test_shards_are_found_by_their_contents_and_read_in_place(tmp_path, kind):
         path = tmp_path / "plain"
     got = list(frames(str(path)))
     assert [f.index for f in got] == [0, 1] and all(f.data == rec and not f.error for f in got)
-    [(start, size)] = value_offsets(rec, "image/encoded")
+    [(start, size)] = value_offsets(rec, ("image/encoded",))["image/encoded"]
     data = path.read_bytes()
     assert data[got[1].offset + start:got[1].offset + start + size] == _png(rgb)
     if kind == "gzip":   # a truncated stream keeps what inflated; the tail is reported lost
@@ -307,3 +307,23 @@ def test_float_masks_and_repeated_source_ids_read_directly(tmp_path):
         mask = rle_decode(obj.rle)
         assert obj.name == name and obj.box == (x0, y0, x1, y1)
         assert mask.sum() == (x1 - x0) * (y1 - y0) and mask[y0:y1, x0:x1].all()
+
+
+def test_semantic_masks_in_records_are_read_in_place_and_give_the_folder_jobs_bytes(tmp_path):
+    """DeepLab's image/segmentation/class/encoded inside an augd output, re-augmented: the same shards as the
+    VOC folder with SegmentationClass/ masks gives (the mask read from the record, in place)."""
+    from tests.annotated import voc_job
+    from tests.test_detection_job import _mask_scenes
+    p = tmp_path / "det-test.yaml"
+    p.write_text(PIPELINE)
+    keep = tmp_path / "keep.yaml"
+    keep.write_text("name: keep\nvariants: 0\nkeep_original: true\noutput: {format: png}\nops: []\n")
+    voc_job(str(tmp_path / "seg"), _mask_scenes(), masks="P")
+    run(tmp_path / "seg", tmp_path / "first", keep)
+    run(tmp_path / "seg", tmp_path / "direct", p)
+    again = run(tmp_path / "first" / "seg", tmp_path / "again", p)
+    assert again["annotations"]["format"] == "tfrecord" and again["inputs"]["rejected"] == 0
+    shards = sorted(x.name for x in (tmp_path / "direct" / "seg").glob("*.tfrecord"))
+    assert shards and all((tmp_path / "direct" / "seg" / n).read_bytes() == (tmp_path / "again" / "seg" / n)
+                          .read_bytes() for n in shards)
+    assert all(r["image/segmentation/class/format"] == b"png" for r in read_records(tmp_path / "again" / "seg"))

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from augd.annotations.indexpng import index_pixels
-from augd.annotations.model import AnnotationError
+from augd.annotations.model import AnnotationError, Span
 from augd.annotations.reading import VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, voc_sets
 from augd.annotations.tree import IMAGE_EXTENSIONS, pair, stem, under
 from augd.defaults import MAX_PIXELS
@@ -26,7 +26,18 @@ MASK_MAX_BYTES = 64 * 1024 * 1024
 _INDEX_MODES = ("P", "L", "1", "I;16", "I;16B", "I;16L", "I")
 
 
-def _read(path: str, where: str) -> bytes:
+def _read(path, where: str) -> bytes:
+    if isinstance(path, Span):   # a mask inside a record
+        if path.size > MASK_MAX_BYTES:
+            raise AnnotationError(f"{where}: the mask PNG is {path.size} bytes, over MASK_MAX_BYTES ({MASK_MAX_BYTES})")
+        try:
+            with open(path.path, "rb") as fh:
+                data = os.pread(fh.fileno(), path.size, path.offset)
+        except OSError as exc:
+            raise AnnotationError(f"{where}: cannot read the mask: {exc.strerror or exc}") from None
+        if len(data) < path.size:
+            raise AnnotationError(f"{where}: the mask's record changed since the plan read it")
+        return data
     try:
         return read_capped(path, MASK_MAX_BYTES, "mask", "MASK_MAX_BYTES")
     except UntrustedFileError as exc:

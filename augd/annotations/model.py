@@ -11,7 +11,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Annotation", "AnnotationError", "Keypoint", "KeypointSchema", "Object", "Polygon", "file_message",
+__all__ = ["Annotation", "AnnotationError", "Keypoint", "KeypointSchema", "Object", "Polygon", "Span", "file_message",
            "finite_number", "flip_from_names"]
 
 #: A polygon as ((x, y), ...) in pixel-edge units; at least 3 points.
@@ -59,11 +59,19 @@ class Object:
 
 
 @dataclass(frozen=True)
+class Span:
+    """`size` bytes at `offset` of the file at `path`: a semantic mask PNG inside a TFRecord shard, read in place."""
+    path: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
 class Annotation:
     """The annotations of one image: its objects, and the path of its semantic mask (a PNG of class indices, the
     same size as the image), if any. An image with no object is a negative."""
     objects: tuple[Object, ...] = ()
-    mask: str | None = None             # absolute path of the paired semantic mask PNG
+    mask: str | Span | None = None      # absolute path of the paired semantic mask PNG (a Span: inside a record)
     source: str = ""                    # the annotation file it came from, relative to the job (for messages)
     extra: dict = field(default_factory=dict, compare=False)  # format-specific details readers keep for round trips
 

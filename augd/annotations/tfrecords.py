@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from augd.annotations.labelmap import LabelMap, LabelMapError
-from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, flip_from_names
+from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
 from augd.annotations.reading import SPLIT_NAMES, AnnotatedJob, Reading
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import Rejected
@@ -55,11 +55,12 @@ _WORD = re.compile(r"[a-z0-9]+")
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
 _OBJECT_LISTS = ("image/object/class/label", "image/object/class/text", "image/object/difficult",
                  "image/object/truncated", "image/object/is_crowd")
-_DETECTION_KEYS = (*_BOX_KEYS, "image/segmentation/class/encoded")
+_MASK_KEY = "image/segmentation/class/encoded"   # DeepLab's semantic mask PNG
+_DETECTION_KEYS = (*_BOX_KEYS, _MASK_KEY)
 
 
 class Scratch:
-    """A job's scratch folder (inflated shards, semantic masks taken out of records): removed when the last plan
+    """A job's scratch folder (inflated GZIP and ZLIB shards): removed when the last plan
     holding it is dropped, or when the process exits. A pickled copy (a Beam worker's) names it, owns nothing."""
 
     def __init__(self, path: str | None = None):
@@ -229,6 +230,7 @@ class _Reader:
         self.points = 0
         self.detection = False
         self.scratch: Scratch | None = None
+        self.inflated = 0
         self.seen: set[str] = set()
 
     def _scratch(self) -> str:
@@ -240,7 +242,8 @@ class _Reader:
         path, root, note = os.path.join(self.root, name), self.root, ""
         if compression != "none":
             root = self._scratch()
-            path = os.path.join(root, f"{len(os.listdir(root))}.tfrecord")
+            path = os.path.join(root, f"{self.inflated}.tfrecord")
+            self.inflated += 1
             note = inflate(os.path.join(self.root, name), compression, path)
         last = -1
         for fr in frames(path):
@@ -265,7 +268,9 @@ class _Reader:
             ex = decode_example(data)
         except ValueError as exc:
             raise Rejected("bad_record", f"not a tf.train.Example: {exc}") from None
-        spans = value_offsets(data, "image/encoded")
+        found = value_offsets(data, ("image/encoded", _MASK_KEY))
+        spans, mask = found.get("image/encoded", []), found.get(_MASK_KEY, [])
+        mask = Span(path, offset + mask[0][0], mask[0][1]) if len(mask) == 1 and mask[0][1] else None
         if len(spans) != 1 or not spans[0][1]:
             why = ("its image is raw pixels (image/raw): augd reads encoded images (image/encoded)" if "image/raw"
                    in ex else "no image: image/encoded is missing or empty" if not spans or not spans[0][1]
@@ -289,7 +294,7 @@ class _Reader:
         self.reading.sizes.known(ident, header)
         if split:
             self.reading.splits[ident] = split
-        self.reading.settle(ident, lambda hw: self._annotation(ex, where, hw, header.orientation))
+        self.reading.settle(ident, lambda hw: self._annotation(ex, where, hw, header.orientation, mask))
 
     def _identity(self, ex: dict, shard: str, index: int) -> str:
         name = ex.get("image/filename") if isinstance(ex.get("image/filename"), str) else ""
@@ -304,7 +309,8 @@ class _Reader:
         self.seen.add(ident)
         return ident
 
-    def _annotation(self, ex: dict, where: str, hw: tuple[int, int], orientation: int) -> Annotation:
+    def _annotation(self, ex: dict, where: str, hw: tuple[int, int], orientation: int, mask: Span | None
+                    ) -> Annotation:
         h, w = hw
         n = len(ex.get(_BOX_KEYS[0], []))
         for key in (*_BOX_KEYS, *_OBJECT_LISTS):
@@ -335,7 +341,6 @@ class _Reader:
             box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
             objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
                                   rle=masks[k] if masks else None, keypoints=points[k] if points else ()))
-        mask = self._semantic(ex, where)
         extra = {"where": tuple(f"object {k + 1} ({names[k]})" for k in range(n))}
         if isinstance(ex.get("image/height"), int) and isinstance(ex.get("image/width"), int):
             extra["size"] = (ex["image/height"], ex["image/width"])
@@ -377,15 +382,6 @@ class _Reader:
                 pts.append((_px(xs[i], w), _px(ys[i], h), min(v, 2)) if ok else (0.0, 0.0, 0))
             out.append(tuple(pts))
         return out
-
-    def _semantic(self, ex: dict, where: str) -> str | None:
-        png = ex.get("image/segmentation/class/encoded")
-        if not isinstance(png, bytes) or not png:
-            return None
-        path = os.path.join(self._scratch(), f"mask-{len(os.listdir(self._scratch()))}.png")
-        with open(path, "wb") as fh:
-            fh.write(png)
-        return path
 
     def pairs_map(self) -> LabelMap:
         """The records' own ids: each label id named by the text most records give it (or the id itself)."""

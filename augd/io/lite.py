@@ -153,11 +153,12 @@ def frames(path: str) -> Iterator[Frame]:
             pos, index = pos + 16 + length, index + 1
 
 
-def value_offsets(serialized: bytes, key: str) -> list[tuple[int, int]]:
-    """(offset, length) in `serialized`, a tf.train.Example, of each value of its bytes feature `key`: where
-    image/encoded's bytes lie in a record, so a worker reads them in place. [] when there is none."""
-    want = key.encode("utf-8")
-    buf = memoryview(serialized)
+def value_offsets(serialized: bytes, keys) -> dict[str, list[tuple[int, int]]]:
+    """{key: [(offset, length) in `serialized`, a tf.train.Example, of each value of its bytes feature]} for
+    `keys` (a key absent: not in the dict): where image/encoded's bytes lie in a record, so a worker reads them in
+    place."""
+    want = {k.encode("utf-8"): k for k in keys}
+    buf, out = memoryview(serialized), {}
     for number, _, features, at in _fields(buf, 0, len(buf)):
         if number != 1:
             continue
@@ -168,13 +169,12 @@ def value_offsets(serialized: bytes, key: str) -> list[tuple[int, int]]:
                     got = bytes(v)
                 elif n == 2:
                     value, value_at = v, v_at
-            if got == want:
-                out = []
+            if got in want:
+                spans = out.setdefault(want[got], [])
                 for kind, _, body, b_at in _fields(buf, value_at, value_at + len(value)):
                     if kind == 1:
-                        out += [(v_at, len(v)) for _, _, v, v_at in _fields(buf, b_at, b_at + len(body))]
-                return out
-    return []
+                        spans += [(v_at, len(v)) for _, _, v, v_at in _fields(buf, b_at, b_at + len(body))]
+    return out
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
