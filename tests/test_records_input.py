@@ -213,7 +213,8 @@ def test_bad_records_are_rejected_by_name_and_the_job_goes_on(tmp_path):
     (job / "stray.png").write_bytes(_png(scenes[0][0]))
     p = tmp_path / "det-test.yaml"
     p.write_text(PIPELINE)
-    m = run(job, tmp_path / "out", p, "--max-rejected", "0.9")
+    # an image beside the shards: `auto` would take the folder job; format tfrecord names the shards the input
+    m = run(job, tmp_path / "out", p, "--max-rejected", "0.9", "--annotations", "tfrecord")
     rejected = {r["path"]: (r["reason"], r["message"]) for r in m["inputs"]["rejected_files"]}
     assert m["inputs"]["written"] == 1, rejected
     assert rejected["data.tfrecord#1"][0] == "bad_record" and "checksum" in rejected["data.tfrecord#1"][1]
@@ -327,3 +328,64 @@ def test_semantic_masks_in_records_are_read_in_place_and_give_the_folder_jobs_by
     assert shards and all((tmp_path / "direct" / "seg" / n).read_bytes() == (tmp_path / "again" / "seg" / n)
                           .read_bytes() for n in shards)
     assert all(r["image/segmentation/class/format"] == b"png" for r in read_records(tmp_path / "again" / "seg"))
+
+
+def test_malformed_values_reject_their_record_never_the_job(tmp_path):
+    """Untrusted records (the review's cases): a varint where the Example's message is, bytes where a box or
+    label is, a class text that is no text, a NaN visibility, an empty mask PNG, a class text with spaces, a source
+    id naming another record's fallback, a classification label that is a list: each rejects its own record."""
+    import tensorflow as tf
+
+    from augd.annotations.tfrecords import read_records_job
+    rgb, objects = scene(21)
+    base = odapi_example(0, rgb, objects, masks=False, keypoints=False, source_id="a.tfrecord#1")
+
+    def edited(**features):
+        ex = tf.train.Example.FromString(base)
+        ex.features.feature["image/source_id"].bytes_list.value[:] = [b""]
+        for key, value in features.items():
+            ex.features.feature[key.replace("__", "/")].CopyFrom(value)
+        return ex.SerializeToString()
+    F = tf.train.Feature
+    n = len(objects)
+    bad = [
+        b"\x08\x00",                                                                  # varint where features is
+        edited(image__object__bbox__xmin=F(bytes_list=tf.train.BytesList(value=[b"x"] * n))),
+        edited(image__object__class__text=F(int64_list=tf.train.Int64List(value=[7] * n))),
+        edited(image__object__mask=F(bytes_list=tf.train.BytesList(value=[b""] * n))),
+        edited(image__object__class__text=F(bytes_list=tf.train.BytesList(value=[b"red "] * n))),
+        edited(image__object__keypoint__x=F(float_list=tf.train.FloatList(value=[0.5] * n)),
+               image__object__keypoint__y=F(float_list=tf.train.FloatList(value=[0.5] * n)),
+               image__object__keypoint__visibility=F(float_list=tf.train.FloatList(value=[float("nan")] * n))),
+    ]
+    write_shard(tmp_path / "j" / "a.tfrecord", [base, *bad])
+    (tmp_path / "j" / "label_map.pbtxt").write_text(LABEL_MAP)
+    job = read_records_job(str(tmp_path / "j"), max_pixels=10**8)
+    kept = [i.relpath for i in job.scan.images if i.relpath not in job.layout.rejected]
+    assert kept == ["a.tfrecord#1"] or kept == ["a.tfrecord#1~1"], kept   # the fallback stays unique
+    assert len({i.relpath for i in job.scan.images}) == len(job.scan.images)
+    reasons = {r.relpath: r.reason for r in job.scan.rejected}
+    assert reasons.get("a.tfrecord#1") == "bad_record" and len(reasons) == len(bad), reasons
+    label = tf.train.Example.FromString(base)
+    label.features.feature["image/class/label"].int64_list.value[:] = [3, 5]
+    write_shard(tmp_path / "c" / "c.tfrecord", [label.SerializeToString()])
+    cls = read_records_job(str(tmp_path / "c"), fmt="none", max_pixels=10**8)
+    assert not cls.scan.images and cls.scan.rejected[0].reason == "bad_annotation"
+    assert "image/class/label is [3, 5]" in cls.scan.rejected[0].message
+
+
+def test_a_stray_shard_in_a_folder_job_is_one_rejected_file(tmp_path):
+    from augd.job.units import plan_job
+    from augd.spec import parse_pipeline
+    spec = parse_pipeline("name: t\nops: []\n", "t")
+    job = make_voc(tmp_path / "voc", n=2)
+    write_shard(job / "leftover.tfrecord", [odapi_example(0, *scene(1))])
+    plan = plan_job(str(job), spec, None, 10**8)
+    assert plan.detection.format == "voc" and len(plan.images) == 2   # the VOC layout reads its own folders
+    for name in ("cat", "dog"):
+        (tmp_path / "cls" / name).mkdir(parents=True)
+        (tmp_path / "cls" / name / "x.png").write_bytes(_png(scene(2)[0]))
+    write_shard(tmp_path / "cls" / "leftover.tfrecord", [odapi_example(0, *scene(1))])
+    plan = plan_job(str(tmp_path / "cls"), spec, None, 10**8)
+    assert plan.detection is None and plan.scan.classes == ("cat", "dog") and len(plan.images) == 2
+    assert [(r.relpath, r.reason) for r in plan.scan.rejected] == [("leftover.tfrecord", "unknown_format")]

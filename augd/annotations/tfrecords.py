@@ -24,17 +24,16 @@ format's are (augd.annotations.reading). TensorFlow-free.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
 import tempfile
 import weakref
-from collections import Counter
 from dataclasses import dataclass, replace
 
 from augd.annotations.labelmap import LabelMap, LabelMapError
-from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
+from augd.annotations.model import AnnotationError, Span
+from augd.annotations.recordobjects import BOX_KEYS, MASK_KEY, ObjectReader
 from augd.annotations.reading import SPLIT_NAMES, AnnotatedJob, Reading
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import Rejected
@@ -52,11 +51,9 @@ SIDE_FILES = frozenset({"label_map.pbtxt", "labels.txt", "manifest.json", "check
 #: What names a split in a shard's name, as a word of it ("coco_train.record-00000-of-00100", "job-val-00000-...")
 _SPLIT_WORDS = {**SPLIT_NAMES, "trainval": "train"}
 _WORD = re.compile(r"[a-z0-9]+")
-_BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
-_OBJECT_LISTS = ("image/object/class/label", "image/object/class/text", "image/object/difficult",
-                 "image/object/truncated", "image/object/is_crowd")
-_MASK_KEY = "image/segmentation/class/encoded"   # DeepLab's semantic mask PNG
-_DETECTION_KEYS = (*_BOX_KEYS, _MASK_KEY)
+_DETECTION_KEYS = (*BOX_KEYS, MASK_KEY)
+#: The largest image/class/label id a classification record may carry (its classes are listed 0..id).
+MAX_LABEL = 100_000
 
 
 class Scratch:
@@ -105,8 +102,10 @@ def find_shards(root: str) -> list[tuple[str, str]]:
 
 
 def shard_split(name: str) -> str:
-    """The split a shard's name gives it ("" for none): the last word of the name that names one."""
-    words = [_SPLIT_WORDS[w] for w in _WORD.findall(name.lower()) if w in _SPLIT_WORDS]
+    """The split a shard's name gives it ("" for none): the last word of the name that names one, a year or
+    number after it aside."""
+    words = [_SPLIT_WORDS[w] for w in (re.sub(r"\d+$", "", w) for w in _WORD.findall(name.lower()))
+             if w in _SPLIT_WORDS]   # coco_train2017.record: train
     return words[-1] if words else ""
 
 
@@ -116,7 +115,7 @@ def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None
     classification job whatever its keys; `label_map`: a fixed map (else label_map.pbtxt beside the shards, if
     any); `classes`: a classification job's fixed class names; `skip`: file names that are not data."""
     shards = find_shards(root)
-    if not shards:
+    if not shards or fmt == "auto" and _folder_job(root, {n for n, _ in shards}):
         return None
     fixed = label_map if label_map is not None else _beside_map(root)
     reading = Reading(root, Tree(root), FORMAT, fixed, repair=repair)
@@ -133,8 +132,12 @@ def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None
     detection = r.detection and fmt != "none"
     rejected = list(r.rejected)
     if detection:
-        reading.label_map = fixed if fixed is not None else r.pairs_map()
-        reading.keypoints = r.keypoint_schema()
+        try:
+            reading.label_map = fixed if fixed is not None else r.objects.pairs_map(reading.annotations)
+        except LabelMapError as exc:
+            raise AnnotationError(f"the records' own classes make no label map ({exc}); put a label_map.pbtxt "
+                                  f"beside the shards") from None
+        reading.keypoints = r.objects.keypoint_schema(root, reading.annotations)
         layout = reading.job()
         rejected += [RejectedInput(rel, "bad_annotation", msg) for rel, msg in layout.rejected.items()]
         images = [i for i in r.images if i.relpath not in layout.rejected]
@@ -145,10 +148,20 @@ def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None
         rejected += more
     images.sort(key=lambda i: i.relpath)
     rejected.sort(key=lambda x: x.relpath)
-    rejected += _beside(root, {n for n, _ in shards} | set(skip))
+    rejected += _beside(root, {n for n, _ in shards} | {p.split("/", 1)[0] for p in skip})
     splits = tuple(s for s in ("train", "validation", "test") if any(i.split == s for i in images))
     return RecordsJob(ScanResult(root, out_classes, tuple(images), tuple(rejected), splits), layout, r.scratch,
                       tuple(n for n, _ in shards))
+
+
+def _folder_job(root: str, shards: set[str]) -> bool:
+    """Whether images or folders lie at the root beside the shards: then `auto` takes the folder job (a stray
+    shard in a VOC or class-folder job is one rejected file, not the job); `format: tfrecord` takes the shards."""
+    for e in os.scandir(root):
+        if not e.name.startswith(".") and e.name not in shards and (
+                e.is_dir(follow_symlinks=False) or extension(e.name) in IMAGE_EXTENSIONS):
+            return True
+    return False
 
 
 def _beside(root: str, known: set[str]) -> list[RejectedInput]:
@@ -190,31 +203,10 @@ def _labels_txt(root: str) -> dict[int, str]:
         for k, line in enumerate(fh):
             line = line.rstrip("\n")
             ident, colon, name = line.partition(":")
-            if colon and ident.strip().isdigit():
+            if colon and ident.strip().isascii() and ident.strip().isdigit():
                 out[int(ident)] = name
             elif line.strip():
                 out[k] = line.strip()
-    return out
-
-
-def _keypoint_names(root: str) -> dict[str, list[str]]:
-    """label_map.pbtxt's `keypoints { id label }` per class (the OD API's keypoint label map), if any."""
-    path = os.path.join(root, "label_map.pbtxt")
-    if not os.path.isfile(path):
-        return {}
-    from augd.parsing import pbtxt
-    try:
-        with open(path, encoding="utf-8") as fh:
-            items = [f for f in pbtxt.parse(fh.read(), path) if f.name == "item" and f.is_message]
-    except (OSError, UnicodeDecodeError, pbtxt.PbtxtError):
-        return {}
-    out = {}
-    for item in items:
-        name = pbtxt.scalars(item).get("name")
-        points = sorted((pbtxt.scalars(k).get("id", 0), pbtxt.scalars(k).get("label", "")) for k in item.value
-                        if k.name == "keypoints" and k.is_message)
-        if isinstance(name, str) and points:
-            out[name] = [str(label) for _, label in points]
     return out
 
 
@@ -226,8 +218,7 @@ class _Reader:
         self.images: list[InputImage] = []
         self.rejected: list[RejectedInput] = []
         self.labels: dict[str, tuple[int, str]] = {}   # relpath -> (image/class/label, image/class/text)
-        self.ids: dict[int, Counter] = {}               # label id -> the class texts records give it
-        self.points = 0
+        self.objects = ObjectReader(reading.fixed)
         self.detection = False
         self.scratch: Scratch | None = None
         self.inflated = 0
@@ -266,10 +257,10 @@ class _Reader:
         where = f"{shard}#{index}"
         try:
             ex = decode_example(data)
+            found = value_offsets(data, ("image/encoded", MASK_KEY))
         except ValueError as exc:
             raise Rejected("bad_record", f"not a tf.train.Example: {exc}") from None
-        found = value_offsets(data, ("image/encoded", _MASK_KEY))
-        spans, mask = found.get("image/encoded", []), found.get(_MASK_KEY, [])
+        spans, mask = found.get("image/encoded", []), found.get(MASK_KEY, [])
         mask = Span(path, offset + mask[0][0], mask[0][1]) if len(mask) == 1 and mask[0][1] else None
         if len(spans) != 1 or not spans[0][1]:
             why = ("its image is raw pixels (image/raw): augd reads encoded images (image/encoded)" if "image/raw"
@@ -285,16 +276,16 @@ class _Reader:
         check_header(header, self.max_pixels)
         ident = self._identity(ex, shard, index)
         self.images.append(InputImage(ident, path, size, -1, "", header, root, split, offset + start))
-        self.labels[ident] = (ex.get("image/class/label", -1) if isinstance(ex.get("image/class/label"), int)
-                              else -1, ex.get("image/class/text") if isinstance(ex.get("image/class/text"), str)
-                              else "")
+        self.labels[ident] = (ex.get("image/class/label", -1), ex.get("image/class/text") if
+                              isinstance(ex.get("image/class/text"), str) else "")
         if self.classify:
             return
         self.detection = self.detection or any(k in ex for k in _DETECTION_KEYS)
         self.reading.sizes.known(ident, header)
         if split:
             self.reading.splits[ident] = split
-        self.reading.settle(ident, lambda hw: self._annotation(ex, where, hw, header.orientation, mask))
+        self.reading.settle(ident, lambda hw: self.objects.annotation(ex, where, hw, header.orientation, mask,
+                                                                      MASK_KEY in ex))
 
     def _identity(self, ex: dict, shard: str, index: int) -> str:
         name = ex.get("image/filename") if isinstance(ex.get("image/filename"), str) else ""
@@ -305,168 +296,40 @@ class _Reader:
         else:
             ident = source or name or f"{shard}#{index}"
         if ident in self.seen:
-            ident = f"{shard}#{index}"
+            ident, k = f"{shard}#{index}", 1
+            while ident in self.seen:   # a record may name itself as another's fallback
+                ident, k = f"{shard}#{index}~{k}", k + 1
         self.seen.add(ident)
         return ident
 
-    def _annotation(self, ex: dict, where: str, hw: tuple[int, int], orientation: int, mask: Span | None
-                    ) -> Annotation:
-        h, w = hw
-        n = len(ex.get(_BOX_KEYS[0], []))
-        for key in (*_BOX_KEYS, *_OBJECT_LISTS):
-            got = ex.get(key)
-            if got is not None and len(_as_list(got)) not in ((0, n) if key != _BOX_KEYS[0] else (n,)):
-                raise AnnotationError(f"{where}: {key} holds {len(_as_list(got))} values for {n} boxes "
-                                      f"({_BOX_KEYS[0]}): the record's keys disagree")
-        texts, labels = _as_list(ex.get("image/object/class/text", [])), _as_list(ex.get("image/object/class/label",
-                                                                                          []))
-        if n and not texts and not labels:
-            raise AnnotationError(f"{where}: {n} boxes and neither image/object/class/text nor /label")
-        if n and orientation != 1:
-            raise AnnotationError(f"{where}: its image has EXIF orientation {orientation}, and a record's boxes are of "
-                                  f"the stored pixels while augd decodes them upright; strip the orientation")
-        names = [self._name(texts[k] if texts else "", labels[k] if labels else None, where, k) for k in range(n)]
-        masks = _masks(ex, n, h, w, where)
-        points = self._keypoints(ex, n, h, w, where)
-        flags = [_as_list(ex.get(k, [])) or [0] * n for k in ("image/object/difficult", "image/object/truncated",
-                                                                "image/object/is_crowd")]
-        objects = []
-        for k in range(n):
-            x0, y0, x1, y1 = (float(_as_list(ex[key])[k]) for key in _BOX_KEYS)
-            if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
-                raise AnnotationError(f"{where}: object {k + 1} ({names[k]}): its box is not finite")
-            if x1 < x0 or y1 < y0:
-                raise AnnotationError(f"{where}: object {k + 1} ({names[k]}): box xmin {x0:g} ymin {y0:g} xmax {x1:g} "
-                                      f"ymax {y1:g} (normalized) has a max below its min")
-            box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
-            objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
-                                  rle=masks[k] if masks else None, keypoints=points[k] if points else ()))
-        extra = {"where": tuple(f"object {k + 1} ({names[k]})" for k in range(n))}
-        if isinstance(ex.get("image/height"), int) and isinstance(ex.get("image/width"), int):
-            extra["size"] = (ex["image/height"], ex["image/width"])
-        return Annotation(tuple(objects), mask, where, extra)
-
-    def _name(self, text: str, label, where: str, k: int) -> str:
-        fixed = self.reading.fixed
-        if text:
-            name = text
-        elif fixed is not None and label is not None:
-            by_id = {i: n for n, i in fixed.ids.items()}
-            if label not in by_id:
-                raise AnnotationError(f"{where}: object {k + 1}: label {label} is not in the label map")
-            name = by_id[label]
-        else:
-            name = str(label)
-        if label is not None and fixed is None:
-            self.ids.setdefault(int(label), Counter())[name] += 1
-        return name
-
-    def _keypoints(self, ex: dict, n: int, h: int, w: int, where: str):
-        xs, ys = _as_list(ex.get("image/object/keypoint/x", [])), _as_list(ex.get("image/object/keypoint/y", []))
-        if not n or not xs:
-            return None
-        vis = _as_list(ex.get("image/object/keypoint/visibility", []))
-        if len(xs) != len(ys) or len(xs) % n or (vis and len(vis) != len(xs)):
-            raise AnnotationError(f"{where}: image/object/keypoint/x|y|visibility hold {len(xs)}, {len(ys)}, "
-                                  f"{len(vis)} values for {n} objects: the record's keys disagree")
-        k = len(xs) // n
-        if self.points and k != self.points:
-            raise AnnotationError(f"{where}: {k} keypoints per object, where other records have {self.points}")
-        self.points = k
-        out = []
-        for o in range(n):
-            pts = []
-            for i in range(o * k, o * k + k):
-                v = int(vis[i]) if vis else (2 if math.isfinite(xs[i]) and math.isfinite(ys[i]) else 0)
-                ok = v > 0 and math.isfinite(xs[i]) and math.isfinite(ys[i])
-                pts.append((_px(xs[i], w), _px(ys[i], h), min(v, 2)) if ok else (0.0, 0.0, 0))
-            out.append(tuple(pts))
-        return out
-
-    def pairs_map(self) -> LabelMap:
-        """The records' own ids: each label id named by the text most records give it (or the id itself)."""
-        ids: dict[str, int] = {}
-        for ident, texts in sorted(self.ids.items()):
-            name = texts.most_common(1)[0][0]
-            if ident >= 1 and name not in ids:
-                ids[name] = ident
-        names = {o.name for a in self.reading.annotations.values() for o in a.objects}
-        free = max([0, *ids.values()]) + 1
-        for name in sorted(names - set(ids)):   # texts without ids, ids < 1: numbered after the others
-            ids[name], free = free, free + 1
-        return LabelMap(ids)
-
-    def keypoint_schema(self) -> KeypointSchema | None:
-        if not self.points:
-            return None
-        named = _keypoint_names(self.root)
-        names = next((tuple(v) for v in named.values() if len(v) == self.points), None) or tuple(
-            f"keypoint_{i + 1}" for i in range(self.points))
-        classes = tuple(sorted({o.name for a in self.reading.annotations.values() for o in a.objects
-                                if o.keypoints}))
-        return KeypointSchema(names, flip_from_names(names), classes=classes, source="the records' keypoints")
-
     def labelled(self, classes, txt: dict[int, str]) -> tuple[list[InputImage], list[RejectedInput], tuple]:
-        """A classification job's images with their labels: ids kept (TF-slim's, augd's), named by labels.txt,
-        else by the records' texts, else by the id; `classes` (fixed) rules, by name."""
-        names = dict(txt)
-        for rel, (label, text) in self.labels.items():
-            if label >= 0 and text and label not in names:
-                names[label] = text
-        out, rejected = [], []
+        """A classification job's images with their labels: ids kept (TF-slim's, augd's: class k stays label k),
+        named by labels.txt, else by the records' texts, else by the id; a record with a text and no id (-1) takes
+        its class by name; `classes` (fixed) rules, by name. A label that is no id from 0 to MAX_LABEL (or -1:
+        unlabelled) rejects its record."""
+        names, out, rejected = dict(txt), [], []
+        for label, text in self.labels.values():
+            if isinstance(label, int) and 0 <= label <= MAX_LABEL and text:
+                names.setdefault(label, text)
+        valid = {rel: lab for rel, (lab, _) in self.labels.items() if isinstance(lab, int) and -1 <= lab <= MAX_LABEL}
         if classes is None:
-            top = max([-1, *(lab for lab, _ in self.labels.values())])
-            classes = tuple(names.get(i, str(i)) for i in range(top + 1))
+            top = max([-1, *valid.values()])
+            classes = [names.get(i, str(i)) for i in range(top + 1)]
+            classes += sorted({t for rel, (lab, t) in self.labels.items() if valid.get(rel) == -1 and t} - set(classes))
         for img in self.images:
             label, text = self.labels[img.relpath]
-            name = text or names.get(label, str(label)) if label >= 0 else ""
-            if label >= 0 and name not in classes:
+            if img.relpath not in valid:
+                rejected.append(RejectedInput(img.relpath, "bad_annotation", f"{img.relpath}: image/class/label is "
+                                              f"{label!r}: one id from 0 to {MAX_LABEL} expected (-1: unlabelled)"))
+                continue
+            name = names.get(label, text or str(label)) if label >= 0 else text
+            if name and name not in classes:
                 rejected.append(RejectedInput(img.relpath, "bad_annotation", f"{img.relpath}: class {name!r} (label "
                                               f"{label}) is not in the label map ({', '.join(classes[:20])})"))
                 continue
-            out.append(_labelled(img, classes.index(name) if label >= 0 else -1, name))
+            out.append(_labelled(img, classes.index(name) if name else -1, name))
         return out, rejected, tuple(classes)
 
 
 def _labelled(img: InputImage, label: int, text: str) -> InputImage:
     return replace(img, label=label, label_text=text)
-
-
-def _px(v: float, size: int) -> float:
-    """A normalized float32 coordinate in pixels, rounded to 1/1000 px: what float32 lost (under 5e-4 px up to
-    8000 px a side), so an integer (VOC) or two-decimal (COCO) coordinate comes back exactly and an augd output
-    re-read gives the boxes its source gave."""
-    return round(float(v) * size, 3)
-
-
-def _as_list(v) -> list:
-    return v if isinstance(v, list) else [v]
-
-
-def _masks(ex: dict, n: int, h: int, w: int, where: str):
-    """Each object's instance mask as COCO RLE: PNG strings (create_coco_tf_record's include_masks) or floats,
-    objects x height x width (the OD API's NUMERICAL_MASKS)."""
-    raw = ex.get("image/object/mask")
-    if raw is None or raw == [] or not n:
-        return None
-    import numpy as np
-
-    from augd.annotations.rle import rle_encode
-    values = _as_list(raw)
-    if values and isinstance(values[0], bytes):
-        if len(values) != n:
-            raise AnnotationError(f"{where}: image/object/mask holds {len(values)} PNGs for {n} boxes: the record's "
-                                  f"keys disagree")
-        import cv2
-        out = []
-        for k, png in enumerate(values):
-            m = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_UNCHANGED)
-            if m is None or m.ndim != 2 or m.shape != (h, w):
-                got = "not a one-channel PNG" if m is None or m.ndim != 2 else f"{m.shape[1]}x{m.shape[0]}"
-                raise AnnotationError(f"{where}: object {k + 1}: its mask is {got}, the image {w}x{h}")
-            out.append(rle_encode(m > 0))
-        return out
-    if len(values) != n * h * w:
-        raise AnnotationError(f"{where}: image/object/mask holds {len(values)} floats, not {n} masks of {w}x{h}")
-    arr = np.asarray(values, np.float32).reshape(n, h, w)
-    return [rle_encode(arr[k] > 0.5) for k in range(n)]

@@ -40,6 +40,8 @@ MIX_KEYS = ("augd/partners", "augd/mix/label", "augd/mix/text", "augd/mix/weight
 SEGMENTATION_KEYS = ("image/segmentation/class/encoded", "image/segmentation/class/format")
 
 
+#: How many times its size a compressed shard may inflate to (records of encoded images barely compress).
+INFLATE_RATIO = 100
 #: Largest record read from a compressed file, whose size says nothing: a corrupt length must not allocate GBs.
 MAX_GZIP_RECORD = 1 << 30
 
@@ -95,21 +97,31 @@ def sniff_shard(path: str) -> str | None:
 
 
 def inflate(path: str, compression: str, dest: str) -> str:
-    """Inflate a GZIP or ZLIB TFRecord file into `dest` (plain: its records can then be read in place, by offset).
-    Returns "" or what went wrong: a truncated or corrupt stream keeps what inflated before it (frames then
-    reports the tail that is lost)."""
+    """Inflate a GZIP or ZLIB TFRecord file into `dest` (plain: its records can then be read in place, by offset),
+    at most max(1 GiB, INFLATE_RATIO x its size) (a bomb does not fill the disk). Returns "" or what went wrong: a
+    truncated or corrupt stream, a full disk or the cap keep what inflated before (frames then reports the tail that
+    is lost), within 64 KiB of input of where it broke."""
     wbits = 16 + zlib.MAX_WBITS if compression == "gzip" else zlib.MAX_WBITS
     d = zlib.decompressobj(wbits)
     with open(path, "rb") as src, open(dest, "wb") as out:
+        cap, written = max(1 << 30, INFLATE_RATIO * os.fstat(src.fileno()).st_size), 0
         try:
-            while chunk := src.read(1 << 20):
-                out.write(d.decompress(chunk))
-                while d.eof and d.unused_data:   # concatenated GZIP members: one stream after another
-                    rest, d = d.unused_data, zlib.decompressobj(wbits)
-                    out.write(d.decompress(rest))
+            while chunk := src.read(1 << 16):
+                while chunk:
+                    got = d.decompress(chunk)
+                    chunk = d.unused_data if d.eof else b""   # concatenated GZIP members: one after another
+                    if d.eof and chunk:
+                        d = zlib.decompressobj(wbits)
+                    written += len(got)
+                    if written > cap:
+                        return (f"it inflates past {cap} bytes ({INFLATE_RATIO}x its size, at least 1 GiB): what "
+                                f"inflated before is read")
+                    out.write(got)
             out.write(d.flush())
         except zlib.error as exc:
             return f"the {compression} stream is corrupt ({exc}); what inflated before it is read"
+        except OSError as exc:
+            return f"cannot inflate it into {os.path.dirname(dest)} ({exc.strerror or exc}); what inflated is read"
     return "" if d.eof else f"the {compression} stream ends early (the file is truncated); what inflated is read"
 
 
@@ -159,21 +171,22 @@ def value_offsets(serialized: bytes, keys) -> dict[str, list[tuple[int, int]]]:
     place."""
     want = {k.encode("utf-8"): k for k in keys}
     buf, out = memoryview(serialized), {}
-    for number, _, features, at in _fields(buf, 0, len(buf)):
+    for number, wire, features, at in _fields(buf, 0, len(buf)):
         if number != 1:
             continue
-        for _, _, entry, e_at in _fields(buf, at, at + len(features)):
+        for _, e_wire, entry, e_at in _fields(buf, at, at + len(_len(wire, features))):
             got, value_at, value = None, 0, b""
-            for n, _, v, v_at in _fields(buf, e_at, e_at + len(entry)):
+            for n, v_wire, v, v_at in _fields(buf, e_at, e_at + len(_len(e_wire, entry))):
                 if n == 1:
-                    got = bytes(v)
+                    got = bytes(_len(v_wire, v))
                 elif n == 2:
-                    value, value_at = v, v_at
+                    value, value_at = _len(v_wire, v), v_at
             if got in want:
                 spans = out.setdefault(want[got], [])
-                for kind, _, body, b_at in _fields(buf, value_at, value_at + len(value)):
+                for kind, k_wire, body, b_at in _fields(buf, value_at, value_at + len(value)):
                     if kind == 1:
-                        spans += [(v_at, len(v)) for _, _, v, v_at in _fields(buf, b_at, b_at + len(body))]
+                        spans += [(v_at, len(_len(w, v))) for _, w, v, v_at in
+                                  _fields(buf, b_at, b_at + len(_len(k_wire, body)))]
     return out
 
 
@@ -214,26 +227,36 @@ def _fields(buf, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, in
         yield number, wire, value, at
 
 
+def _len(wire: int, v):
+    """`v`, a length-delimited field's bytes; ValueError for a field of another wire type where a message or
+    bytes must be (a varint there is no length: taken as one, it could ask for gigabytes)."""
+    if wire != 2:
+        raise ValueError(f"wire type {wire} where a message or bytes field must be")
+    return v
+
+
 def _signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _feature(buf: bytes) -> list:
     """A Feature's values: BytesList (1), FloatList (2) or Int64List (3), packed or not."""
-    for kind, _, body, _ in _fields(buf):
+    for kind, wire, body, _ in _fields(buf):
         values: list = []
-        for _, wire, v, _ in _fields(body):
+        for _, wire, v, _ in _fields(_len(wire, body)):
             if kind == 1:
-                values.append(bytes(v))
-            elif kind == 2:
+                values.append(bytes(_len(wire, v)))
+            elif kind == 2 and wire in (2, 5):
                 values += list(struct.unpack(f"<{len(v) // 4}f", v)) if wire == 2 else [struct.unpack("<f", v)[0]]
             elif kind == 3 and wire == 2:
                 pos = 0
                 while pos < len(v):
                     x, pos = _varint(v, pos)
                     values.append(_signed(x))
-            elif kind == 3:
+            elif kind == 3 and wire == 0:
                 values.append(_signed(v))
+            else:
+                raise ValueError(f"a value of wire type {wire} in a feature list of kind {kind}")
         return values
     return []
 
@@ -242,22 +265,22 @@ def decode_example(serialized: bytes) -> dict:
     """The same dict as augd.io.records.parse_example, without TensorFlow. ValueError for a malformed one."""
     try:
         return _decode_example(serialized)
-    except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
+    except (IndexError, struct.error, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
         raise ValueError(f"malformed tf.train.Example ({exc})") from None
 
 
 def _decode_example(serialized: bytes) -> dict:
     out: dict = {}
-    for number, _, features, _ in _fields(serialized):
+    for number, wire, features, _ in _fields(serialized):
         if number != 1:
             continue
-        for _, _, entry, _ in _fields(features):  # map<string, Feature> entries: key = 1, value = 2
+        for _, e_wire, entry, _ in _fields(_len(wire, features)):  # map<string, Feature> entries: key 1, value 2
             key, values = "", []
-            for n, _, v, _ in _fields(entry):
+            for n, v_wire, v, _ in _fields(_len(e_wire, entry)):
                 if n == 1:
-                    key = bytes(v).decode("utf-8", "surrogateescape")
+                    key = bytes(_len(v_wire, v)).decode("utf-8", "surrogateescape")
                 elif n == 2:
-                    values = _feature(v)
+                    values = _feature(_len(v_wire, v))
             out[key] = feature_value(key, values)
     return out
 

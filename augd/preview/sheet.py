@@ -139,7 +139,9 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
     own = compiled is None
     compiled = (engine or Engine()).compile(spec) if own else compiled
     try:
-        mixing = _partners(compiled, spec, paths, rels, max_pixels, root)
+        # the scratch folder held to the end: a records job's inflated shards live as long as it
+        partners, detection, images, scratch = _partners(compiled, spec, paths, rels, max_pixels, root)
+        mixing = (partners, detection, images)
         return [_row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing)
                 for path, rel in zip(paths, rels)]
     finally:
@@ -148,15 +150,16 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
 
 
 def _partners(compiled, spec, paths, rels, max_pixels, root=None):
-    """(Partners, Detection or None, the job's images by relpath) for a chain led by a partner op. With `root`, the
-    job's own plan: its splits' pools and annotations, so each tile is the record `augd run` writes; without, the
-    sheet's images are the partners (one split). (None, None, {}) for any other chain."""
+    """(Partners, Detection or None, the job's images by relpath, the plan's scratch folder) for a chain led by a
+    partner op. With `root`, the job's own plan: its splits' pools and annotations, so each tile is the record `augd
+    run` writes; without, the sheet's images are the partners (one split). (None, None, {}, None) for any other
+    chain."""
     if compiled.program.mix is None:
-        return None, None, {}
+        return None, None, {}, None
     if root is not None:
         from augd.job.units import plan_job
         plan = plan_job(os.fspath(root), spec, None, max_pixels)
-        return plan.partners, plan.detection, {i.relpath: i for i in plan.images}
+        return plan.partners, plan.detection, {i.relpath: i for i in plan.images}, plan.scratch
     from augd.io import InputImage
     from augd.job.mixing import Partners
     pool = []
@@ -166,7 +169,7 @@ def _partners(compiled, spec, paths, rels, max_pixels, root=None):
         except Rejected:
             continue
         pool.append(InputImage(rel, path, len(data), -1, "", header))
-    return (Partners({"": tuple(pool)}) if pool else None), None, {i.relpath: i for i in pool}
+    return (Partners({"": tuple(pool)}) if pool else None), None, {i.relpath: i for i in pool}, None
 
 
 def _mixed_items(compiled, spec, data, header, rel, wanted, mixing):
