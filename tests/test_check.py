@@ -112,6 +112,16 @@ def test_exif_rotated_images_are_counted(tmp_path):
     assert report.splits["all"].rotated == 1 and report.exit_code() == 0
 
 
+def test_an_image_whose_pixels_do_not_decode_is_one_a_job_would_reject(tmp_path):
+    root = tmp_path / "c" / "cat"
+    root.mkdir(parents=True)
+    photos = sorted(DEMO.glob("animals_food/*.jpg"))[:2]
+    shutil.copy(photos[0], root / "whole.jpg")
+    (root / "cut.jpg").write_bytes(photos[1].read_bytes()[:900])   # its header reads, its pixels are gone
+    report = check_dataset(str(tmp_path / "c"))
+    assert [(p, r) for p, r, _ in report.rejected] == [("cat/cut.jpg", "undecodable")] and report.exit_code() == 1
+
+
 def test_the_hash_survives_resizing_and_reencoding_and_tells_photos_apart(tmp_path):
     photos = sorted(DEMO.glob("*/*.jpg"))
     hashes = []

@@ -113,6 +113,9 @@ def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=
                                  f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map"))
     hashes = hash_files([(img.path, img.header.height, img.header.width, None if img.offset < 0 else
                           (img.offset, img.size)) for img in images], workers, mapper)
+    # an image whose header reads but whose pixels do not decode (a truncated JPEG): a job rejects it as well
+    rejected += [(img.relpath, str(RejectReason.UNDECODABLE), f"{img.relpath}: its pixels cannot be decoded "
+                  f"(truncated or corrupt after a readable header)") for img, h in zip(images, hashes) if h is None]
     pairs = [(images[i].relpath, images[j].relpath, d, images[i].split or "all", images[j].split or "all")
              for i, j, d in near_pairs(hashes, max_distance)]
     return CheckReport(path, det.format if det is not None else "classes", dict(sorted(splits.items())),
