@@ -2,13 +2,16 @@
 
     python -m bench.records_input                  # 1000 photos (the bench's VOC set), 3 rounds (~4 min)
     python -m bench.records_input --n 3000 --rounds 2
+    python -m bench.records_input --no-masks       # the same set without its class masks
 
 The VOC copy of the bench's photos (bench.data.build_voc: 0.2-0.9 MP JPEGs, 3 boxes and a class mask each) is
 written once as augd records of its originals (`variants: 0`, `keep_original: true`: the source JPEG bytes,
 boxes and masks in the records), plain and GZIP. Rows, each `augd run ... --pipeline P` as a user runs it,
 alternating, median of --rounds: the VOC folder, the plain shards, the GZIP shards. Prints records in, images
 written, rejects by reason and images per second of each, the records' rate over the folder's, and whether the
-shards the records job wrote are the folder job's, byte for byte. Figures only (nothing asserted).
+shards the records job wrote are the folder job's, byte for byte. Figures only (nothing asserted). With masks, the
+records hold the masks augd wrote (Pillow's filtered grey PNGs), which its mask reader decodes slower than the VOC
+set's own palette PNGs: --no-masks (a copy of the set without SegmentationClass/) compares the reading alone.
 """
 from __future__ import annotations
 
@@ -51,10 +54,25 @@ def _records(voc: str, compression: str, workers: int, logs: str) -> str:
     return folder
 
 
-def measure(n: int, rounds: int, workers: int, cache: str, timeout: float = 1800.0) -> dict:
+def _without_masks(voc: str) -> str:
+    """<voc>-boxes/: the VOC set's images (hard links) and boxes, no SegmentationClass/ (built once)."""
+    import shutil
+    out = voc + "-boxes"
+    if not os.path.exists(os.path.join(out, "done")):
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(os.path.join(voc, "Annotations"), os.path.join(out, "Annotations"))
+        os.makedirs(os.path.join(out, "JPEGImages"))
+        for name in os.listdir(os.path.join(voc, "JPEGImages")):
+            os.link(os.path.join(voc, "JPEGImages", name), os.path.join(out, "JPEGImages", name))
+        open(os.path.join(out, "done"), "w").close()
+    return out
+
+
+def measure(n: int, rounds: int, workers: int, cache: str, timeout: float = 1800.0, masks: bool = True) -> dict:
     from bench.data import build_dataset, build_voc
     from bench.whole import _augd_cmd, timed
     voc = build_voc(build_dataset(n, 0, cache), 0)
+    voc = voc if masks else _without_masks(voc)
     base = os.path.dirname(voc)
     logs = os.path.join(base, "records-log")
     spec = os.path.join(base, "records-bench.yaml")
@@ -98,9 +116,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--cache", default=None)
+    ap.add_argument("--no-masks", action="store_true", help="the VOC set without its class masks")
     args = ap.parse_args(argv)
     from bench.data import DEFAULT_CACHE
-    r = measure(args.n, args.rounds, args.workers, args.cache or DEFAULT_CACHE)
+    r = measure(args.n, args.rounds, args.workers, args.cache or DEFAULT_CACHE, masks=not args.no_masks)
     for name, row in r["rows"].items():
         print(f"{name:13s} {row['in']} in, {row['written']} written, rejected {row['rejected'] or 0}, "
               f"{row['img_per_s']} img/s")
