@@ -241,17 +241,17 @@ class _Reader:
             last = fr.index
             where = f"{name}#{fr.index}"
             if fr.data is None:
-                what = f"records {fr.index} on" if fr.lost else f"record {fr.index}"
+                what = f"record {fr.index} and the rest of the shard" if fr.lost else f"record {fr.index}"
                 self.rejected.append(RejectedInput(where + ("+" if fr.lost else ""), "bad_record",
-                                                   f"{name}: {what}: {fr.error}" + (f" ({note})" if note else "")))
+                                                   f"{what}: {fr.error}" + (f" ({note})" if note else "")))
                 note = ""
                 continue
             try:
                 self.record(name, fr.index, fr.data, path, root, fr.offset, split)
             except Rejected as exc:
-                self.rejected.append(RejectedInput(where, exc.reason, f"{where}: {exc}"))
+                self.rejected.append(RejectedInput(where, exc.reason, str(exc)))
         if note:
-            self.rejected.append(RejectedInput(f"{name}#{last + 1}+", "bad_record", f"{name}: {note}"))
+            self.rejected.append(RejectedInput(f"{name}#{last + 1}+", "bad_record", f"the shard's end: {note}"))
 
     def record(self, shard: str, index: int, data: bytes, path: str, root: str, offset: int, split: str) -> None:
         where = f"{shard}#{index}"
