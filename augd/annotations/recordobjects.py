@@ -11,7 +11,9 @@ from collections import Counter
 
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
-from augd.errors import Rejected
+from augd.errors import Rejected, UntrustedFileError
+from augd.files import read_capped
+from augd.labels import LABELS_MAX_BYTES
 from augd.formats import NeedMoreData, read_header
 
 __all__ = ["MASK_KEY", "ObjectReader"]
@@ -154,10 +156,10 @@ def _keypoint_names(root: str) -> dict[str, list[str]]:
     if not os.path.isfile(path):
         return {}
     from augd.parsing import pbtxt
-    try:
-        with open(path, encoding="utf-8") as fh:
-            items = [f for f in pbtxt.parse(fh.read(), path) if f.name == "item" and f.is_message]
-    except (OSError, UnicodeDecodeError, pbtxt.PbtxtError):
+    try:   # the map itself was read (LabelMap.read_pbtxt): an error here only leaves the points unnamed
+        text = read_capped(path, LABELS_MAX_BYTES, "label map", "LABELS_MAX_BYTES").decode("utf-8")
+        items = [f for f in pbtxt.parse(text, path) if f.name == "item" and f.is_message]
+    except (OSError, UntrustedFileError, UnicodeDecodeError, pbtxt.PbtxtError):
         return {}
     out = {}
     for item in items:

@@ -36,7 +36,9 @@ from augd.annotations.model import AnnotationError, Span
 from augd.annotations.recordobjects import BOX_KEYS, MASK_KEY, ObjectReader
 from augd.annotations.reading import SPLIT_NAMES, AnnotatedJob, Reading
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
-from augd.errors import Rejected
+from augd.errors import Rejected, UntrustedFileError
+from augd.files import read_capped
+from augd.labels import LABELS_MAX_BYTES
 from augd.formats import NeedMoreData, read_header
 from augd.io.inputs import InputImage, RejectedInput, ScanResult
 from augd.io.scan import check_header
@@ -76,7 +78,6 @@ class RecordsJob:
     scan: ScanResult
     layout: AnnotatedJob | None
     scratch: Scratch | None
-    shards: tuple[str, ...]
 
 
 def find_shards(root: str) -> list[tuple[str, str]]:
@@ -87,8 +88,8 @@ def find_shards(root: str) -> list[tuple[str, str]]:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError:
         return []
-    for e in entries:
-        if e.name.startswith(".") or not e.is_file(follow_symlinks=False):
+    for e in entries:   # an image (by its name) is read by the folder job, not sniffed here
+        if e.name.startswith(".") or extension(e.name) in IMAGE_EXTENSIONS or not e.is_file(follow_symlinks=False):
             continue
         try:
             kind = sniff_shard(e.path)
@@ -150,8 +151,7 @@ def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None
     rejected.sort(key=lambda x: x.relpath)
     rejected += _beside(root, {n for n, _ in shards} | {p.split("/", 1)[0] for p in skip})
     splits = tuple(s for s in ("train", "validation", "test") if any(i.split == s for i in images))
-    return RecordsJob(ScanResult(root, out_classes, tuple(images), tuple(rejected), splits), layout, r.scratch,
-                      tuple(n for n, _ in shards))
+    return RecordsJob(ScanResult(root, out_classes, tuple(images), tuple(rejected), splits), layout, r.scratch)
 
 
 def _folder_job(root: str, shards: set[str]) -> bool:
@@ -199,14 +199,16 @@ def _labels_txt(root: str) -> dict[int, str]:
     if not os.path.isfile(path):
         return {}
     out = {}
-    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-        for k, line in enumerate(fh):
-            line = line.rstrip("\n")
-            ident, colon, name = line.partition(":")
-            if colon and ident.strip().isascii() and ident.strip().isdigit():
-                out[int(ident)] = name
-            elif line.strip():
-                out[k] = line.strip()
+    try:
+        text = read_capped(path, LABELS_MAX_BYTES, "labels", "LABELS_MAX_BYTES").decode("utf-8", "surrogateescape")
+    except (OSError, UntrustedFileError) as exc:
+        raise AnnotationError(f"labels.txt beside the shards: {exc}") from None
+    for k, line in enumerate(text.splitlines()):
+        ident, colon, name = line.partition(":")
+        if colon and ident.strip().isascii() and ident.strip().isdigit():
+            out[int(ident)] = name
+        elif line.strip():
+            out[k] = line.strip()
     return out
 
 

@@ -84,9 +84,13 @@ def sniff_shard(path: str) -> str | None:
     two compressions) when its first record's length frames with its checksum, which no image, text or other
     file does by chance (1 in 2**32); None otherwise, and for an empty file."""
     with open(path, "rb") as fh:
-        head = fh.read(64 * 1024)   # a compressed stream's first block may hold its Huffman tables first
-    if _framed(head):
-        return "none"
+        head = fh.read(12)
+        if _framed(head):
+            return "none"
+        zlib_header = len(head) > 1 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
+        if head[:2] != b"\x1f\x8b" and not zlib_header:
+            return None   # neither a GZIP nor a ZLIB header: nothing more is read
+        head += fh.read(64 * 1024)   # a compressed stream's first block may hold its Huffman tables first
     for kind, wbits in (("gzip", 16 + zlib.MAX_WBITS), ("zlib", zlib.MAX_WBITS)):
         try:
             if _framed(zlib.decompressobj(wbits).decompress(head, 12)):
