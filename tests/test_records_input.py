@@ -389,3 +389,18 @@ def test_a_stray_shard_in_a_folder_job_is_one_rejected_file(tmp_path):
     plan = plan_job(str(tmp_path / "cls"), spec, None, 10**8)
     assert plan.detection is None and plan.scan.classes == ("cat", "dog") and len(plan.images) == 2
     assert [(r.relpath, r.reason) for r in plan.scan.rejected] == [("leftover.tfrecord", "unknown_format")]
+
+
+def test_format_tfrecord_takes_the_shards_or_says_there_are_none(tmp_path):
+    from augd.errors import JobFailed
+    from augd.job.units import plan_job
+    from augd.spec import parse_pipeline
+    spec = parse_pipeline("name: t\nops: []\nannotations: {format: tfrecord}\n", "t")
+    job = make_voc(tmp_path / "voc", n=1)
+    with pytest.raises(JobFailed, match="annotations.format is tfrecord and the folder's root holds no TFRecord"):
+        plan_job(str(job), spec, None, 10**8)
+    write_shard(job / "data.tfrecord", [odapi_example(0, *scene(1))])
+    plan = plan_job(str(job), spec, None, 10**8)
+    assert plan.detection.format == "tfrecord" and [i.relpath for i in plan.images] == ["1000"]
+    assert {(r.relpath, r.reason) for r in plan.scan.rejected} == {("Annotations/", "beside_records"),
+                                                                   ("JPEGImages/", "beside_records")}

@@ -333,7 +333,13 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
     fmt = settings.value("format")
     if is_url(input_dir) or fmt not in ("auto", "none", "tfrecord"):
         return None
-    from augd.annotations.tfrecords import FORMAT, read_records_job
+    from augd.annotations.tfrecords import FORMAT, find_shards, read_records_job
+    if not find_shards(input_dir):   # the common case, a folder job: its label map is read once, by prepare
+        if fmt == FORMAT:
+            raise JobFailed(f"{input_dir}: annotations.format is tfrecord and the folder's root holds no TFRecord "
+                            f"file (found by contents: a record whose length frames with its checksum)",
+                            reason=FailureReason.BAD_PIPELINE)
+        return None
     fixed = fixed_label_map(settings, input_dir)
     named = settings.value("label_map")
     if isinstance(named, str) and not os.path.isabs(named):
@@ -344,11 +350,7 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
     except AnnotationError as exc:
         raise JobFailed(f"{input_dir}: cannot read the job's TFRecord shards: {exc}",
                         reason=FailureReason.BAD_LABELS) from None
-    if job is None:
-        if fmt == FORMAT:
-            raise JobFailed(f"{input_dir}: annotations.format is tfrecord and the folder's root holds no TFRecord "
-                            f"file (found by contents: a record whose length frames with its checksum)",
-                            reason=FailureReason.BAD_PIPELINE)
+    if job is None:   # auto, and images or folders beside the shards: the folder job
         return None
     if job.layout is None:
         return job.scan, None, job.scratch
