@@ -30,6 +30,7 @@ class ObjectReader:
 
     def __init__(self, fixed: LabelMap | None):
         self.fixed = fixed
+        self.by_id = {i: n for n, i in fixed.ids.items()} if fixed is not None else {}   # a label alone: its name
         self.ids: dict[int, Counter] = {}   # label id -> the class texts records give it
         self.points = 0
 
@@ -92,10 +93,9 @@ class ObjectReader:
         if text:
             name = text
         elif fixed is not None and label is not None:
-            by_id = {i: n for n, i in fixed.ids.items()}
-            if label not in by_id:
+            if label not in self.by_id:
                 raise AnnotationError(f"{where}: object {k + 1}: label {label} is not in the label map")
-            name = by_id[label]
+            name = self.by_id[label]
         elif label is not None:
             name = str(label)
         else:
