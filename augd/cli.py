@@ -119,39 +119,34 @@ def cmd_run(args) -> int:
     except ValueError as exc:
         print(f"augd run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    pool = _early_pool(args, spec, engine_options)
+    pool, choice = _early_pool(args, spec, engine_options)
     try:
-        return _run(args, spec, engine_options, pool)
+        return _run(args, spec, engine_options, pool, choice)
     finally:
         if pool is not None:
             pool.close()
 
 
 def _early_pool(args, spec, engine_options):
-    """The job's worker processes, started before this process loads TensorFlow so that their imports and its
-    own overlap (a cold pool's start-up is most of a mid-sized job's overhead); None where the job will not run
-    on processes, as far as can be told before the scan: --executor threads, Beam, one worker, a GPU host, or
-    (auto) a job too small to pay for them."""
+    """(pool, choice): the job's worker processes, started before this process loads TensorFlow so that their
+    imports and its own plan overlap, where `auto` (by the job's files and bytes, augd.job.executors.choice) or
+    --executor processes says so; (None, None) where the job will not run on them as far as can be told before the
+    plan (run_job then chooses again, from the plan)."""
     if args.executor in ("beam", "threads") or "://" in args.input:
-        return None
-    from augd.defaults import AUTO_MIN_RECORDS
-    from augd.files import count_files
-    from augd.host import usable_cpus
-    from augd.job.executors import choose_executor
+        return None, None
+    from augd.job.executors.choice import Host, choose, estimate_folder
     from augd.job.workers.pool import ProcessPool
-    workers = args.workers or usable_cpus()
     # the device as far as can be told without TensorFlow: a GPU host has NVIDIA's device nodes (or /dev/dxg
-    # under WSL2); where unsure, no early pool (run_job still picks processes after the scan if they pay)
+    # under WSL2); where unsure, no early pool (run_job still picks processes after the plan if they pay)
     gpu = engine_options.device == "gpu" or (engine_options.device == "auto" and any(
         os.path.exists(p) for p in ("/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg")))
-    per_image = spec.variants + int(spec.keep_original)
-    records = count_files(args.input, AUTO_MIN_RECORDS) * per_image
-    if choose_executor(args.executor, "GPU" if gpu else "CPU", workers, records) is not ExecutorKind.PROCESSES:
-        return None
-    return ProcessPool(workers, engine_options)
+    choice = choose(args.executor, estimate_folder(args.input, spec), Host.here(args.workers, gpu))
+    if choice.kind is not ExecutorKind.PROCESSES:
+        return None, None
+    return ProcessPool(choice.workers, engine_options), choice
 
 
-def _run(args, spec, engine_options, pool) -> int:
+def _run(args, spec, engine_options, pool, choice) -> int:
     # with an early pool, the workers run the graph and this process never loads TensorFlow (augd.job.run)
     if not args.verbose and pool is None:  # TensorFlow's native libraries print start-up noise on CPU hosts
         from augd.tfenv import load_tensorflow_quietly
@@ -171,7 +166,8 @@ def _run(args, spec, engine_options, pool) -> int:
 
     options = JobOptions(name=args.name, workers=args.workers, executor=args.executor, overwrite=args.overwrite,
                          max_pixels=args.max_pixels, memory_limit=job_memory_bytes(args.max_memory_mb),
-                         max_rejected=args.max_rejected, executor_args=args.beam_args, check=args.check)
+                         max_rejected=args.max_rejected, executor_args=args.beam_args, check=args.check,
+                         choice=choice)
     engine = None
     if args.executor == "beam":
         try:

@@ -114,7 +114,7 @@ class ExecutorKind(str, enum.Enum):
     """Where a job's images run (augd/job/executors/): the one list of executor names, for `augd run --executor`,
     the daemon's `executor:` key and the bench. A new executor adds its value here and a module of that name
     under augd/job/executors/."""
-    AUTO = "auto"              # threads or processes, by the host and the job's size (executors.choose_executor)
+    AUTO = "auto"              # threads or processes, by what the job costs on this host (executors/choice.py)
     THREADS = "threads"        # one process, one graph, a thread pool
     PROCESSES = "processes"    # worker processes, each with its own graph (augd.job.workers.pool)
     BEAM = "beam"              # Apache Beam: the DirectRunner here, or any runner its pipeline options name
@@ -126,6 +126,3 @@ class ExecutorKind(str, enum.Enum):
 
 
 EXECUTORS = tuple(k.value for k in ExecutorKind)
-#: `auto` starts a pool for a job only when it has this many records: a worker's start-up (importing
-#: TensorFlow, building its graph) costs seconds, a small job's whole run less than that (bench/README.md).
-AUTO_MIN_RECORDS = 4000

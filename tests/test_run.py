@@ -240,10 +240,16 @@ def test_manifest_fields(job, runs):
     # 20 sizes, one trace: the graph's signature takes any height and width.
     sizes = {(ex["image/height"], ex["image/width"]) for (r, v), ex in by_key(result.out_dir).items() if v == 0}
     assert len(sizes) == 20
+    choice = m["graph"].pop("choice")
     assert m["graph"] == {"builds": 1, "traces": 1,
                           "stage_devices": {"decode": "CPU", "augment": "CPU (OpenCV)", "encode": "CPU"},
                           "executor": "threads", "workers": [{"pid": os.getpid(), "builds": 1, "traces": 1,
                                                               "threads": 2}]}
+    # a small job in a process that has its engine already: threads, by the estimates, which it gives
+    assert {k: choice[k] for k in ("requested", "executor", "workers")} == {"requested": "auto",
+                                                                           "executor": "threads", "workers": 2}
+    est = choice["estimated_seconds"]
+    assert "records x" in choice["why"] and est["threads"] < est["processes x2"]
     shard_bytes = sum(os.path.getsize(p) for p in shard_files(result.out_dir))
     assert m["bytes"]["written"] == shard_bytes
     read_in_full = [r for r in LAYOUT if r in GOOD or REJECTED.get(r) == "undecodable"]

@@ -88,6 +88,7 @@ class JobWorker:
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: RunningJob | None = None
         self.engine = None                  # the daemon's Engine, set once TensorFlow is loaded (Daemon.start)
+        self.choice = None                  # what warm_pool chose (augd.job.executors.Choice)
         self.pool = None                    # its worker processes (augd.job.workers.pool.ProcessPool), kept across jobs
         self.last_preview: tuple[str, float, bytes] | None = None  # (job, finished, PNG) of its first images
         self._stop = threading.Event()
@@ -117,13 +118,12 @@ class JobWorker:
     def warm_pool(self) -> None:
         """Start (or resize, or stop) the pool of worker processes the settings ask for; called at start and
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
-        from augd.host import usable_cpus
-        from augd.job.executors import ExecutorKind, choose_executor
+        from augd.job.executors import ExecutorKind, Host, choose
         from augd.job.workers.pool import ProcessPool
-        s = self.settings
-        workers = s.workers or usable_cpus()
-        want = choose_executor(s.local_executor, self.engine.device.kind, workers, 0, warm=True) is \
-            ExecutorKind.PROCESSES
+        # no job to weigh: a pool that stays warm pays for every job (threads on a GPU host, one core, short memory)
+        self.choice = choose(self.settings.local_executor, None, Host.here(self.settings.workers,
+                                                                           self.engine.device.kind == "GPU"))
+        want, workers = self.choice.kind is ExecutorKind.PROCESSES, self.choice.workers
         if self.pool is not None and (not want or self.pool.size != workers or not self.pool.usable):
             self.close_pool()
         if want and self.pool is None:
@@ -345,6 +345,7 @@ class JobWorker:
             options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                                  memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
                                  executor="processes" if self.pool else "threads", root=c.identity,
+                                 choice=self.choice.served_by(self.pool.size if self.pool else None),
                                  check=None if s.check is None else tuple(s.check.fail_on))
             beam = s.beam_settings
             if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:

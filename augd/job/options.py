@@ -23,7 +23,9 @@ class JobOptions:
     executor's own options (Beam's pipeline options, e.g. --runner=DataflowRunner). Beam sizes its own workers and
     memory: `workers` and `memory_limit` apply to threads and processes. `check`: run `augd check` on the job first
     (augd.check), its report as check.json beside the manifest, and fail the job (check_failed, writing nothing)
-    when it finds what `check` names (leak, rejected; () never fails); None: no check."""
+    when it finds what `check` names (leak, rejected; () never fails); None: no check. `choice`: the executor
+    already chosen (an augd.job.executors.Choice: `augd run`'s before its early pool, the daemon's for its warm
+    pool); None: run_job chooses from `executor` and the job's plan."""
     name: str | None = None
     workers: int | None = None
     overwrite: bool = False
@@ -36,6 +38,7 @@ class JobOptions:
     #: The job folder's (device, inode) when it was claimed (the daemon's); None: taken as the job starts. The
     #: commit happens only while the folder is still that one.
     root: tuple[int, int] | None = None
+    choice: object = None       # augd.job.executors.Choice (this module is a leaf of augd/job)
 
     def __post_init__(self):
         try:

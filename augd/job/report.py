@@ -129,10 +129,13 @@ class GraphInfo:
     stage_devices: dict | None
     executor: str = "threads"
     workers: tuple = ()
+    #: why this executor ran the job (augd.job.executors.Choice.to_dict): what was asked, picked, estimated
+    choice: dict | None = None
 
     def to_dict(self) -> dict:
         return {"builds": self.builds, "traces": self.traces, "stage_devices": self.stage_devices,
-                "executor": self.executor, "workers": [dict(w) for w in self.workers]}
+                "executor": self.executor, "workers": [dict(w) for w in self.workers],
+                **({"choice": self.choice} if self.choice is not None else {})}
 
 
 @dataclass(frozen=True)

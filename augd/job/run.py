@@ -3,6 +3,7 @@ check, report, side files -> atomic commit. The same steps for `augd run`, the d
 executor (augd/job/executors/) runs the images; the per-image work they all call is augd/job/images.py."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -13,7 +14,8 @@ from augd.engine.options import EngineOptions
 from augd.host import usable_cpus
 from augd.io import write_text
 from augd.io.jobfs import folder_identity
-from augd.job.executors import Launch, choose_executor, open_executor
+from augd.job.executors import Choice, Host, Launch, choose, open_executor
+from augd.job.executors.choice import plan_cost
 from augd.job.finish import build_report, check_outcome, check_root, claimed_output, write_sidecars
 from augd.job.images import ImageOutcome, process_images
 from augd.job.options import Cancel, JobOptions, JobResult, JobWatch
@@ -49,20 +51,24 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     plan = plan_job(input_dir, spec, opts.name, opts.max_pixels, chunked_map(pool) if pool is not None else None)
     workers = opts.workers or usable_cpus()
     checked = _check(plan, opts.check, workers, pool) if opts.check is not None else None
-    kind = opts.executor
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())
-    if kind is not ExecutorKind.BEAM:
+    choice = opts.choice   # made by the caller (augd run's early pool, the daemon's warm one): Beam overrides it
+    if opts.executor is ExecutorKind.BEAM:
+        choice = Choice(ExecutorKind.BEAM, workers, "asked for", requested="beam")
+    elif choice is None:
         # the device: the caller's engine's, else the pool's workers' (None if none could start: its first batch
         # fails the job, saying why), else an engine built here
         device = engine.device if engine is not None else pool.device() if pool is not None else None
         if device is None and pool is None:
             engine = _engine(engine_options)
             device = engine.device
-        records = sum(g.records for g in plan.groups)
-        kind = choose_executor(kind, device.kind if device else "CPU", pool.size if pool else workers, records,
-                               pool is not None)
-        if kind is ExecutorKind.THREADS and engine is None:
-            engine = _engine(engine_options)
+        host = Host.here(pool.size if pool else opts.workers, device is not None and device.kind == "GPU",
+                         pool.size if pool else 0, engine_ready=engine is not None)
+        choice = choose(opts.executor, plan_cost(plan), host)
+    kind, workers = choice.kind, choice.workers
+    log.info("job %s: %s", plan.name, choice.line())
+    if kind is ExecutorKind.THREADS and engine is None:
+        engine = _engine(engine_options)
     tally = Tally(JobProgress(name=plan.name, total=len(plan.images)))
     tally.add_scan(plan.scan)
     executor = None
@@ -74,6 +80,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
             shards = executor.write(plan, out.tmp_dir, tally, watch)
             rejected = check_outcome(plan, tally, opts.max_rejected)
             graph, device = executor.report()
+            graph = dataclasses.replace(graph, choice=choice.to_dict())
             first = tally.first_record_at - t_start if tally.first_record_at is not None else None
             report = build_report(plan, tally, shards, graph, device, started, time.perf_counter() - t_start,
                                   rejected, first)

@@ -13,7 +13,8 @@ local.py's write loop does the batching, the memory bound and the writing. A new
 or Ray's futures) is one module with a LocalExecutor subclass; one that owns the placement of work (another
 distributed engine) implements `write` itself, as beam.py does. Either way: a value in augd.defaults.ExecutorKind,
 the module, and its test. Every executor calls the per-image work in augd/job/images.py, so all write the same
-bytes.
+bytes. `auto` is not an executor: choice.py turns it into threads or processes (and a worker count) by what the
+job costs.
 """
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from augd.defaults import AUTO_MIN_RECORDS, ExecutorKind
+from augd.defaults import ExecutorKind
+from augd.job.executors.choice import Choice, Host, JobCost, choose
 
-__all__ = ["AUTO_MIN_RECORDS", "Executor", "ExecutorKind", "Launch", "choose_executor", "open_executor"]
+__all__ = ["Choice", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "choose", "open_executor"]
 
 
 class Executor(Protocol):
@@ -57,23 +59,8 @@ class Launch:
     args: tuple[str, ...] = ()
 
 
-def choose_executor(requested, device_kind: str, workers: int, records: int, warm: bool = False) -> ExecutorKind:
-    """The executor for a job. auto: threads on a GPU host (one process owns the device), with one worker, and
-    for jobs too small to pay a pool's start-up unless a warm pool is waiting; else processes. Any other kind is
-    what was asked."""
-    try:
-        kind = ExecutorKind(requested)
-    except ValueError:
-        raise ValueError(f"executor must be one of {[k.value for k in ExecutorKind]}; got {requested!r}") from None
-    if kind is not ExecutorKind.AUTO:
-        return kind
-    if device_kind == "GPU" or workers < 2:
-        return ExecutorKind.THREADS
-    return ExecutorKind.PROCESSES if warm or records >= AUTO_MIN_RECORDS else ExecutorKind.THREADS
-
-
 def open_executor(kind: ExecutorKind, launch: Launch) -> Executor:
-    """The executor of `kind` (not auto: choose_executor first), from the module of that name."""
+    """The executor of `kind` (not auto: choose() first), from the module of that name."""
     if kind is ExecutorKind.AUTO:
-        raise ValueError("choose_executor() turns auto into an executor first")
+        raise ValueError("choose() turns auto into an executor first")
     return importlib.import_module(f"{__name__}.{kind.value}").open_executor(launch)

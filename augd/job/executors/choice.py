@@ -1,0 +1,258 @@
+"""What `--executor auto` (and the daemon's `executor: auto`) runs a job on: the executor and worker count that
+finish it first, start-up included, by a small cost model of the job and the host.
+
+The model (constants below, measured with `python -m bench.crossover` and bench.whole, bench/README.md):
+- a job is `records` records from `images` images of `source_bytes` bytes on average; one record costs
+  `record_seconds` of CPU (`JobCost`, estimated from the chain and the image sizes: a fixed Python cost, the
+  source's decode, and one pass over the output's pixels per pixel step: the fused warp, each colour op (all of
+  them one under `colour: fast`), each pixel op, the encode);
+- threads run one process: it imports TensorFlow (`import_seconds`), then its threads share one GIL, which keeps
+  at most THREAD_CORES cores busy however many there are (the per-record Python: reading, Example building, the
+  OpenCV step's glue);
+- worker processes import TensorFlow each, all at once (as many at a time as there are cores: a second import on
+  a free core costs no wall), pay SPAWN_SECONDS each to start and PARENT_SECONDS per record in the parent (the
+  result's trip back, the framing), and keep min(workers, cores) cores busy. A warm pool (the daemon's) has paid
+  its start-up. Their parent plans the job while they import; a threads job plans after its import.
+
+Choices that are not the model's: a GPU host runs threads (one process owns the device, the GPU path's rule),
+and so does a host with one usable core or one worker; worker processes are only as many as the memory that
+is available holds (WORKER_BYTES each). Every choice is written to the manifest (`graph.choice`) and the log,
+with its estimates.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+
+from augd.defaults import ExecutorKind
+
+__all__ = ["Choice", "Host", "JobCost", "choose", "estimate_folder", "job_cost", "plan_cost"]
+
+#: Cores a threads job keeps busy at most: its per-record Python runs under one GIL (1.5-1.8 of 2 measured,
+#: bench.crossover's slopes; the pool's docstring).
+THREAD_CORES = 1.65
+#: CPU seconds of one TensorFlow import and the engine's start (one process), where not measured here.
+IMPORT_SECONDS = 2.5
+#: Start of one worker process (spawn, unpickling its start-up) beside its import.
+SPAWN_SECONDS = 0.1
+#: The parent's CPU per record with worker processes (the result pickled back, framed, written).
+PARENT_SECONDS = 0.00015
+#: The Python cost of one record whatever its pixels (plan, read, checks, Example, hash).
+RECORD_SECONDS = 0.0005
+#: Decode of one source pixel, and one pass of a pixel step over one output pixel (libjpeg-turbo and OpenCV on one
+#: core; fitted to the seed and heavy chains' per-record CPU on the bench's photos, ~565 kpx at ~5 px per byte).
+DECODE_SECONDS_PER_PIXEL = 3e-9
+PASS_SECONDS_PER_PIXEL = 2.7e-9
+#: Decoded pixels per byte of an encoded photo (JPEG q90-95: 4-6; PNG less; a guess where no header was read).
+PIXELS_PER_BYTE = 5.0
+#: A worker process' resident memory with TensorFlow loaded and a graph built (~600 MB measured) plus headroom.
+WORKER_BYTES = 700 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """What a job will cost: `records` records of `record_seconds` CPU each, from `images` images."""
+    images: int
+    records: int
+    record_seconds: float
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.records * self.record_seconds
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the job may use: `cores` (augd.host.usable_cpus), `workers` asked for (or the cores), whether the device
+    is a GPU, the bytes of memory available, and a warm pool of that many workers (the daemon's) if any."""
+    cores: int
+    workers: int
+    gpu: bool = False
+    memory_available: int | None = None
+    warm_workers: int = 0
+    #: this process has TensorFlow and an engine already (threads start at once)
+    engine_ready: bool = False
+    import_seconds: float = IMPORT_SECONDS
+
+    @classmethod
+    def here(cls, workers: int | None = None, gpu: bool = False, warm_workers: int = 0,
+             engine_ready: bool = False) -> "Host":
+        from augd.host import usable_cpus
+        cores = usable_cpus()
+        return cls(cores, workers or cores, gpu, memory_available(), warm_workers, engine_ready)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The executor (never auto) and its worker count, why, and the estimated seconds of each option weighed."""
+    kind: ExecutorKind
+    workers: int
+    why: str
+    estimates: tuple[tuple[str, float], ...] = ()
+    requested: str = "auto"
+
+    def to_dict(self) -> dict:
+        return {"requested": self.requested, "executor": self.kind.value, "workers": self.workers, "why": self.why,
+                "estimated_seconds": {k: round(v, 2) for k, v in self.estimates}}
+
+    def served_by(self, pool_size: int | None) -> "Choice":
+        """This choice (a daemon's, made once) as each job runs it: on the warm pool of `pool_size` workers, else on
+        threads."""
+        if pool_size:
+            return dataclasses.replace(self, kind=ExecutorKind.PROCESSES, workers=pool_size,
+                                       why="the daemon's warm pool")
+        why = "worker processes could not start" if self.kind is ExecutorKind.PROCESSES else self.why
+        return dataclasses.replace(self, kind=ExecutorKind.THREADS, why=why)
+
+    def line(self) -> str:
+        return f"executor {self.kind.value} x{self.workers} ({self.requested}): {self.why}"
+
+
+def choose(requested, cost: JobCost | None, host: Host) -> Choice:
+    """The executor for a job. Any kind but auto is what was asked, with the workers asked for. auto: threads on
+    a GPU host, with one core or one worker, or where memory holds fewer than two worker processes; else the faster
+    of threads and worker processes (2 up to the cores and the workers asked for) by the model. `cost` None: the
+    job is not known yet (the daemon warming its pool), as if it were large."""
+    try:
+        kind = ExecutorKind(requested)
+    except ValueError:
+        raise ValueError(f"executor must be one of {[k.value for k in ExecutorKind]}; got {requested!r}") from None
+    if kind is not ExecutorKind.AUTO:
+        return Choice(kind, host.workers, "asked for", requested=kind.value)
+    threads = lambda why, est=(): Choice(ExecutorKind.THREADS, host.workers, why, est)  # noqa: E731
+    if host.gpu:
+        return threads("a GPU host: one process owns the device")
+    if host.workers < 2 or host.cores < 2:
+        return threads(f"{min(host.workers, host.cores)} worker(s) on {host.cores} usable core(s): nothing to run "
+                       "beside the first")
+    held = _memory_workers(host)
+    if held < 2 and not host.warm_workers:
+        return threads(f"memory: {_mb(host.memory_available)} available holds fewer than 2 worker processes "
+                       f"(~{_mb(WORKER_BYTES)} each)")
+    if cost is None:   # the daemon's pool, before any job: the workers configured, as memory allows
+        return Choice(ExecutorKind.PROCESSES, min(host.workers, held), "no job to weigh: a warm pool pays for "
+                      "every job after the first")
+    most = host.warm_workers or min(host.workers, host.cores, held)
+    t = threads_seconds(cost, host)
+    options = {w: processes_seconds(cost, host, w) for w in ([most] if host.warm_workers else range(2, most + 1))}
+    w = min(options, key=options.get)
+    est = (("threads", t), (f"processes x{w}", options[w]))
+    what = f"{cost.records} records x {cost.record_seconds * 1e3:.1f} ms CPU (estimated)"
+    if options[w] < t:
+        warm = f" (a pool of {w} worker processes is running)" if host.warm_workers else ""
+        return Choice(ExecutorKind.PROCESSES, w, f"{what}: processes ~{options[w]:.1f} s{warm} against threads "
+                      f"~{t:.1f} s", est)
+    return threads(f"{what}: threads ~{t:.1f} s against processes ~{options[w]:.1f} s", est)
+
+
+def threads_seconds(cost: JobCost, host: Host) -> float:
+    """One import (none if this process has its engine), then the records on min(workers, cores, THREAD_CORES)
+    cores."""
+    return (0.0 if host.engine_ready else host.import_seconds) + cost.cpu_seconds / min(host.workers, host.cores, THREAD_CORES)
+
+
+def processes_seconds(cost: JobCost, host: Host, workers: int) -> float:
+    """`workers` imports, `cores` at a time (none if the pool is warm), their spawns, then the records and the
+    parent's share of each on min(workers, cores) cores."""
+    start = 0.0 if host.warm_workers else \
+        host.import_seconds * math.ceil(workers / host.cores) + SPAWN_SECONDS * workers
+    busy = min(workers, host.cores)
+    return start + cost.records * (cost.record_seconds + PARENT_SECONDS) / busy
+
+
+def _memory_workers(host: Host) -> int:
+    return host.cores if host.memory_available is None else int(host.memory_available // WORKER_BYTES)
+
+
+def _mb(n: int | None) -> str:
+    return "?" if n is None else f"{n / (1024 * 1024):.0f} MB"
+
+
+def memory_available() -> int | None:
+    """Bytes that new processes can take: the kernel's MemAvailable, capped by what the cgroup's limit leaves."""
+    from augd.job.resources import host_memory_bytes, rss_bytes
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            avail = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return max(0, min(avail, host_memory_bytes() - rss_bytes()))
+
+
+def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None = None) -> JobCost:
+    """A job's cost from its chain: `images` images of `source_bytes` encoded bytes on average (and
+    `source_pixels` decoded pixels where known; else PIXELS_PER_BYTE per byte)."""
+    from augd.job.resources import output_bound
+    from augd.job.units import variants_of
+    src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
+    per_image = len(variants_of(spec))
+    out = output_bound(spec.ops)
+    aug_px = min(out(int(src)), out.pixels) if out.pixels else out(int(src))
+    steps = _pixel_steps(spec.ops, spec.colour == "fast")
+    # each record: its Python, its source's decode, the chain's passes over its output, the encode (~2 passes)
+    augmented = RECORD_SECONDS + src * DECODE_SECONDS_PER_PIXEL + aug_px * (steps + 2) * PASS_SECONDS_PER_PIXEL
+    original = RECORD_SECONDS + src * (DECODE_SECONDS_PER_PIXEL + 2 * PASS_SECONDS_PER_PIXEL)
+    n_aug = per_image - int(spec.keep_original)
+    seconds = (n_aug * augmented + int(spec.keep_original) * original) / max(1, per_image)
+    return JobCost(images, images * per_image, seconds)
+
+
+def _pixel_steps(nodes, fast: bool) -> float:
+    """Passes over the pixels one record of the chain makes: the fused warp (once, if any op moves pixels), each
+    colour op (one for all that fold under `colour: fast`), each pixel op, each partner's decode, each at its
+    probability (a one_of's children: their mean)."""
+    from augd.ops import REGISTRY, Kind
+    warp, colour, other = 0.0, 0.0, 0.0
+    stack = [(n, 1.0) for n in nodes]
+    while stack:
+        node, p = stack.pop()
+        p *= getattr(node.params, "p", 1.0)
+        if node.children:
+            share = 1.0 / len(node.children) if node.name == "one_of" else 1.0
+            stack.extend((c, p * share) for c in node.children)
+            continue
+        op = REGISTRY[node.name]
+        if op.kind is Kind.GEOMETRY:
+            warp = max(warp, p)
+        elif op.kind is Kind.COLOUR:
+            colour = max(colour, p) if fast and getattr(op, "foldable", lambda: False)() else colour + p
+        else:   # a pixel op; a partner op decodes its partners (copy_paste's count is per instance: ~1)
+            partners = getattr(op, "partners", 0)
+            other += p * (1 + (partners if isinstance(partners, int) else 1))
+    return warp + colour + other
+
+
+def plan_cost(plan) -> JobCost:
+    """A planned job's cost: its records as planned, its images' bytes and, where their headers were read, their
+    pixels."""
+    images = plan.images
+    sized = [i.header.width * i.header.height for i in images if i.header is not None and i.header.width]
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    cost = job_cost(plan.spec, len(images), mean([i.size for i in images]) or 0.0, mean(sized))
+    return dataclasses.replace(cost, records=sum(g.records for g in plan.groups))
+
+
+def estimate_folder(path: str, spec, enough_bytes: int = 1 << 30) -> JobCost:
+    """A job's cost before its plan (no header read): the files under `path` and their bytes, walked until
+    `enough_bytes` have been seen (then extrapolated by count). Image files count one image each; any other file of
+    1 MB or more (a TFRecord shard) one image per ~100 KB; annotation files nothing."""
+    from augd.annotations.tree import IMAGE_EXTENSIONS
+    images, size, others = 0, 0, 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                n = os.path.getsize(os.path.join(root, f))
+            except OSError:
+                continue
+            if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS:
+                images, size = images + 1, size + n
+            elif n >= 1 << 20:
+                others += n
+        if size + others >= enough_bytes:
+            break
+    if others:
+        images += others // 100_000
+        size += others
+    return job_cost(spec, images, size / images if images else 0.0)

@@ -1,0 +1,147 @@
+"""`--executor auto` by what the job costs (augd/job/executors/choice.py): the model's rules on hosts of every
+shape, its estimates of the shipped chains, and real `augd run` processes that say what they picked and why."""
+import json
+import os
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from augd.job.executors import ExecutorKind, Host, JobCost, choose
+from augd.job.executors.choice import (WORKER_BYTES, estimate_folder, job_cost, processes_seconds,
+                                       threads_seconds)
+from augd.spec import builtin_pipelines, load_pipeline, parse_pipeline
+from tests.jobfiles import make_job, pipeline_yaml
+
+GB = 1 << 30
+TWO = Host(cores=2, workers=2, memory_available=16 * GB)
+
+
+def cost(records, ms=5.0):
+    return JobCost(images=records, records=records, record_seconds=ms / 1e3)
+
+
+def test_other_kinds_are_what_was_asked_and_unknown_names_say_what_is_allowed():
+    for kind in ("threads", "processes", "beam"):
+        c = choose(kind, cost(10), Host(cores=16, workers=3, gpu=True))
+        assert (c.kind.value, c.workers, c.why, c.requested) == (kind, 3, "asked for", kind)
+    with pytest.raises(ValueError, match=r"executor must be one of \['auto', 'threads', 'processes', 'beam'\]; "
+                                         r"got 'gpu'"):
+        choose("gpu", cost(10), TWO)
+
+
+def test_auto_runs_threads_where_processes_cannot_pay():
+    big = cost(10**6)
+    assert choose("auto", big, Host(cores=16, workers=16, gpu=True)).why == "a GPU host: one process owns the device"
+    one = choose("auto", big, Host(cores=1, workers=1))
+    assert one.kind is ExecutorKind.THREADS and "on 1 usable core" in one.why
+    assert choose("auto", big, Host(cores=8, workers=1)).kind is ExecutorKind.THREADS
+    short = choose("auto", big, Host(cores=8, workers=8, memory_available=WORKER_BYTES + 1))
+    assert short.kind is ExecutorKind.THREADS and "holds fewer than 2 worker processes" in short.why
+
+
+def test_auto_switches_once_from_threads_to_processes_as_the_job_grows():
+    """Threads for a job too small to pay a second process' start, processes from some size on, and never back:
+    each record costs processes less than threads (more cores than one GIL keeps busy)."""
+    picks = [choose("auto", cost(n), TWO).kind for n in (1, 10, 100, 1000, 10**4, 10**5)]
+    assert picks[0] is ExecutorKind.THREADS and picks[-1] is ExecutorKind.PROCESSES
+    first = picks.index(ExecutorKind.PROCESSES)
+    assert all(p is ExecutorKind.PROCESSES for p in picks[first:])
+    c = choose("auto", cost(10**4), TWO)
+    assert c.workers == 2 and dict(c.estimates)["processes x2"] < dict(c.estimates)["threads"]
+    assert "10000 records x 5.0 ms CPU (estimated): processes ~" in c.why
+    # a costlier record tips the balance sooner
+    n = next(n for n in range(1, 10**5, 10) if choose("auto", cost(n, 2.0), TWO).kind is ExecutorKind.PROCESSES)
+    assert choose("auto", cost(n, 20.0), TWO).kind is ExecutorKind.PROCESSES
+
+
+def test_auto_starts_no_more_processes_than_pay_for_their_imports():
+    """--workers 8 on 2 cores: 8 processes would import TensorFlow 4 times over on each core; auto takes 2. 16
+    cores and memory for 3 workers: 3."""
+    assert choose("auto", cost(10**5), Host(cores=2, workers=8, memory_available=16 * GB)).workers == 2
+    assert choose("auto", cost(10**5), Host(cores=16, workers=16, memory_available=3 * WORKER_BYTES)).workers == 3
+    host = Host(cores=2, workers=8)
+    assert processes_seconds(cost(10**4), host, 8) > processes_seconds(cost(10**4), host, 2)
+
+
+def test_a_warm_pool_has_paid_its_start_and_this_process_engine_its_import():
+    warm = choose("auto", cost(50), Host(cores=4, workers=4, warm_workers=3))
+    assert (warm.kind, warm.workers) == (ExecutorKind.PROCESSES, 3)
+    assert "(a pool of 3 worker processes is running)" in warm.why
+    ready = Host(cores=2, workers=2, engine_ready=True)
+    assert threads_seconds(cost(100), ready) < threads_seconds(cost(100), TWO)
+    daemon = choose("auto", None, Host(cores=2, workers=6, memory_available=16 * GB))
+    assert (daemon.kind, daemon.workers) == (ExecutorKind.PROCESSES, 6)   # the daemon's configured workers
+    assert daemon.served_by(None).kind is ExecutorKind.THREADS
+    assert daemon.served_by(None).why == "worker processes could not start"
+    assert daemon.served_by(6).to_dict() == {"requested": "auto", "executor": "processes", "workers": 6,
+                                             "why": "the daemon's warm pool", "estimated_seconds": {}}
+
+
+def test_the_chain_estimate_follows_its_pixel_work():
+    """More pixel passes cost more; colour: fast folds the colour ops into one; a crop to 224x224 bounds what the
+    chain after it costs; an original record costs a decode and an encode; every shipped pipeline has a cost."""
+    base = parse_pipeline(pipeline_yaml(variants=2, keep_original=False), "t.yaml")
+    fast = parse_pipeline(pipeline_yaml(variants=2, keep_original=False).replace("name: t", "name: t\ncolour: fast"),
+                          "t.yaml")
+    one = lambda spec: job_cost(spec, 10, 100_000, 1_000_000).record_seconds  # noqa: E731
+    assert one(fast) < one(base)
+    assert job_cost(base, 10, 100_000).records == 20
+    heavy, seed = (load_pipeline(builtin_pipelines()[n]) for n in ("geometric-heavy", "seed-classifier"))
+    assert one(heavy) < one(seed)          # 8 crops of 224x224 against 5 full-size records of 1 Mpx
+    for name, path in builtin_pipelines().items():
+        c = job_cost(load_pipeline(path), 100, 100_000)
+        assert 0.0005 < c.record_seconds < 0.1, name
+
+
+def test_the_folder_estimate_counts_images_and_their_bytes_and_reads_no_pixel(tmp_path):
+    spec = parse_pipeline(pipeline_yaml(variants=3, keep_original=True), "t.yaml")
+    make_job(tmp_path / "job", {f"train/a/{i}.jpg": "jpeg" for i in range(6)})
+    (tmp_path / "job" / "train" / "a" / "notes.xml").write_text("<annotation/>")
+    (tmp_path / "job" / "data.tfrecord").write_bytes(b"\0" * 2_000_000)   # a shard: ~20 images of 100 KB
+    c = estimate_folder(str(tmp_path / "job"), spec)
+    assert (c.images, c.records) == (26, 104)
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """40 noisy 1600x1200 JPEGs: enough pixel work (~5 CPU-s of the seed chain) that processes pay on 2 cores."""
+    root = tmp_path_factory.mktemp("choice") / "photos"
+    rng = np.random.default_rng(0)
+    for i in range(40):
+        folder = root / "train" / ("a" if i % 2 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        img = cv2.resize(rng.integers(0, 255, (150, 200, 3), dtype=np.uint8), (1600, 1200))
+        (folder / f"{i}.jpg").write_bytes(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes())
+    return root
+
+
+def _run(job, out, *flags):
+    r = subprocess.run([sys.executable, "-m", "augd", "run", str(job), "-p", "seed-classifier", "-o", str(out),
+                        *flags], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(out, os.path.basename(str(job)), "manifest.json")) as fh:
+        return json.load(fh)["graph"], r.stderr
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="auto runs threads on one core")
+def test_augd_run_says_what_auto_picked_and_why(photos, tmp_path):
+    """A real `augd run` with no executor flag: the 200-record photo job goes to worker processes, started before
+    the plan (the choice is the command's, from the files' bytes); a 2-image job stays on threads. Each says so
+    in the manifest (graph.choice) and in one log line."""
+    graph, err = _run(photos, tmp_path / "big")
+    assert graph["executor"] == "processes" and len(graph["workers"]) == 2
+    choice = graph["choice"]
+    assert (choice["requested"], choice["executor"], choice["workers"]) == ("auto", "processes", 2)
+    assert choice["why"].startswith("200 records x ") and set(choice["estimated_seconds"]) == \
+        {"threads", "processes x2"}
+    assert "executor processes x2 (auto): 200 records x" in err
+    small = tmp_path / "small"
+    make_job(small, {"train/a/x.jpg": "jpeg", "train/b/y.png": "png"})
+    graph, err = _run(small, tmp_path / "small-out", "--workers", "2")
+    assert graph["executor"] == "threads" and graph["choice"]["executor"] == "threads"
+    assert "10 records x" in graph["choice"]["why"] and "executor threads x2 (auto)" in err
+    graph, _ = _run(small, tmp_path / "asked", "--executor", "processes")
+    assert graph["choice"]["why"] == "asked for" and graph["executor"] == "processes"
