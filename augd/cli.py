@@ -128,10 +128,10 @@ def cmd_run(args) -> int:
 
 
 def _early_pool(args, spec, engine_options):
-    """(pool, choice): the job's worker processes, started before this process loads TensorFlow so that their
-    imports and its own plan overlap, where `auto` (by the job's files and bytes, augd.job.executors.choice) or
-    --executor processes says so; (None, None) where the job will not run on them as far as can be told before the
-    plan (run_job then chooses again, from the plan)."""
+    """(pool, choice): what the job runs on, chosen before this process loads TensorFlow (`auto`: by the job's files
+    and their bytes, augd.job.executors.choice), and the worker processes where that is processes, started now so
+    that their imports and this process' plan overlap. (None, None) for Beam, --executor threads and a URL:
+    run_job chooses then."""
     if args.executor in ("beam", "threads") or "://" in args.input:
         return None, None
     from augd.job.executors.choice import Host, choose, estimate_folder
@@ -142,7 +142,7 @@ def _early_pool(args, spec, engine_options):
         os.path.exists(p) for p in ("/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg")))
     choice = choose(args.executor, estimate_folder(args.input, spec), Host.here(args.workers, gpu))
     if choice.kind is not ExecutorKind.PROCESSES:
-        return None, None
+        return None, choice
     return ProcessPool(choice.workers, engine_options), choice
 
 

@@ -6,12 +6,14 @@
 
 Rows, in this order in each round (the pools and the subprocesses before TensorFlow loads in this process):
   warp crop albu_seed albu_heavy   bench.bench's process pools over the job's files (clock after warm-up)
-  user_seed run_seed_processes run_seed_threads user_heavy run_heavy_processes run_heavy_threads
+  user_seed run_seed_default run_seed_processes run_seed_threads
+  user_heavy run_heavy_default run_heavy_processes run_heavy_threads
       whole processes, wall clock from launch to exit, imports included: the user's script (bench.user_script:
       an Albumentations pool writing through tf.io.TFRecordWriter) and `augd run JOB --pipeline P --out O
-      --overwrite --quiet --workers W --executor E`
-  scale    that `augd run` (--scale-chain, --scale-executor) under taskset: 1 core with --workers 1, then
-           2 cores with --workers 2 (rows scale_1core, scale_2cores)
+      --overwrite --quiet --workers W --executor E`; the default rows without --executor and --workers (what a
+      user types: `auto`, every usable core)
+  scale    that `augd run` (--scale-chain, --scale-executor; default: the default run) under taskset: 1 core
+           (with --workers 1 unless the default run), then 2 cores (rows scale_1core, scale_2cores)
   small    the demo job (augd/samples/demo, 20 images, seed-classifier), --executor auto and threads,
            alternating, 3 runs each after one untimed run (rows small_auto, small_threads)
   augd_seed augd_seed_fast augd_heavy augd_heavy_fast   run_job in this process, as bench.bench
@@ -44,8 +46,8 @@ __all__ = ["ROWS", "TARGETS", "main", "timed"]
 
 DEMO = os.path.join(REPO, "augd", "samples", "demo")
 POOLS = ("warp", "crop", "albu_seed", "albu_heavy")
-WHOLE = ("user_seed", "run_seed_processes", "run_seed_threads", "user_heavy", "run_heavy_processes",
-         "run_heavy_threads", "scale", "small", "det", "tf_import")
+WHOLE = ("user_seed", "run_seed_default", "run_seed_processes", "run_seed_threads", "user_heavy", "run_heavy_default",
+         "run_heavy_processes", "run_heavy_threads", "scale", "small", "det", "tf_import")
 INPROC = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast")
 ROWS = POOLS + WHOLE + INPROC
 #: The base data set's largest size: a larger --n cycles it under new file names (hard links).
@@ -60,6 +62,9 @@ TARGETS = (
     ("augd_heavy_fast", "crop", IPS, ">=", 0.95, "augd heavy, colour: fast / crop floor"),
     ("augd_heavy", "albu_heavy", IPS, ">=", 1.3, "augd heavy / Albumentations heavy pool"),
     ("augd_heavy_fast", "albu_heavy", IPS, ">=", 1.3, "augd heavy, colour: fast / Albumentations heavy pool"),
+    ("run_seed_default", "user_seed", IPS, ">=", 1.4, "augd run seed, the default run / user's script (whole)"),
+    ("run_heavy_default", "user_heavy", IPS, ">=", 1.0, "augd run heavy, the default run / user's script"),
+    ("run_heavy_default", "bound_heavy", IPS, ">=", 0.8, "augd run heavy, the default run / the heavy bound"),
     ("run_seed_processes", "user_seed", IPS, ">=", 1.4, "augd run seed, processes / user's script (whole)"),
     ("run_seed_threads", "user_seed", IPS, ">=", 1.4, "augd run seed, threads / user's script (whole)"),
     ("run_heavy_processes", "user_heavy", IPS, ">=", 1.4, "augd run heavy, processes / user's script"),
@@ -75,7 +80,9 @@ CONTEXT = (
     ("user_heavy", "albu_heavy", IPS, "user's script heavy (whole) / its pool (in process)"),
     ("run_seed_processes", "run_seed_threads", IPS, "augd run seed, processes / threads"),
     ("run_heavy_processes", "run_heavy_threads", IPS, "augd run heavy, processes / threads"),
-    *((r, None, BUSY, f"cores busy: {r}") for r in WHOLE[:6] + ("scale_1core",)),
+    ("scale_2cores", "bound_scale", IPS, "scaling: 2 cores / their bound (one import, then 1 core's work halved)"),
+    ("bound_scale", "scale_1core", IPS, "scaling bound: (import + W) / (import + W / 2), W = 1 core's wall - import"),
+    *((r, None, BUSY, f"cores busy: {r}") for r in WHOLE[:8] + ("scale_1core",)),
     ("bound_seed", "user_seed", IPS, "bound: n / (one TF import + n / warp floor), / user's script seed"),
     ("bound_heavy", "user_heavy", IPS, "bound: n / (one TF import + n / crop floor), / user's script heavy"),
     ("det_boxes", "det_plain", "cpu_seconds", "VOC boxes / plain job, CPU (whole, processes)"),
@@ -163,11 +170,13 @@ def _rate(r: dict, images: int) -> dict:
     return r
 
 
-def run_augd(job: str, pipeline: str, out: str, *, executor: str, workers: int | None, timeout: float,
+def run_augd(job: str, pipeline: str, out: str, *, executor: str | None, workers: int | None, timeout: float,
              cpus: list[int] | None = None, expect: int | None = None) -> dict:
-    """`augd run` as a whole process (under taskset when `cpus`), checked against its manifest."""
+    """`augd run` as a whole process (under taskset when `cpus`), checked against its manifest. `executor` or
+    `workers` None: no such flag (the default run)."""
     cmd = (["taskset", "-c", ",".join(map(str, cpus))] if cpus else []) + _augd_cmd() + [
-        "run", job, "--pipeline", pipeline, "--out", out, "--overwrite", "--quiet", "--executor", executor]
+        "run", job, "--pipeline", pipeline, "--out", out, "--overwrite", "--quiet"]
+    cmd += ["--executor", executor] if executor else []
     cmd += ["--workers", str(workers)] if workers else []
     try:
         r = timed(cmd, timeout=timeout, logs=out + "-log")
@@ -178,7 +187,8 @@ def run_augd(job: str, pipeline: str, out: str, *, executor: str, workers: int |
         written = m["inputs"]["written"]
         r["manifest"] = {"images_per_second": m["timing"]["images_per_second"], WALL: m["timing"]["wall_seconds"],
                          "records": m["records"]["written"], "graph_builds": m["graph"].get("builds"),
-                         "executor": m.get("executor", m["graph"].get("executor"))}
+                         "executor": m.get("executor", m["graph"].get("executor")),
+                         "choice": m["graph"].get("choice")}
         first = m["timing"].get("first_record_seconds")
         if first is not None:   # the manifest's start (to the ms) + its first record, from this process's launch
             started = datetime.datetime.fromisoformat(m["created"]).timestamp()
@@ -289,16 +299,20 @@ def _one_round(selected, job, files, work, pipelines, args) -> dict:
             got = {name: run_user(job, name[5:], work, workers=args.workers, seed=args.seed, expect=len(files), **kw)}
         elif name.startswith("run_"):
             _, chain, executor = name.split("_")
-            got = {name: run_augd(job, pipelines[chain], os.path.join(work, "out"), executor=executor,
-                                  workers=args.workers, expect=len(files), **kw)}
+            default = executor == "default"
+            got = {name: run_augd(job, pipelines[chain], os.path.join(work, "out"),
+                                  executor=None if default else executor, workers=None if default else args.workers,
+                                  expect=len(files), **kw)}
         elif name == "scale":
             if len(cpus) < 2:
                 err = {"error": f"needs 2 CPUs, this process may use {cpus}"}
                 got = {"scale_1core": err, "scale_2cores": err}
             else:
+                default = args.scale_executor == "default"
                 got = {f"scale_{k}core{'s' if k > 1 else ''}": run_augd(
-                    job, pipelines[args.scale_chain], os.path.join(work, "out"), executor=args.scale_executor,
-                    workers=k, cpus=cpus[:k], expect=len(files), **kw) for k in (1, 2)}
+                    job, pipelines[args.scale_chain], os.path.join(work, "out"),
+                    executor=None if default else args.scale_executor, workers=None if default else k,
+                    cpus=cpus[:k], expect=len(files), **kw) for k in (1, 2)}
         elif name == "det":
             got = _detection(work, pipelines["heavy"], args)
         elif name == "tf_import":   # what every process that runs a TensorFlow graph pays before its first image
@@ -322,6 +336,11 @@ def _bounds(figures: dict, n: int) -> None:
     for chain, floor in (("seed", "warp"), ("heavy", "crop")):
         if WALL in tf and IPS in figures.get(floor, {}):
             figures[f"bound_{chain}"] = {IPS: round(n / (tf[WALL] + n / figures[floor][IPS]), 2)}
+    # 2 cores against 1: the import runs on one core whatever the count (each process imports on its own), only
+    # the rest of the 1-core run can halve
+    one = figures.get("scale_1core", {})
+    if WALL in tf and WALL in one and one[WALL] > tf[WALL]:
+        figures["bound_scale"] = {IPS: round(n / (tf[WALL] + (one[WALL] - tf[WALL]) / 2), 2)}
 
 
 def _value(rnd: dict, a: str, b: str | None, key: str) -> float | str:
@@ -381,6 +400,8 @@ def _print(summary: dict, rounds: list[dict], labels: dict, out=sys.stdout) -> N
               + (f", left {r['left_behind']}" if r.get("left_behind") else "")
               + (", PROCESSES STILL RUNNING after its exit (killed; CPU not counted)"
                  if r.get("still_running_after_exit") else ""))
+            if (m.get("choice") or {}).get("requested") == "auto":
+                p(f"    auto picked {m['choice']['executor']} x{m['choice']['workers']}: {m['choice']['why']}")
         if "runs_wall_seconds" in r:
             p(f"    wall s per run {r['runs_wall_seconds']}, executor in the manifest {r['executor_in_manifest']}")
     p(f"\n{'ratio (median over rounds)':<62} {'value':>8}  {'target':>7}  verdict")
@@ -404,7 +425,8 @@ def main(argv=None) -> int:
     ap.add_argument("--colour", choices=("exact", "fast"), default="exact",
                     help="colour mode of the whole-process augd runs (default exact: the seed pipeline's own)")
     ap.add_argument("--scale-chain", choices=("seed", "heavy"), default="seed")
-    ap.add_argument("--scale-executor", choices=("processes", "threads", "auto"), default="processes")
+    ap.add_argument("--scale-executor", choices=("default", "processes", "threads", "auto"), default="default",
+                    help="the scale rows' executor (default: none given, nor --workers: the default run)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one subprocess may run (default 1800)")
     ap.add_argument("--seed", type=int, default=0, help="data set seed (default 0)")
     ap.add_argument("--cache", default=DEFAULT_CACHE, help="data set cache folder (default bench/.data)")
@@ -419,8 +441,11 @@ def main(argv=None) -> int:
     labels = {**LABELS, **{f"user_{c}": f"user's script, {c} chain (whole process)" for c in ("seed", "heavy")},
               **{f"run_{c}_{e}": f"augd run, {c} chain, --executor {e} (whole process)" for c in ("seed", "heavy")
                  for e in ("processes", "threads")},
-              "scale_1core": f"augd run {args.scale_chain} {args.scale_executor}, taskset 1 core, 1 worker",
-              "scale_2cores": f"augd run {args.scale_chain} {args.scale_executor}, taskset 2 cores, 2 workers",
+              **{f"run_{c}_default": f"augd run, {c} chain, the default run (no --executor, --workers)"
+                 for c in ("seed", "heavy")},
+              "scale_1core": f"augd run {args.scale_chain} {args.scale_executor}, taskset 1 core",
+              "scale_2cores": f"augd run {args.scale_chain} {args.scale_executor}, taskset 2 cores",
+              "bound_scale": "bound, 2 cores: n / (one TF import + (1 core's wall - import) / 2)",
               "small_auto": "demo job (20 images), --executor auto, median of 3",
               "small_threads": "demo job (20 images), --executor threads, median of 3",
               "tf_import": "python -c 'import tensorflow' (whole process; IPS: n images / its wall)",

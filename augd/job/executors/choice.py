@@ -40,9 +40,10 @@ SPAWN_SECONDS = 0.1
 #: The parent's CPU per record with worker processes (the result pickled back, framed, written).
 PARENT_SECONDS = 0.00015
 #: The Python cost of one record whatever its pixels (plan, read, checks, Example, hash).
-RECORD_SECONDS = 0.0005
+RECORD_SECONDS = 0.001
 #: Decode of one source pixel, and one pass of a pixel step over one output pixel (libjpeg-turbo and OpenCV on one
-#: core; fitted to the seed and heavy chains' per-record CPU on the bench's photos, ~565 kpx at ~5 px per byte).
+#: core). With RECORD_SECONDS, fitted to the per-record CPU of seed-classifier, geometric-heavy and detection-ssd on
+#: the bench's photos (~565 kpx at ~5 px per byte; 11.4, 4.5 and 3.7 ms measured, 11.2, 3.7, 4.5 estimated).
 DECODE_SECONDS_PER_PIXEL = 3e-9
 PASS_SECONDS_PER_PIXEL = 2.7e-9
 #: Decoded pixels per byte of an encoded photo (JPEG q90-95: 4-6; PNG less; a guess where no header was read).
@@ -150,7 +151,8 @@ def choose(requested, cost: JobCost | None, host: Host) -> Choice:
 def threads_seconds(cost: JobCost, host: Host) -> float:
     """One import (none if this process has its engine), then the records on min(workers, cores, THREAD_CORES)
     cores."""
-    return (0.0 if host.engine_ready else host.import_seconds) + cost.cpu_seconds / min(host.workers, host.cores, THREAD_CORES)
+    start = 0.0 if host.engine_ready else host.import_seconds
+    return start + cost.cpu_seconds / min(host.workers, host.cores, THREAD_CORES)
 
 
 def processes_seconds(cost: JobCost, host: Host, workers: int) -> float:
@@ -191,7 +193,9 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     out = output_bound(spec.ops)
     aug_px = min(out(int(src)), out.pixels) if out.pixels else out(int(src))
     steps = _pixel_steps(spec.ops, spec.colour == "fast")
-    # each record: its Python, its source's decode, the chain's passes over its output, the encode (~2 passes)
+    # a record: its Python, its decode (each augmented record decodes what its window needs: a crop decodes its
+    # window alone), the chain's passes over its output and the encode (~2 passes); the original a decode (the
+    # check that its bytes can be stored as they are) and the same encode where they cannot
     augmented = RECORD_SECONDS + src * DECODE_SECONDS_PER_PIXEL + aug_px * (steps + 2) * PASS_SECONDS_PER_PIXEL
     original = RECORD_SECONDS + src * (DECODE_SECONDS_PER_PIXEL + 2 * PASS_SECONDS_PER_PIXEL)
     n_aug = per_image - int(spec.keep_original)
