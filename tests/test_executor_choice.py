@@ -1,5 +1,6 @@
 """`--executor auto` by what the job costs (augd/job/executors/choice.py): the model's rules on hosts of every
 shape, its estimates of the shipped chains, and real `augd run` processes that say what they picked and why."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -19,8 +20,9 @@ GB = 1 << 30
 TWO = Host(cores=2, workers=2, memory_available=16 * GB)
 
 
-def cost(records, ms=5.0):
-    return JobCost(images=records, records=records, record_seconds=ms / 1e3)
+def cost(records, ms=5.0, gil_ms=4.0):
+    """`records` of `ms` CPU each, `gil_ms` of it under the GIL (threads keep ms / gil_ms cores busy at most)."""
+    return JobCost(images=records, records=records, record_seconds=ms / 1e3, gil_seconds=gil_ms / 1e3)
 
 
 def test_other_kinds_are_what_was_asked_and_unknown_names_say_what_is_allowed():
@@ -52,9 +54,19 @@ def test_auto_switches_once_from_threads_to_processes_as_the_job_grows():
     c = choose("auto", cost(10**4), TWO)
     assert c.workers == 2 and dict(c.estimates)["processes x2"] < dict(c.estimates)["threads"]
     assert "10000 records x 5.0 ms CPU (estimated): processes ~" in c.why
+    assert threads_seconds(cost(10**4), TWO) == pytest.approx(2.5 + 10**4 * 0.005 / 1.25)   # 5 / 4 cores
     # a costlier record tips the balance sooner
-    n = next(n for n in range(1, 10**5, 10) if choose("auto", cost(n, 2.0), TWO).kind is ExecutorKind.PROCESSES)
-    assert choose("auto", cost(n, 20.0), TWO).kind is ExecutorKind.PROCESSES
+    n = next(n for n in range(1, 10**5, 10) if choose("auto", cost(n, 3.0, 2.4), TWO).kind is ExecutorKind.PROCESSES)
+    assert choose("auto", cost(n, 20.0, 16.0), TWO).kind is ExecutorKind.PROCESSES
+
+
+def test_a_chain_whose_work_leaves_the_gil_free_stays_on_threads():
+    """A record that holds the GIL for a third of its CPU keeps 2 cores busy on threads: processes would only add
+    a second import and each record's trip between processes, at any size. On 4 cores they pay again."""
+    for n in (300, 3000, 30000, 300000):
+        assert choose("auto", cost(n, 12.0, 4.0), TWO).kind is ExecutorKind.THREADS
+    four = Host(cores=4, workers=4, memory_available=16 * GB)
+    assert choose("auto", cost(30000, 12.0, 4.0), four).kind is ExecutorKind.PROCESSES
 
 
 def test_auto_starts_no_more_processes_than_pay_for_their_imports():
@@ -88,6 +100,12 @@ def test_the_chain_estimate_follows_its_pixel_work():
                           "t.yaml")
     one = lambda spec: job_cost(spec, 10, 100_000, 1_000_000).record_seconds  # noqa: E731
     assert one(fast) < one(base)
+    # the seed chain's exact colour ops run outside the GIL (threads keep 2 cores busy), its fast ones do not
+    seed = load_pipeline(builtin_pipelines()["seed-classifier"])
+    fast_seed = dataclasses.replace(seed, colour="fast")
+    ratio = lambda c: c.record_seconds / c.gil_seconds  # noqa: E731
+    assert ratio(job_cost(seed, 10, 100_000)) > 2 > ratio(job_cost(fast_seed, 10, 100_000))
+    assert ratio(job_cost(seed, 10, 100_000, annotated=True)) < ratio(job_cost(seed, 10, 100_000))
     assert job_cost(base, 10, 100_000).records == 20
     heavy, seed = (load_pipeline(builtin_pipelines()[n]) for n in ("geometric-heavy", "seed-classifier"))
     assert one(heavy) < one(seed)          # 8 crops of 224x224 against 5 full-size records of 1 Mpx
@@ -107,19 +125,19 @@ def test_the_folder_estimate_counts_images_and_their_bytes_and_reads_no_pixel(tm
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory):
-    """40 noisy 1600x1200 JPEGs: enough pixel work (~5 CPU-s of the seed chain) that processes pay on 2 cores."""
+    """120 smooth 640x480 JPEGs: 600 records of the seed chain, enough that processes pay on 2 cores."""
     root = tmp_path_factory.mktemp("choice") / "photos"
     rng = np.random.default_rng(0)
-    for i in range(40):
+    for i in range(120):
         folder = root / "train" / ("a" if i % 2 else "b")
         folder.mkdir(parents=True, exist_ok=True)
-        img = cv2.resize(rng.integers(0, 255, (150, 200, 3), dtype=np.uint8), (1600, 1200))
+        img = cv2.resize(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8), (640, 480), interpolation=cv2.INTER_CUBIC)
         (folder / f"{i}.jpg").write_bytes(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes())
     return root
 
 
-def _run(job, out, *flags):
-    r = subprocess.run([sys.executable, "-m", "augd", "run", str(job), "-p", "seed-classifier", "-o", str(out),
+def _run(job, out, *flags, pipeline="seed-classifier"):
+    r = subprocess.run([sys.executable, "-m", "augd", "run", str(job), "-p", str(pipeline), "-o", str(out),
                         *flags], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     with open(os.path.join(out, os.path.basename(str(job)), "manifest.json")) as fh:
@@ -128,16 +146,19 @@ def _run(job, out, *flags):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="auto runs threads on one core")
 def test_augd_run_says_what_auto_picked_and_why(photos, tmp_path):
-    """A real `augd run` with no executor flag: the 200-record photo job goes to worker processes, started before
-    the plan (the choice is the command's, from the files' bytes); a 2-image job stays on threads. Each says so
-    in the manifest (graph.choice) and in one log line."""
-    graph, err = _run(photos, tmp_path / "big")
+    """A real `augd run` with no executor flag: the 600-record photo job of the seed chain with `colour: fast`
+    (its Python holds the GIL) goes to worker processes, started before the plan (the choice is the command's,
+    from the files' bytes); a 2-image job stays on threads. Each says so in the manifest (graph.choice) and in
+    one log line."""
+    fast = tmp_path / "seed-fast.yaml"
+    fast.write_text(open(builtin_pipelines()["seed-classifier"]).read().replace("colour: exact", "colour: fast"))
+    graph, err = _run(photos, tmp_path / "big", pipeline=fast)
     assert graph["executor"] == "processes" and len(graph["workers"]) == 2
     choice = graph["choice"]
     assert (choice["requested"], choice["executor"], choice["workers"]) == ("auto", "processes", 2)
-    assert choice["why"].startswith("200 records x ") and set(choice["estimated_seconds"]) == \
+    assert choice["why"].startswith("600 records x ") and set(choice["estimated_seconds"]) == \
         {"threads", "processes x2"}
-    assert "executor processes x2 (auto): 200 records x" in err
+    assert "executor processes x2 (auto): 600 records x" in err
     small = tmp_path / "small"
     make_job(small, {"train/a/x.jpg": "jpeg", "train/b/y.png": "png"})
     graph, err = _run(small, tmp_path / "small-out", "--workers", "2")

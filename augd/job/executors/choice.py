@@ -6,9 +6,11 @@ The model (constants below, measured with `python -m bench.crossover` and bench.
   `record_seconds` of CPU (`JobCost`, estimated from the chain and the image sizes: a fixed Python cost, the
   source's decode, and one pass over the output's pixels per pixel step: the fused warp, each colour op (all of
   them one under `colour: fast`), each pixel op, the encode);
-- threads run one process: it imports TensorFlow (`import_seconds`), then its threads share one GIL, which keeps
-  at most THREAD_CORES cores busy however many there are (the per-record Python: reading, Example building, the
-  OpenCV step's glue);
+- threads run one process: it imports TensorFlow (`import_seconds`), then its threads share one GIL: each record
+  holds it for `gil_seconds` (its Python: reading, checks, Example building, the OpenCV steps' glue, more with
+  boxes and masks to move), so threads keep at most record_seconds / gil_seconds cores busy. A chain whose time is
+  in pixel kernels (which release the GIL) keeps every core busy on threads, and then threads win: no second
+  import, no record sent between processes;
 - worker processes import TensorFlow each, all at once (as many at a time as there are cores: a second import on
   a free core costs no wall), pay SPAWN_SECONDS each to start and PARENT_SECONDS per record in the parent (the
   result's trip back, the framing), and keep min(workers, cores) cores busy. A warm pool (the daemon's) has paid
@@ -30,15 +32,23 @@ from augd.defaults import ExecutorKind
 
 __all__ = ["Choice", "Host", "JobCost", "choose", "estimate_folder", "job_cost", "plan_cost"]
 
-#: Cores a threads job keeps busy at most: its per-record Python runs under one GIL (1.5-1.8 of 2 measured,
-#: bench.crossover's slopes; the pool's docstring).
-THREAD_CORES = 1.65
+#: The GIL a record holds: a fixed part, a part per op of its chain and per output pixel (the Python around each
+#: kernel and the arrays it hands on), more for a job with annotations (boxes, masks and keypoints moved in
+#: Python) and per partner image. Fitted to threads against processes at 30000 records of every shipped pipeline
+#: (bench.crossover) and to the seed chain with `colour: fast` (bench.whole): threads keep ~1.2 (detection-ssd) to
+#: 2 (seed-classifier, whose exact colour ops run outside the GIL) of 2 cores busy.
+GIL_SECONDS = 0.0015
+GIL_SECONDS_PER_OP = 0.00025
+GIL_SECONDS_PER_PIXEL = 4e-9
+ANNOTATED_GIL_SECONDS = 0.0015
+PARTNER_GIL_SECONDS = 0.001
 #: CPU seconds of one TensorFlow import and the engine's start (one process), where not measured here.
 IMPORT_SECONDS = 2.5
-#: Start of one worker process (spawn, unpickling its start-up) beside its import.
-SPAWN_SECONDS = 0.1
-#: The parent's CPU per record with worker processes (the result pickled back, framed, written).
-PARENT_SECONDS = 0.00015
+#: Start of one worker process (spawn, unpickling its start-up) beside its import; the parent plans meanwhile,
+#: where a threads job plans after its import, so a cold pool starts about as soon as threads do (bench.crossover).
+SPAWN_SECONDS = 0.05
+#: What a record costs more on worker processes: its trip back to the parent (pickled), the parent's share.
+PARENT_SECONDS = 0.0005
 #: The Python cost of one record whatever its pixels (plan, read, checks, Example, hash).
 RECORD_SECONDS = 0.001
 #: Decode of one source pixel, and one pass of a pixel step over one output pixel (libjpeg-turbo and OpenCV on one
@@ -54,10 +64,14 @@ WORKER_BYTES = 700 * 1024 * 1024
 
 @dataclass(frozen=True)
 class JobCost:
-    """What a job will cost: `records` records of `record_seconds` CPU each, from `images` images."""
+    """What a job will cost: `records` records of `record_seconds` CPU each, from `images` images; `annotated`: the
+    job moves boxes, masks or keypoints with the pixels."""
     images: int
     records: int
     record_seconds: float
+    annotated: bool = False
+    #: of record_seconds, what holds the GIL (threads serialize it)
+    gil_seconds: float = GIL_SECONDS
 
     @property
     def cpu_seconds(self) -> float:
@@ -149,10 +163,10 @@ def choose(requested, cost: JobCost | None, host: Host) -> Choice:
 
 
 def threads_seconds(cost: JobCost, host: Host) -> float:
-    """One import (none if this process has its engine), then the records on min(workers, cores, THREAD_CORES)
-    cores."""
+    """One import (none if this process has its engine), then the records on as many cores as the GIL lets
+    threads keep busy (at most the workers and the cores)."""
     start = 0.0 if host.engine_ready else host.import_seconds
-    return start + cost.cpu_seconds / min(host.workers, host.cores, THREAD_CORES)
+    return start + cost.cpu_seconds / min(host.workers, host.cores, cost.record_seconds / max(cost.gil_seconds, 1e-9))
 
 
 def processes_seconds(cost: JobCost, host: Host, workers: int) -> float:
@@ -183,16 +197,18 @@ def memory_available() -> int | None:
     return max(0, min(avail, host_memory_bytes() - rss_bytes()))
 
 
-def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None = None) -> JobCost:
+def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None = None,
+             annotated: bool = False) -> JobCost:
     """A job's cost from its chain: `images` images of `source_bytes` encoded bytes on average (and
-    `source_pixels` decoded pixels where known; else PIXELS_PER_BYTE per byte)."""
+    `source_pixels` decoded pixels where known; else PIXELS_PER_BYTE per byte); `annotated`: with boxes, masks
+    or keypoints."""
     from augd.job.resources import output_bound
     from augd.job.units import variants_of
     src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
     per_image = len(variants_of(spec))
     out = output_bound(spec.ops)
     aug_px = min(out(int(src)), out.pixels) if out.pixels else out(int(src))
-    steps = _pixel_steps(spec.ops, spec.colour == "fast")
+    steps, ops, partners = _pixel_steps(spec.ops, spec.colour == "fast")
     # a record: its Python, its decode (each augmented record decodes what its window needs: a crop decodes its
     # window alone), the chain's passes over its output and the encode (~2 passes); the original a decode (the
     # check that its bytes can be stored as they are) and the same encode where they cannot
@@ -200,15 +216,17 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     original = RECORD_SECONDS + src * (DECODE_SECONDS_PER_PIXEL + 2 * PASS_SECONDS_PER_PIXEL)
     n_aug = per_image - int(spec.keep_original)
     seconds = (n_aug * augmented + int(spec.keep_original) * original) / max(1, per_image)
-    return JobCost(images, images * per_image, seconds)
+    gil = (GIL_SECONDS + ops * GIL_SECONDS_PER_OP + aug_px * GIL_SECONDS_PER_PIXEL + partners * PARTNER_GIL_SECONDS
+           + annotated * ANNOTATED_GIL_SECONDS)
+    return JobCost(images, images * per_image, seconds, annotated, min(gil, seconds))
 
 
-def _pixel_steps(nodes, fast: bool) -> float:
-    """Passes over the pixels one record of the chain makes: the fused warp (once, if any op moves pixels), each
-    colour op (one for all that fold under `colour: fast`), each pixel op, each partner's decode, each at its
-    probability (a one_of's children: their mean)."""
+def _pixel_steps(nodes, fast: bool) -> tuple[float, float, float]:
+    """(passes over the pixels, ops, partner images) of one record of the chain: the fused warp (once, if any op
+    moves pixels), each colour op (one for all that fold under `colour: fast`), each pixel op, each partner's
+    decode; each at its probability (a one_of's children: their mean)."""
     from augd.ops import REGISTRY, Kind
-    warp, colour, other = 0.0, 0.0, 0.0
+    warp, colour, other, ops, partners = 0.0, 0.0, 0.0, 0.0, 0.0
     stack = [(n, 1.0) for n in nodes]
     while stack:
         node, p = stack.pop()
@@ -218,14 +236,16 @@ def _pixel_steps(nodes, fast: bool) -> float:
             stack.extend((c, p * share) for c in node.children)
             continue
         op = REGISTRY[node.name]
+        ops += p
         if op.kind is Kind.GEOMETRY:
             warp = max(warp, p)
         elif op.kind is Kind.COLOUR:
             colour = max(colour, p) if fast and getattr(op, "foldable", lambda: False)() else colour + p
         else:   # a pixel op; a partner op decodes its partners (copy_paste's count is per instance: ~1)
-            partners = getattr(op, "partners", 0)
-            other += p * (1 + (partners if isinstance(partners, int) else 1))
-    return warp + colour + other
+            n = getattr(op, "partners", 0)
+            n = n if isinstance(n, int) else 1
+            other, partners = other + p * (1 + n), partners + p * n
+    return warp + colour + other, ops, partners
 
 
 def plan_cost(plan) -> JobCost:
@@ -234,23 +254,28 @@ def plan_cost(plan) -> JobCost:
     images = plan.images
     sized = [i.header.width * i.header.height for i in images if i.header is not None and i.header.width]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    cost = job_cost(plan.spec, len(images), mean([i.size for i in images]) or 0.0, mean(sized))
+    cost = job_cost(plan.spec, len(images), mean([i.size for i in images]) or 0.0, mean(sized),
+                    plan.detection is not None)
     return dataclasses.replace(cost, records=sum(g.records for g in plan.groups))
 
 
 def estimate_folder(path: str, spec, enough_bytes: int = 1 << 30) -> JobCost:
     """A job's cost before its plan (no header read): the files under `path` and their bytes, walked until
     `enough_bytes` have been seen (then extrapolated by count). Image files count one image each; any other file of
-    1 MB or more (a TFRecord shard) one image per ~100 KB; annotation files nothing."""
+    1 MB or more (a TFRecord shard) one image per ~100 KB. VOC XMLs, YOLO's labels/*.txt and a JSON at the root
+    (COCO's) make the job an annotated one."""
     from augd.annotations.tree import IMAGE_EXTENSIONS
-    images, size, others = 0, 0, 0
+    images, size, others, annotated = 0, 0, 0, False
     for root, _, files in os.walk(path):
         for f in files:
+            ext = os.path.splitext(f)[1].lower()
+            annotated = annotated or ext == ".xml" or (ext == ".txt" and os.path.basename(root) == "labels") or \
+                (ext == ".json" and root == path)
             try:
                 n = os.path.getsize(os.path.join(root, f))
             except OSError:
                 continue
-            if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS:
+            if ext in IMAGE_EXTENSIONS:
                 images, size = images + 1, size + n
             elif n >= 1 << 20:
                 others += n
@@ -259,4 +284,4 @@ def estimate_folder(path: str, spec, enough_bytes: int = 1 << 30) -> JobCost:
     if others:
         images += others // 100_000
         size += others
-    return job_cost(spec, images, size / images if images else 0.0)
+    return job_cost(spec, images, size / images if images else 0.0, annotated=annotated)
