@@ -1,6 +1,6 @@
 """One job end to end; the same code for `augd run`, the daemon and a Beam runner.
 
-Its names load on first use: `augd.job.executors.choose_executor` (which `augd run` calls before this process
+Its names load on first use: `augd.job.executors.choose` (which `augd run` calls before this process
 loads TensorFlow, to start worker processes early) must not pull in the engine and TensorFlow."""
 import importlib
 
