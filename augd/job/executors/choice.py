@@ -166,7 +166,8 @@ def threads_seconds(cost: JobCost, host: Host) -> float:
     """One import (none if this process has its engine), then the records on as many cores as the GIL lets
     threads keep busy (at most the workers and the cores)."""
     start = 0.0 if host.engine_ready else host.import_seconds
-    return start + cost.cpu_seconds / min(host.workers, host.cores, cost.record_seconds / max(cost.gil_seconds, 1e-9))
+    busy = min(host.workers, host.cores, cost.record_seconds / max(cost.gil_seconds, 1e-9))
+    return start + cost.cpu_seconds / busy
 
 
 def processes_seconds(cost: JobCost, host: Host, workers: int) -> float:
@@ -259,29 +260,32 @@ def plan_cost(plan) -> JobCost:
     return dataclasses.replace(cost, records=sum(g.records for g in plan.groups))
 
 
-def estimate_folder(path: str, spec, enough_bytes: int = 1 << 30) -> JobCost:
-    """A job's cost before its plan (no header read): the files under `path` and their bytes, walked until
-    `enough_bytes` have been seen (then extrapolated by count). Image files count one image each; any other file of
-    1 MB or more (a TFRecord shard) one image per ~100 KB. VOC XMLs, YOLO's labels/*.txt and a JSON at the root
-    (COCO's) make the job an annotated one."""
+def estimate_folder(path: str, spec, sample: int = 1000) -> JobCost:
+    """A job's cost before its plan (no header read): its image files counted by name, their mean size from the
+    first `sample` of them (a stat each: start-up stays bounded however large the job); any other file of 1 MB or
+    more (a TFRecord shard) one image per ~100 KB. VOC XMLs, YOLO's labels/*.txt and a JSON at the root (COCO's)
+    make the job an annotated one (and are not stat'ed)."""
     from augd.annotations.tree import IMAGE_EXTENSIONS
-    images, size, others, annotated = 0, 0, 0, False
+    images, sized, size, others, annotated = 0, 0, 0, 0, False
     for root, _, files in os.walk(path):
         for f in files:
             ext = os.path.splitext(f)[1].lower()
-            annotated = annotated or ext == ".xml" or (ext == ".txt" and os.path.basename(root) == "labels") or \
+            note = ext == ".xml" or (ext == ".txt" and os.path.basename(root) == "labels") or \
                 (ext == ".json" and root == path)
+            annotated = annotated or note
+            if note or (ext in IMAGE_EXTENSIONS and sized >= sample):
+                images += ext in IMAGE_EXTENSIONS
+                continue
             try:
                 n = os.path.getsize(os.path.join(root, f))
             except OSError:
                 continue
             if ext in IMAGE_EXTENSIONS:
-                images, size = images + 1, size + n
+                images, sized, size = images + 1, sized + 1, size + n
             elif n >= 1 << 20:
                 others += n
-        if size + others >= enough_bytes:
-            break
-    if others:
+    mean = size / sized if sized else 0.0
+    if others:   # shards: their bytes as images of ~100 KB
+        mean = (mean * images + others) / (images + others // 100_000) if images + others // 100_000 else 0.0
         images += others // 100_000
-        size += others
-    return job_cost(spec, images, size / images if images else 0.0, annotated=annotated)
+    return job_cost(spec, images, mean, annotated=annotated)
