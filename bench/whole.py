@@ -71,6 +71,8 @@ TARGETS = (
     ("run_heavy_threads", "user_heavy", IPS, ">=", 1.4, "augd run heavy, threads / user's script"),
     ("scale_2cores", None, BUSY, ">=", 1.9, "scaling: cores busy on 2 cores (CPU s / wall s)"),
     ("scale_2cores", "scale_1core", IPS, ">=", 1.85, "scaling: 2 cores / 1 core (img/s)"),
+    # issue 46's like-for-like: 1.85 is above the bound when one import runs before the work (bench/README.md)
+    ("scale_2cores", "bound_scale", IPS, ">=", 0.9, "scaling: 2 cores / their bound (one import, then W halved)"),
     ("small_auto", "small_threads", WALL, "<=", 1.10, "demo job wall time, --executor auto / threads"),
     ("det_boxes", "det_plain", WALL, "<=", 1.10, "VOC boxes / plain job, wall (whole, processes)"),
 )
@@ -80,7 +82,6 @@ CONTEXT = (
     ("user_heavy", "albu_heavy", IPS, "user's script heavy (whole) / its pool (in process)"),
     ("run_seed_processes", "run_seed_threads", IPS, "augd run seed, processes / threads"),
     ("run_heavy_processes", "run_heavy_threads", IPS, "augd run heavy, processes / threads"),
-    ("scale_2cores", "bound_scale", IPS, "scaling: 2 cores / their bound (one import, then 1 core's work halved)"),
     ("bound_scale", "scale_1core", IPS, "scaling bound: (import + W) / (import + W / 2), W = 1 core's wall - import"),
     *((r, None, BUSY, f"cores busy: {r}") for r in WHOLE[:8] + ("scale_1core",)),
     ("bound_seed", "user_seed", IPS, "bound: n / (one TF import + n / warp floor), / user's script seed"),
