@@ -127,12 +127,25 @@ def cmd_run(args) -> int:
             pool.close()
 
 
+def _no_options(executor) -> str | None:
+    """Why `executor` takes no options after `--` (naming those that do), or None where it takes them."""
+    from augd.job.executors import traits
+    if executor is None:
+        return "only `augd run` takes options after --"
+    if traits(executor).options is not None:
+        return None
+    takers = [f"`augd run --executor {k} -- OPTIONS` ({traits(k).options.split(',')[0]})" for k in EXECUTORS
+              if traits(k).options]
+    return f"--executor {executor} takes no options after --; " + "; ".join(takers) + " does"
+
+
 def _early_pool(args, spec, engine_options):
     """(pool, choice): what the job runs on, chosen before this process loads TensorFlow (`auto`: by the job's files
     and their bytes, augd.job.executors.choice), and the worker processes where that is processes, started now so
-    that their imports and this process' plan overlap. (None, None) for Beam, --executor threads and a URL:
-    run_job chooses then."""
-    if args.executor in ("beam", "threads") or "://" in args.input:
+    that their imports and this process' plan overlap. (None, None) for an executor that does not run on them
+    (threads, Beam) and a URL: run_job chooses then."""
+    from augd.job.executors import traits
+    if not traits(args.executor).pool or "://" in args.input:
         return None, None
     from augd.job.executors.choice import Host, choose, estimate_folder
     from augd.job.workers.pool import ProcessPool
@@ -154,7 +167,13 @@ def _run(args, spec, engine_options, pool, choice) -> int:
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.resources import job_memory_bytes
     bar = None
-    if sys.stderr.isatty() and not args.quiet and args.executor != "beam":
+    from augd.job.executors import traits
+    asked = traits(args.executor)
+    missing = asked.missing(args.executor)
+    if missing:
+        print(f"augd run: {missing}", file=sys.stderr)
+        return EXIT_USAGE
+    if sys.stderr.isatty() and not args.quiet and asked.watch:
         from tqdm import tqdm
         bar = tqdm(unit="img", desc=args.name or os.path.basename(args.input.rstrip("/")), file=sys.stderr)
 
@@ -166,18 +185,10 @@ def _run(args, spec, engine_options, pool, choice) -> int:
 
     options = JobOptions(name=args.name, workers=args.workers, executor=args.executor, overwrite=args.overwrite,
                          max_pixels=args.max_pixels, memory_limit=job_memory_bytes(args.max_memory_mb),
-                         max_rejected=args.max_rejected, executor_args=args.beam_args, check=args.check,
+                         max_rejected=args.max_rejected, executor_args=args.executor_args, check=args.check,
                          choice=choice)
     engine = None
-    if args.executor == "beam":
-        try:
-            import augd.job.executors.beam  # noqa: F401 - an extra: say how to get it
-        except ImportError as exc:
-            print(f"augd run: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if not args.verbose:  # Beam logs every worker's start and stop at INFO
-            logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    elif pool is None:
+    if pool is None and asked.engine_here:   # threads, or auto without an early pool
         from augd.engine import Engine
         try:
             engine = Engine(engine_options)
@@ -408,10 +419,10 @@ def main(argv=None) -> int:
 
 def _main(argv) -> int:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    beam_args = []
-    if "--" in argv:  # `augd run ... --executor beam -- <Beam pipeline options>`
+    executor_args = []
+    if "--" in argv:  # `augd run ... --executor beam -- <Beam pipeline options>`: the executor's own options
         cut = argv.index("--")
-        argv, beam_args = argv[:cut], argv[cut + 1:]
+        argv, executor_args = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     if getattr(args, "runner", None) is not None:
         instead = "beam" if args.runner == "beam" else "auto"
@@ -421,11 +432,12 @@ def _main(argv) -> int:
                 print(f"augd: --runner beam and --executor {args.executor} contradict each other", file=sys.stderr)
                 return EXIT_USAGE
             args.executor = "beam"
-    if beam_args and getattr(args, "executor", None) != "beam":
-        print("augd: the arguments after -- are Beam pipeline options; they go with `augd run --executor beam`",
-              file=sys.stderr)
-        return EXIT_USAGE
-    args.beam_args = beam_args
+    if executor_args:
+        why = _no_options(getattr(args, "executor", None))
+        if why:
+            print(f"augd: {why}", file=sys.stderr)
+            return EXIT_USAGE
+    args.executor_args = executor_args
     _setup_logging(args.verbose)
     if args.verb == "serve" and not args.verbose:  # `run` loads it itself, after starting any worker processes
         # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides.

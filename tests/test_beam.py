@@ -27,7 +27,7 @@ pytest.importorskip("apache_beam")
 from augd.errors import FailureReason, JobFailed  # noqa: E402
 from augd.io import read_records  # noqa: E402
 from augd.job import JobOptions, run_job  # noqa: E402
-from augd.job.executors import beam as augd_beam  # noqa: E402
+from augd.job.executors import beam_pipeline as augd_beam  # noqa: E402
 from augd.spec import parse_pipeline  # noqa: E402
 from tests.annotated import Img, voc_job, voc_xml  # noqa: E402
 from tests.jobfiles import make_job, pipeline_yaml  # noqa: E402
@@ -358,11 +358,14 @@ def test_augd_imports_and_runs_without_apache_beam(tmp_path):
     code = ("import sys; sys.modules['apache_beam'] = None\n"
             "import augd.cli, augd.job, augd.job.run, augd.daemon\n"
             "assert 'apache_beam' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n"
-            "try:\n    import augd.job.executors.beam\nexcept ImportError as e:\n    print(e)\n")
+            "from augd.job.executors import traits\nprint(traits('beam').missing('beam'))\n"
+            "try:\n    import augd.job.executors.beam_pipeline\nexcept ImportError as e:\n    print(e)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "pip install 'augd[beam]'" in p.stdout
+    said = p.stdout.splitlines()
+    assert len(said) == 2 and all("pip install 'augd[beam]'" in line for line in said), said
+    assert said[0].startswith("the beam executor needs apache_beam, which is not installed")
 
 
 def test_the_cli_runs_beam_as_an_executor_and_still_takes_the_old_runner_flag(tmp_path):
@@ -379,4 +382,5 @@ def test_the_cli_runs_beam_as_an_executor_and_still_takes_the_old_runner_flag(tm
     bad = augd("--name", "bad", "--runner", "beam", "--executor", "threads")
     assert bad.returncode == 2 and "contradict" in bad.stderr and not (tmp_path / "bad").exists()
     stray = augd("--name", "stray", "--", "--direct_num_workers=2")
-    assert stray.returncode == 2 and "they go with `augd run --executor beam`" in stray.stderr
+    assert stray.returncode == 2 and "--executor auto takes no options after --" in stray.stderr
+    assert "`augd run --executor beam -- OPTIONS` (Beam pipeline options)" in stray.stderr

@@ -199,20 +199,36 @@ def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path, executor):
     assert code == 0, d.log_tail()
 
 
-def test_every_executor_kind_is_a_module_that_opens_an_executor():
-    """ExecutorKind is the one list of names; each (but auto) is augd/job/executors/<name>.py with open_executor,
-    so a name cannot be added without its executor, nor an executor without its name."""
+def test_every_executor_kind_is_a_module_that_declares_its_traits_and_opens_an_executor():
+    """ExecutorKind is the one list of names; each (but auto) is augd/job/executors/<name>.py with TRAITS and
+    open_executor, readable without the executor's extra; a module of the package that declares TRAITS is an
+    executor with its name, so neither comes without the other."""
     import importlib
     import pkgutil
 
     import augd.job.executors as executors
     from augd.defaults import ExecutorKind
-    modules = {m.name for m in pkgutil.iter_modules(executors.__path__)} - {"local", "choice"}
-    assert modules == {k.value for k in ExecutorKind} - {"auto"}
-    for name in modules:
-        if name == "beam" and importlib.util.find_spec("apache_beam") is None:
-            continue
-        assert callable(importlib.import_module(f"augd.job.executors.{name}").open_executor)
+    from augd.job.executors import Traits, traits
+    names = {k.value for k in ExecutorKind} - {"auto"}
+
+    def declares(name: str) -> bool:
+        try:
+            return hasattr(importlib.import_module(f"augd.job.executors.{name}"), "TRAITS")
+        except ImportError:   # a helper that needs an extra (beam_pipeline without Beam): no executor of its own
+            return False
+    declared = {m.name for m in pkgutil.iter_modules(executors.__path__) if declares(m.name)}
+    assert declared == names
+    for name in names:
+        module = importlib.import_module(f"augd.job.executors.{name}")
+        assert callable(module.open_executor) and traits(name) is module.TRAITS and isinstance(traits(name), Traits)
+        if traits(name).needs:
+            assert traits(name).needs[1] in _extras(), f"{name} needs the extra {traits(name).needs[1]!r}"
+
+
+def _extras() -> set:
+    import tomllib
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as fh:
+        return set(tomllib.load(fh)["project"]["optional-dependencies"])
 
 
 def test_each_worker_gets_its_share_of_the_cores_for_tensorflow():

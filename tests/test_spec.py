@@ -194,10 +194,37 @@ def test_the_daemon_config_words_its_errors_like_a_pipeline(tmp_path):
                           "pipelines_dir, default_pipeline, warm_up, settle_seconds, rescan_seconds, polling, on_success, "
                           "job_timeout_seconds, grace_seconds, max_pixels, job_memory_mb, labels, annotations, "
                           "status_preview, max_rejected, check, max_attempts, claim_lease_seconds, workers, "
-                          "executor, beam, "
+                          "executor, beam, executor_options, "
                           "engine, metrics_bind, metrics_port, http_request_timeout_seconds, http_idle_timeout_seconds, http_max_connections, "
                           "health_stale_seconds, log_format, log_level)"), first
     assert second.endswith("c.yaml:2: workers: Input should be greater than or equal to 1; got 0"), second
+
+
+def test_the_daemon_config_gives_each_executor_its_options_and_refuses_what_it_cannot_run(tmp_path):
+    """executor_options: {EXECUTOR: [...]} is the general place for an executor's own options (what follows `--`
+    on augd run); options for an executor that takes none, and Beam's in two places, are refused at load, naming
+    the key, as is an executor whose extra is not installed."""
+    import importlib.util
+
+    from augd.daemon.config import load_settings
+
+    def load(text):
+        (tmp_path / "c.yaml").write_text(text)
+        return load_settings(str(tmp_path / "c.yaml"))
+
+    with pytest.raises(SpecError, match=r"c.yaml:3: executor_options.threads: the threads executor takes no "
+                                        r"options; those that do: beam"):
+        load("executor: threads\nexecutor_options:\n  threads: [--x]\n")
+    if importlib.util.find_spec("apache_beam") is None:
+        with pytest.raises(SpecError, match=r"c.yaml:1: executor: the beam executor needs apache_beam, which is "
+                                            r"not installed: pip install 'augd\[beam\]'"):
+            load("executor: beam\n")
+        return
+    s = load("executor: beam\nexecutor_options:\n  beam: [--direct_num_workers=2]\n")
+    assert s.executor_args("beam") == ("--direct_num_workers=2",) and s.executor_args("threads") == ()
+    assert load("beam: {options: [--a]}\n").executor_args("beam") == ("--a",)
+    with pytest.raises(SpecError, match="Beam's options are set twice"):
+        load("beam: {options: [--a]}\nexecutor_options: {beam: [--b]}\n")
 
 
 @pytest.mark.parametrize("ref, is_path", [("normalize", False), ("my-chain", False), ("p.yaml", True),

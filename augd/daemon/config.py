@@ -103,6 +103,9 @@ class DaemonConfig(BaseModel):
     beam: BeamConfig | None = Field(None, description="Apache Beam's settings; a beam: block also sends jobs of at "
                                                       "least min_files files to Beam under any executor; null with "
                                                       "an executor other than beam: every job runs on this host")
+    executor_options: dict[ExecutorKind, list[str]] = Field(
+        default_factory=dict, description="each executor's own options, by executor, as `augd run --executor E -- "
+        "OPTIONS` takes them (only executors that take options: docs/design.md), e.g. {beam: [--runner=...]}")
     engine: EngineOptions = Field(default_factory=EngineOptions, description="engine options (augd.engine."
                                   "EngineOptions); keys left out: their AUGD_* environment variable, else the "
                                   "default; a key set to null is null (gpu_memory_mb: null grows as needed)")
@@ -169,6 +172,13 @@ class Settings:
         if self.config.beam is not None:
             return self.config.beam
         return BeamConfig() if self.config.executor is ExecutorKind.BEAM else None
+
+    def executor_args(self, kind) -> tuple[str, ...]:
+        """The options of executor `kind` (its `executor_options:` entry; Beam's also from the beam: block)."""
+        kind = ExecutorKind(kind)
+        if kind is ExecutorKind.BEAM and self.config.beam is not None and self.config.beam.options:
+            return tuple(self.config.beam.options)
+        return tuple(self.config.executor_options.get(kind, ()))
 
     @property
     def local_executor(self) -> ExecutorKind:
@@ -243,16 +253,33 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
         lm = annotations.label_map
         if isinstance(lm, str) and not os.path.isfile(lm):
             raise doc.error(("annotations", "label_map"), f"{lm} is not a file")
-    if cfg.beam is not None or cfg.executor is ExecutorKind.BEAM:
-        import importlib.util
-        if importlib.util.find_spec("apache_beam") is None:
-            key = ("beam",) if cfg.beam is not None else ("executor",)
-            raise doc.error(key, "needs Apache Beam, which is not installed: pip install 'augd[beam]' (or remove "
-                                 "the beam: key and executor: beam)")
+    _check_executors(cfg, doc)
     settings = Settings(config=cfg, source=doc.source, pipelines_dir=pipelines_dir, default_pipeline=default,
                         labels=labels, annotations=annotations, **paths)
     _check_default_pipeline(settings, doc)
     return settings
+
+
+def _check_executors(cfg: DaemonConfig, doc: YamlDoc) -> None:
+    """Refuse at start what the daemon cannot run: an executor its traits keep out of the daemon or whose extra is
+    not installed, options for an executor that takes none, Beam's options in two places."""
+    from augd.job.executors import traits
+    used = [(("executor",), cfg.executor)] + [(("beam",), ExecutorKind.BEAM)] * (cfg.beam is not None)
+    for key, kind in used:
+        t = traits(kind)
+        if not t.daemon:
+            raise doc.error(key, f"the {kind.value} executor does not run inside the daemon (augd run --executor "
+                                 f"{kind.value} does); allowed here: " +
+                                 ", ".join(k.value for k in ExecutorKind if traits(k).daemon))
+        if t.missing(kind):
+            raise doc.error(key, f"{t.missing(kind)} (or choose another executor)")
+    for kind in cfg.executor_options:
+        if traits(kind).options is None:
+            raise doc.error(("executor_options", kind.value), f"the {kind.value} executor takes no options; those "
+                            "that do: " + ", ".join(k.value for k in ExecutorKind if traits(k).options))
+    if cfg.beam is not None and cfg.beam.options and ExecutorKind.BEAM in cfg.executor_options:
+        raise doc.error(("executor_options", "beam"), "Beam's options are set twice: here and in beam: options; "
+                                                      "keep one")
 
 
 def _check_default_pipeline(settings: Settings, doc: YamlDoc) -> None:

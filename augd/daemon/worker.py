@@ -118,12 +118,12 @@ class JobWorker:
     def warm_pool(self) -> None:
         """Start (or resize, or stop) the pool of worker processes the settings ask for; called at start and
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
-        from augd.job.executors import ExecutorKind, Host, choose
+        from augd.job.executors import Choice, ExecutorKind, Host, choose, traits
         from augd.job.workers.pool import ProcessPool
         # no job to weigh: a pool that stays warm pays for every job (threads on a GPU host, one core, short memory)
         self.choice = choose(self.settings.local_executor, None, Host.here(self.settings.workers,
                                                                            self.engine.device.kind == "GPU"))
-        want, workers = self.choice.kind is ExecutorKind.PROCESSES, self.choice.workers
+        want, workers = traits(self.choice.kind).pool, self.choice.workers
         if self.pool is not None and (not want or self.pool.size != workers or not self.pool.usable):
             self.close_pool()
         if want and self.pool is None:
@@ -131,16 +131,19 @@ class JobWorker:
                 self.pool = ProcessPool(workers, self.engine.options)
             except OSError as exc:  # no processes to be had (limits, memory): the job runs on threads
                 log.error("cannot start %d worker processes (%s); running jobs on threads", workers, exc)
+                self.choice = Choice(ExecutorKind.THREADS, workers, f"{workers} worker processes could not start "
+                                     f"({exc})", requested=self.choice.requested)
                 return
             event("workers_started", "started %d worker processes (pids %s)", workers,
                   " ".join(map(str, self.pool.pids())), workers=workers)
             if self._draining:   # the stop signal came while it started
                 self.pool.drain()
 
-    def _on_beam(self, c, spec, options, watch):
-        """run_job on the Beam executor, on a thread of its own, this one ticking meanwhile (the health check and
-        systemd's watchdog see a live daemon through a long pipeline). A Beam job is not cancelled: it runs to its
-        end (and commits only if this daemon still holds it: `watch.before_commit`)."""
+    def _unwatched(self, c, spec, options, watch):
+        """run_job on an executor that does not call the JobWatch as it goes (Beam: its traits), on a thread of its
+        own, this one ticking meanwhile (the health check and systemd's watchdog see a live daemon through a long
+        pipeline). Such a job is not cancelled: it runs to its end (and commits only if this daemon still holds
+        it: `watch.before_commit`)."""
         from augd.job import run_job
         s, done = self.settings, {}
 
@@ -150,7 +153,7 @@ class JobWorker:
             except BaseException as exc:  # noqa: BLE001 - re-raised on the runner thread below
                 done["error"] = exc
 
-        t = threading.Thread(target=run, name="augd-beam", daemon=True)
+        t = threading.Thread(target=run, name=f"augd-{options.executor.value}", daemon=True)
         t.start()
         while t.is_alive():
             t.join(defaults.TICK_SECONDS)
@@ -318,6 +321,7 @@ class JobWorker:
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
         from augd.job import Cancel, JobOptions, JobWatch, run_job
+        from augd.job.executors import traits
         cancel = Cancel()
         tally = self.metrics.job_tally()
         with self._lock:
@@ -342,18 +346,22 @@ class JobWorker:
         self._last_progress_log = time.monotonic()
         try:
             self.warm_pool()
+            # the executor warm_pool settled on (the configured one; auto's pick; threads where the pool failed)
             options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                                  memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
-                                 executor="processes" if self.pool else "threads", root=c.identity,
+                                 executor=self.choice.kind, root=c.identity,
+                                 executor_args=s.executor_args(self.choice.kind),
                                  choice=self.choice.served_by(self.pool.size if self.pool else None),
                                  check=None if s.check is None else tuple(s.check.fail_on))
             beam = s.beam_settings
             if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam.options) or
                       "DirectRunner", job=c.name)
-                result = self._on_beam(c, spec, dataclasses.replace(options, executor="beam",
-                                                                    executor_args=tuple(beam.options)),
-                                       JobWatch(before_commit=lambda: self._still_held(c)))
+                result = self._unwatched(c, spec, dataclasses.replace(options, executor="beam", choice=None,
+                                                                      executor_args=tuple(beam.options)),
+                                         JobWatch(before_commit=lambda: self._still_held(c)))
+            elif not traits(options.executor).watch:
+                result = self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))
             else:
                 result = run_job(c.path, spec, s.out, options,
                                  JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,

@@ -14,7 +14,7 @@ from augd.engine.options import EngineOptions
 from augd.host import usable_cpus
 from augd.io import write_text
 from augd.io.jobfs import folder_identity
-from augd.job.executors import Choice, Host, Launch, choose, open_executor
+from augd.job.executors import Choice, Host, Launch, choose, open_executor, traits
 from augd.job.executors.choice import plan_cost
 from augd.job.finish import build_report, check_outcome, check_root, claimed_output, write_sidecars
 from augd.job.images import ImageOutcome, process_images
@@ -44,7 +44,8 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     the engine's, else EngineOptions()). `pool`: a warm augd.job.workers.pool.ProcessPool (the daemon's), else one is
     started for the job when the executor is processes. No engine is built here for a Beam job, nor for one handed
     a pool and no engine (`augd run`'s early pool) that runs on the pool: this process then never loads
-    TensorFlow, whose import (seconds of CPU) would compete with the workers' own."""
+    TensorFlow, whose import (seconds of CPU) would compete with the workers' own. An engine is built here only
+    for an executor whose traits say it compiles here (threads), and for auto to learn the device."""
     opts, watch = options or JobOptions(), watch or JobWatch()
     started, t_start = time.time(), time.perf_counter()
     root = opts.root or folder_identity(input_dir)
@@ -52,9 +53,10 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     workers = opts.workers or usable_cpus()
     checked = _check(plan, opts.check, workers, pool) if opts.check is not None else None
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())
-    choice = opts.choice   # made by the caller (augd run's early pool, the daemon's warm one): Beam overrides it
-    if opts.executor is ExecutorKind.BEAM:
-        choice = Choice(ExecutorKind.BEAM, workers, "asked for", requested="beam")
+    choice = opts.choice   # made by the caller (augd run's early pool, the daemon's warm one) for opts.executor
+    if opts.executor is not ExecutorKind.AUTO and (choice is None or choice.kind is not opts.executor):
+        asked = pool.size if pool is not None and traits(opts.executor).pool else workers
+        choice = Choice(opts.executor, asked, "asked for", requested=opts.executor.value)
     elif choice is None:
         # the device: the caller's engine's, else the pool's workers' (None if none could start: its first batch
         # fails the job, saying why), else an engine built here
@@ -67,7 +69,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
         choice = choose(opts.executor, plan_cost(plan), host)
     kind, workers = choice.kind, choice.workers
     log.info("job %s: %s", plan.name, choice.line())
-    if kind is ExecutorKind.THREADS and engine is None:
+    if engine is None and traits(kind).engine_here:
         engine = _engine(engine_options)
     tally = Tally(JobProgress(name=plan.name, total=len(plan.images)))
     tally.add_scan(plan.scan)

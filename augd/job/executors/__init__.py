@@ -2,7 +2,9 @@
 Executor to turn every group's images into shards in the output's temporary folder, then checks, reports and
 commits the same way whichever executor ran.
 
-An executor is one module here named after its ExecutorKind value, with `open_executor(launch) -> Executor`:
+An executor is one module here named after its ExecutorKind value, with `TRAITS` (what it needs and offers:
+Traits below; the CLI, run_job and the daemon ask these instead of testing names) and
+`open_executor(launch) -> Executor`:
 
   threads.py    batches on a thread pool over one graph in this process
   processes.py  batches on worker processes (augd.job.workers.pool), each with its own graph
@@ -19,13 +21,48 @@ job costs.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from augd.defaults import ExecutorKind
 from augd.job.executors.choice import Choice, Host, JobCost, choose
 
-__all__ = ["Choice", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "choose", "open_executor"]
+__all__ = ["Choice", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "Traits", "choose", "open_executor",
+           "traits"]
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What an executor needs and offers: its module's `TRAITS`, read by `traits(kind)` before anything runs."""
+    engine_here: bool = False   # compiles the job's graph in the calling process: run_job hands it an Engine
+    pool: bool = False          # runs on augd's worker processes (ProcessPool): `augd run` starts them before the
+                                # plan, the daemon keeps them warm from job to job
+    watch: bool = True          # calls the JobWatch as images finish (progress, cancel); else the daemon runs its
+                                # jobs on a thread of their own and ticks meanwhile, `augd run` shows no progress bar
+    daemon: bool = True         # the daemon may run its jobs; a config naming one that may not is refused at start
+    options: str | None = None  # what its own options are (`augd run ... -- OPTIONS`, the daemon's
+                                # `executor_options:`); None: it takes none
+    needs: tuple[str, str] | None = None   # (module, pip extra): what it needs beyond augd's own dependencies
+
+    def missing(self, kind) -> str | None:
+        """Why it cannot run here (what to install), or None."""
+        if self.needs is None or importlib.util.find_spec(self.needs[0]) is not None:
+            return None
+        return (f"the {ExecutorKind(kind).value} executor needs {self.needs[0]}, which is not installed: "
+                f"pip install 'augd[{self.needs[1]}]'")
+
+
+#: auto is not an executor: it becomes threads (an engine here) or processes (the pool), by choice.py
+AUTO = Traits(engine_here=True, pool=True)
+
+
+def traits(kind) -> Traits:
+    """The Traits of the executor `kind` (an ExecutorKind or its value), from its module (auto: AUTO)."""
+    kind = ExecutorKind(kind)
+    if kind is ExecutorKind.AUTO:
+        return AUTO
+    return importlib.import_module(f"{__name__}.{kind.value}").TRAITS
 
 
 class Executor(Protocol):

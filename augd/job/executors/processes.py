@@ -2,9 +2,13 @@
 pool is the caller's warm one (the daemon's, `augd run`'s early one) or started for the job and closed after."""
 from __future__ import annotations
 
+from augd.job.executors import Traits
 from augd.job.executors.local import Batches, LocalExecutor
 from augd.job.report import GraphInfo
 from augd.job.workers.pool import ProcessPool
+
+#: what run_job, the CLI and the daemon ask of it (augd.job.executors.Traits)
+TRAITS = Traits(pool=True)
 
 __all__ = ["Processes", "open_executor"]
 

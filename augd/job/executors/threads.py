@@ -5,8 +5,12 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from augd.engine import release_memory
+from augd.job.executors import Traits
 from augd.job.executors.local import Batches, LocalExecutor
 from augd.job.report import GraphInfo
+
+#: what run_job, the CLI and the daemon ask of it (augd.job.executors.Traits)
+TRAITS = Traits(engine_here=True)
 
 __all__ = ["Threads", "open_executor"]
 
