@@ -136,7 +136,7 @@ def _no_options(executor) -> str | None:
         return None
     takers = [f"`augd run --executor {k} -- OPTIONS` ({traits(k).options.split(',')[0]})" for k in EXECUTORS
               if traits(k).options]
-    return f"--executor {executor} takes no options after --; " + "; ".join(takers) + " does"
+    return f"--executor {executor} takes no options after --; these do: " + "; ".join(takers)
 
 
 def _early_pool(args, spec, engine_options):
@@ -173,6 +173,12 @@ def _run(args, spec, engine_options, pool, choice) -> int:
     if missing:
         print(f"augd run: {missing}", file=sys.stderr)
         return EXIT_USAGE
+    if asked.check_options is not None:
+        try:
+            asked.check_options(tuple(args.executor_args))
+        except ValueError as exc:
+            print(f"augd run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     if sys.stderr.isatty() and not args.quiet and asked.watch:
         from tqdm import tqdm
         bar = tqdm(unit="img", desc=args.name or os.path.basename(args.input.rstrip("/")), file=sys.stderr)

@@ -118,6 +118,7 @@ class ExecutorKind(str, enum.Enum):
     THREADS = "threads"        # one process, one graph, a thread pool
     PROCESSES = "processes"    # worker processes, each with its own graph (augd.job.workers.pool)
     BEAM = "beam"              # Apache Beam: the DirectRunner here, or any runner its pipeline options name
+    DASK = "dask"              # a dask.distributed cluster: a local one of `workers` processes, or a running one
 
     def __str__(self) -> str:
         return self.value

@@ -9,9 +9,11 @@ import time
 
 import pytest
 
+from augd.defaults import ExecutorKind
 from augd.engine import Engine
 from augd.errors import FailureReason, JobFailed
 from augd.job import JobOptions, JobWatch, run_job
+from augd.job.executors import traits
 from augd.job.workers.pool import ProcessPool
 from augd.spec import parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml, records
@@ -331,3 +333,86 @@ def test_a_worker_runs_its_graph_without_loading_keras(job, reference, pool, tmp
     assert output(res.out_dir)[0] == reference[0]
     loaded = [pickle.loads(f.result(timeout=300)) for f in pool.map(_modules_loaded, [["keras", "tensorflow"]] * 4)]
     assert loaded == [[False, True]] * 4
+
+
+@pytest.mark.parametrize("kind", [k.value for k in ExecutorKind if k.value not in ("auto", "threads")])
+def test_every_executor_writes_the_bytes_threads_write(job, reference, tmp_path, kind):
+    """Driven by the registry: an executor added to ExecutorKind is run here, on the job threads ran, and must
+    write the same shards and the same result blocks, saying in the manifest that it ran them."""
+    why = traits(kind).missing(kind)
+    if why:
+        pytest.skip(why)
+    res = run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor=kind))
+    files, manifest = output(res.out_dir)
+    assert files == reference[0]
+    assert {k: manifest[k] for k in RESULT_KEYS if k in manifest} == \
+           {k: reference[1][k] for k in RESULT_KEYS if k in reference[1]}
+    graph = manifest["graph"]
+    assert graph["executor"] == kind and graph["choice"] == {"requested": kind, "executor": kind, "workers": 2,
+                                                             "why": "asked for", "estimated_seconds": {}}
+    if kind != "beam":   # Beam's runner decides where images run; the others name the process of each
+        assert sum(w["images"] for w in graph["workers"]) == len(LAYOUT)
+        assert all(w["pid"] != os.getpid() for w in graph["workers"])   # the images ran in worker processes
+
+
+@pytest.fixture()
+def dask_cluster():
+    """A running dask.distributed cluster of two single-threaded worker processes (its scheduler here):
+    (address, the workers' pids, the cluster). The environment distributed changes for its workers is put back."""
+    distributed = pytest.importorskip("distributed")
+    saved = dict(os.environ)
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      scheduler_port=0, host="127.0.0.1") as c, distributed.Client(c) as client:
+            pids = set(client.run(os.getpid).values())
+            yield c.scheduler_address, pids, c
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_augd_run_on_a_running_dask_cluster_uses_its_workers_and_leaves_it_as_it_was(job, reference, tmp_path,
+                                                                                   dask_cluster):
+    """`augd run --executor dask -- --scheduler ADDRESS`: the images run on that cluster's worker processes, the
+    bytes are threads', and augd's client is gone afterwards (the cluster keeps running for its owner). Options
+    the executor cannot take are a usage error before anything is written."""
+    import subprocess
+    import sys
+    address, pids, cluster = dask_cluster
+    before = len(cluster.scheduler.clients)
+    def run(out, *options):
+        return subprocess.run([sys.executable, "-m", "augd", "run", job, "-p", str(tmp_path / "t.yaml"), "-o",
+                               str(tmp_path / out), "-q", "--workers", "2", "--executor", "dask", "--", *options],
+                              capture_output=True, text=True, env=env, timeout=600)
+    (tmp_path / "t.yaml").write_text(pipeline_yaml(shards=2, variants=2))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    p = run("out", "--scheduler", address)
+    assert p.returncode == 0, p.stderr[-3000:]
+    files, manifest = output(str(tmp_path / "out" / "pets"))
+    assert files == reference[0]
+    assert {w["pid"] for w in manifest["graph"]["workers"]} <= pids
+    deadline = time.monotonic() + 30
+    while len(cluster.scheduler.clients) > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(cluster.scheduler.clients) == before
+    bad = run("out2", "--scheduler", address, "--bogus")
+    assert bad.returncode == 2 and not (tmp_path / "out2").exists()
+    assert "the dask executor's options: unknown ['--bogus']; allowed: --scheduler ADDRESS" in bad.stderr
+
+
+def test_the_daemon_runs_the_executor_its_config_names(tmp_path):
+    """`executor: dask` in the config: the daemon runs its jobs there (not on threads because no pool exists),
+    and says so in each manifest."""
+    pytest.importorskip("distributed")
+    from tests.daemon_harness import Daemon, drop_job, manifest, write_config
+    d = Daemon(write_config(tmp_path, executor="dask", workers=2)).start()
+    try:
+        d.wait_ready()
+        drop_job(d.inbox, "one", n=3, seed=1)
+        d.wait_done("one", timeout=180)
+        graph = manifest(d.out, "one")["graph"]
+        assert graph["executor"] == "dask" and graph["choice"]["requested"] == "dask"
+        assert sum(w["images"] for w in graph["workers"]) == 3
+    finally:
+        code = d.stop()
+    assert code == 0, d.log_tail()

@@ -273,10 +273,16 @@ def _check_executors(cfg: DaemonConfig, doc: YamlDoc) -> None:
                                  ", ".join(k.value for k in ExecutorKind if traits(k).daemon))
         if t.missing(kind):
             raise doc.error(key, f"{t.missing(kind)} (or choose another executor)")
-    for kind in cfg.executor_options:
-        if traits(kind).options is None:
+    for kind, options in cfg.executor_options.items():
+        t = traits(kind)
+        if t.options is None:
             raise doc.error(("executor_options", kind.value), f"the {kind.value} executor takes no options; those "
                             "that do: " + ", ".join(k.value for k in ExecutorKind if traits(k).options))
+        try:
+            if t.check_options is not None and not t.missing(kind):
+                t.check_options(tuple(options))
+        except ValueError as exc:
+            raise doc.error(("executor_options", kind.value), str(exc)) from None
     if cfg.beam is not None and cfg.beam.options and ExecutorKind.BEAM in cfg.executor_options:
         raise doc.error(("executor_options", "beam"), "Beam's options are set twice: here and in beam: options; "
                                                       "keep one")

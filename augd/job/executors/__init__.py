@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from augd.defaults import ExecutorKind
 from augd.job.executors.choice import Choice, Host, JobCost, choose
@@ -44,6 +44,8 @@ class Traits:
     options: str | None = None  # what its own options are (`augd run ... -- OPTIONS`, the daemon's
                                 # `executor_options:`); None: it takes none
     needs: tuple[str, str] | None = None   # (module, pip extra): what it needs beyond augd's own dependencies
+    check_options: Callable[[tuple[str, ...]], object] | None = None   # raises ValueError (saying what is
+                                # allowed) for options it cannot take: asked before any job starts
 
     def missing(self, kind) -> str | None:
         """Why it cannot run here (what to install), or None."""
