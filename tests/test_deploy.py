@@ -26,7 +26,7 @@ def registry_names(tmp_path_factory):
     from prometheus_client import CollectorRegistry
 
     from augd.job import JobWatch, run_job
-    from augd.metrics import Metrics
+    from augd.daemon.metrics import Metrics
     from tests.helpers import make_image, png, spec_for
 
     job = tmp_path_factory.mktemp("job") / "j"
@@ -177,6 +177,6 @@ def test_the_http_server_takes_at_most_a_quarter_of_the_open_files_limit(limit):
     http_max_connections fits, and a larger one is capped at a quarter; the jobs keep the rest. (A real daemon
     under `prlimit --nofile=1024`: tests/test_peers.py.)"""
     from augd import defaults
-    from augd.httpconn import descriptor_share
+    from augd.daemon.httpconn import descriptor_share
     assert descriptor_share(defaults.HTTP_MAX_CONNECTIONS, limit) == 128
     assert descriptor_share(100000, limit) == limit // 4

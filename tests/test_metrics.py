@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from augd.io import RejectedInput
 from augd.job.report import ByteCounts, GraphInfo, Inputs, JobReport, RecordCounts, Shard, Timing
-from augd.metrics import METRIC_NAMES, Metrics
+from augd.daemon.metrics import METRIC_NAMES, Metrics
 from augd.stages import STAGES
 from tests.daemon_harness import (REPO, Daemon, make_image, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, wait_for, write_config)

@@ -255,7 +255,7 @@ def test_clients_that_never_read_their_replies_hold_no_thread(tmp_path):
     connection loop without blocking, so /healthz is answered at once, not after their request timeout."""
     from prometheus_client import CollectorRegistry
 
-    from augd.http import ConnLimits, StatusServer
+    from augd.daemon.http import ConnLimits, StatusServer
     big = b"\x89PNG" + bytes(4 << 20)
     server = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
                           status=dict, preview=lambda: big, limits=ConnLimits(request_timeout=60)).start()
@@ -281,7 +281,7 @@ def test_a_request_body_is_never_taken_for_the_next_request():
     """GET with a body (Content-Length), the body shaped like a second request: one answer, then the close."""
     from prometheus_client import CollectorRegistry
 
-    from augd.http import StatusServer
+    from augd.daemon.http import StatusServer
     server = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
                           status=dict).start()
     try:
@@ -375,7 +375,7 @@ def test_a_flood_of_half_sent_requests_under_1024_open_files_starves_neither_htt
 EMFILE_SERVER = """
 import os, resource, sys
 from prometheus_client import CollectorRegistry
-from augd.http import ConnLimits, StatusServer
+from augd.daemon.http import ConnLimits, StatusServer
 s = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
                  status=dict, limits=ConnLimits(max_connections=64)).start()
 import logging

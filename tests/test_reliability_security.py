@@ -90,7 +90,7 @@ def test_metrics_server_binds_loopback_by_default():
 
 @pytest.fixture
 def server():
-    from augd.http import StatusServer
+    from augd.daemon.http import StatusServer
     s = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
                      status=lambda: {"ok": 1}, version="t").start()
     yield s

@@ -335,7 +335,7 @@ def test_page_loads_nothing_from_elsewhere_and_allows_only_its_own_script_and_st
 
 
 def test_renderer_escapes_every_field_and_copes_with_a_partial_status():
-    from augd import statuspage
+    from augd.daemon import statuspage
     evil = '<img src=x onerror=alert(1)>"\'&'
     st = {"state": evil, "device": evil, "version": evil, "started_iso": evil, "settling": [evil],
           "current": {"job": evil, "pipeline": evil, "pipeline_chosen_by": evil, "attempt": evil, "total": 4,
@@ -360,7 +360,7 @@ def test_page_says_so_when_status_cannot_be_fetched_and_keeps_the_last_view(chro
     """The daemon's /status failing (or the daemon gone) shows a notice; the view stays and polling goes on."""
     from prometheus_client import CollectorRegistry
 
-    from augd.http import StatusServer
+    from augd.daemon.http import StatusServer
     calls = []
 
     def flaky_status():  # the page's own first view renders; every /status the script asks for fails
@@ -389,7 +389,7 @@ def test_a_client_that_resets_its_connection_is_a_debug_line_not_a_traceback(cap
 
     from prometheus_client import CollectorRegistry
 
-    from augd.http import StatusServer
+    from augd.daemon.http import StatusServer
     caplog.set_level(logging.DEBUG, logger="augd.http")
     server = StatusServer(CollectorRegistry(), "127.0.0.1", 0, health=lambda: (True, {}), ready=lambda: (True, {}),
                           status=dict, version="t").start()

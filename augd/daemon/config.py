@@ -161,7 +161,7 @@ class Settings:
 
     @property
     def http_limits(self):
-        from augd.httpconn import ConnLimits
+        from augd.daemon.httpconn import ConnLimits
         c = self.config
         return ConnLimits(request_timeout=c.http_request_timeout_seconds, idle_timeout=c.http_idle_timeout_seconds,
                           max_connections=c.http_max_connections)

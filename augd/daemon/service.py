@@ -26,7 +26,7 @@ from augd.daemon.signals import SignalState
 from augd.daemon.watcher import Watcher
 from augd.daemon.worker import JobWorker, Pause, no_pause
 from augd.errors import AugdError, CancelCause, SpecError
-from augd.metrics import Metrics
+from augd.daemon.metrics import Metrics
 from augd.spec import known_pipelines
 
 log = logging.getLogger("augd.daemon")
@@ -158,7 +158,7 @@ class Daemon:
         from augd.host import raise_open_files
         soft, _ = raise_open_files()   # the HTTP server takes at most a quarter: the jobs keep the rest
         if s.metrics_port is not None:
-            from augd.http import StatusServer
+            from augd.daemon.http import StatusServer
             try:
                 self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
                                          ready=self.readiness, status=self.status, version=augd.__version__,

@@ -30,7 +30,7 @@ from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
 from augd.files import count_files
-from augd.metrics import Metrics
+from augd.daemon.metrics import Metrics
 
 if TYPE_CHECKING:
     from augd.job import Cancel, JobProgress, JobResult

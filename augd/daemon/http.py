@@ -1,7 +1,7 @@
-"""augd's one HTTP server: /metrics, /healthz, /readyz, /status and the status page at / (augd/statuspage.py).
+"""augd's one HTTP server: /metrics, /healthz, /readyz, /status and the status page at / (augd/daemon/statuspage.py).
 
 prometheus_client's own server answers every path with metrics; this one routes. Connections are taken by
-augd/httpconn.py (bounded in number and time, so rude clients cannot starve the daemon); each whole request is
+augd/daemon/httpconn.py (bounded in number and time, so rude clients cannot starve the daemon); each whole request is
 answered here by a BaseHTTPRequestHandler, which only reads state through the callables it is given.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from augd import statuspage
-from augd.httpconn import ConnLimits, ConnServer
+from augd.daemon import statuspage
+from augd.daemon.httpconn import ConnLimits, ConnServer
 
 log = logging.getLogger("augd.http")
 

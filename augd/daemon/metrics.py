@@ -16,7 +16,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from augd.errors import FailureReason
-from augd.httpconn import DROP_REASONS
+from augd.daemon.httpconn import DROP_REASONS
 from augd.stages import STAGES
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 "use strict";
-// augd status page: polls /status every 2 s and re-renders #view. Mirrors _view in augd/statuspage.py.
+// augd status page: polls /status every 2 s and re-renders #view. Mirrors _view in augd/daemon/statuspage.py.
 // Every value from the daemon becomes a text node (h() never parses markup), so job names stay text.
 (function () {
   const POLL_MS = 2000;

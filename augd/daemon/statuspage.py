@@ -1,6 +1,6 @@
 """The status page at `/`: a first view rendered here from /status, kept fresh by a small script that polls /status.
 
-The shell, its CSS and its script are files in augd/static/, read once when this module loads, and inlined, so
+The shell, its CSS and its script are files in augd/daemon/static/, read once when this module loads, and inlined, so
 the page fetches nothing but /status from the daemon itself. Everything that comes from the daemon's state (job
 names, pipelines, messages: job folder names are user-controlled) goes through `_h`, which escapes all text and
 attribute values; the script builds the same view from text nodes only. The page's Content-Security-Policy
@@ -17,7 +17,7 @@ import time
 
 __all__ = ["CSP", "render"]
 
-_STATIC = importlib.resources.files("augd") / "static"
+_STATIC = importlib.resources.files("augd.daemon") / "static"
 _SHELL = (_STATIC / "status.html").read_text(encoding="utf-8")
 _CSS = (_STATIC / "status.css").read_text(encoding="utf-8")
 _JS = (_STATIC / "status.js").read_text(encoding="utf-8")
