@@ -193,7 +193,7 @@ def run_detection_floor(name: str, voc_dir: str, *, workers: int, tmp: str) -> d
     from augd.annotations.geometry import warp_mask
     from augd.annotations.masks import mask_png, read_mask
     from augd.engine.plan import Program
-    from augd.engine.seeds import image_seed
+    from augd.ops.sampling import image_seed
     from augd.io import scan_job
     from augd.job.detection import prepare
 

@@ -100,7 +100,7 @@ def test_fast_seed_colours_match_the_documented_model():
     """The whole folded run through the real graph equals the model applied op by op (within rounding):
     luma blend, brightness, contrast about the mean at its point, YIQ hue rotation, one clip."""
     from augd.engine.plan import Program
-    from augd.engine.seeds import image_seed
+    from augd.ops.sampling import image_seed
     img = make_image(60, 80, seed=5)
     spec = spec_for(SEED_COLOUR, colour="fast")
     program = Program(spec.ops)

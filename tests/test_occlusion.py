@@ -123,7 +123,7 @@ def test_black_patches_are_the_od_apis_squares_and_the_plan_knows_each_one():
     """random_black_patches as the OD API draws them: squares of side int(ratio x the shorter side), each there
     with `probability`, wholly inside the image; the plan's covers are exactly the black pixels the graph wrote."""
     from augd.engine.plan import Program
-    from augd.engine.seeds import image_seed
+    from augd.ops.sampling import image_seed
     from tests.helpers import run, spec_for
     op = {"random_black_patches": {"max_black_patches": 5, "probability": 0.6, "size_to_image_ratio": 0.25}}
     white = np.full((80, 120, 3), 255, np.uint8)

@@ -4,8 +4,7 @@ claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ wit
 or back to the inbox when shutdown cancels it. A job in work/ whose holder is gone (this daemon's last process,
 or another daemon sharing the folders: augd/daemon/lease.py) is taken over at start-up and by the rescans while
 idle; after `max_attempts` processes started it, it goes to failed/ (reason crashed) instead of taking the daemon
-down again. A job another daemon took over from this one is left to it. It is also
-the daemon's heartbeat: `tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and
+down again. A job another daemon took over from this one is left to it. It is also the daemon's heartbeat: `tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and
 feeds /healthz and systemd's watchdog, so a hang anywhere in the work stops both.
 """
 from __future__ import annotations
@@ -140,10 +139,9 @@ class JobWorker:
                 self.pool.drain()
 
     def _unwatched(self, c, spec, options, watch):
-        """run_job on an executor that does not call the JobWatch as it goes (Beam: its traits), on a thread of its
-        own, this one ticking meanwhile (the health check and systemd's watchdog see a live daemon through a long
-        pipeline). Such a job is not cancelled: it runs to its end (and commits only if this daemon still holds
-        it: `watch.before_commit`)."""
+        """run_job on an executor that does not call the JobWatch (Beam: its traits), on a thread of its own, this
+        one ticking meanwhile (the health check and systemd's watchdog see a live daemon through a long pipeline).
+        It is not cancelled: it runs to its end (and commits only if this daemon still holds the job)."""
         from augd.job import run_job
         s, done = self.settings, {}
 

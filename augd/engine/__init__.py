@@ -4,7 +4,7 @@ from augd.engine.compile import Compiled, Result
 from augd.engine.device import DeviceInfo, prepare_environment, release_memory
 from augd.engine.engine import Engine
 from augd.engine.options import EngineOptions
-from augd.engine.seeds import image_seed
+from augd.ops.sampling import image_seed
 
 __all__ = ["Compiled", "DeviceInfo", "Engine", "EngineOptions", "Result", "image_seed", "prepare_environment",
            "release_memory"]

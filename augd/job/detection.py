@@ -133,7 +133,7 @@ class ImageObjects:
         if mixed is not None:
             return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events)
         from augd.annotations.targets import instance_masks
-        from augd.engine.seeds import image_seed
+        from augd.ops.sampling import image_seed
         if variant == 0:
             ann, seg, steps = self.ann, self.mask, []
             masks = instance_masks(ann, self.h, self.w, []) if self.instances else []

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from augd.engine.kernels import box_shrink_matrix, warp_np
-from augd.engine.seeds import image_seed
+from augd.ops.sampling import image_seed
 from augd.formats import ImageHeader, read_header
 from augd.io import InputImage, read_bytes
 from augd.ops import Mix, PartnerOp, Placement

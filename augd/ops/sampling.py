@@ -1,15 +1,27 @@
 """Sampling helpers. Every random number of an image comes from one counter-based generator keyed by
-the image's seed, drawn once per image before any pixel is touched (the engine's plan): a pure function
-of the seed, the same on every device, with no graph op per number."""
+the image's seed (`image_seed`: a pure function of the pipeline's seed, the image's relative path and the
+variant, so output bytes do not depend on worker count, order or executor), drawn once per image before any
+pixel is touched (the engine's plan): the same on every device, with no graph op per number."""
 from __future__ import annotations
 
+import hashlib
 import math
 
-__all__ = ["ImageRng", "coin", "generator", "log_uniform", "tf_seed", "uniform"]
+__all__ = ["ImageRng", "coin", "generator", "image_seed", "log_uniform", "tf_seed", "uniform"]
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _FORK = 0x5DEECE66D2B7E151   # keeps a fork's key apart from the parent's own
+
+
+def image_seed(pipeline_seed: int, relpath: str, variant: int) -> tuple[int, int]:
+    """The seed of one variant of one image: the key of its ImageRng (and of any stateless TF kernel)."""
+    h = hashlib.blake2b(digest_size=16, person=b"augd-seed-v1")
+    h.update(f"{pipeline_seed}\0{variant}\0".encode())
+    h.update(relpath.encode("utf-8", "surrogateescape"))
+    d = h.digest()
+    mask = (1 << 63) - 1  # non-negative int64s: valid for every stateless RNG kernel
+    return int.from_bytes(d[:8], "little") & mask, int.from_bytes(d[8:], "little") & mask
 
 
 def _mix(z: int) -> int:

@@ -50,7 +50,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     job's records."""
     import cv2
     from augd.engine.plan import Program
-    from augd.engine.seeds import image_seed
+    from augd.ops.sampling import image_seed
     from augd.io.lite import decode_example
     img, n = outcome.image, min(variants, spec.variants)
     h, w = img.header.height, img.header.width

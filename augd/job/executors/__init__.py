@@ -23,10 +23,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from augd.defaults import ExecutorKind
 from augd.job.executors.choice import Choice, Host, JobCost, choose
+
+if TYPE_CHECKING:   # the names only: importing them here would load TensorFlow (Engine) and the pool
+    from augd.engine import Engine, EngineOptions
+    from augd.job.units import JobPlan
+    from augd.job.workers.pool import ProcessPool
 
 __all__ = ["Choice", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "Traits", "choose", "open_executor",
            "traits"]
@@ -89,11 +94,11 @@ class Launch:
     device is the report's); `engine_options`: for the workers that build their own; `pool`: a warm ProcessPool
     (the daemon's); `workers`: images in parallel; `memory_limit`: bytes the job may add to this process;
     `args`: the executor's own options (Beam's pipeline options)."""
-    plan: Any                       # augd.job.units.JobPlan
-    engine_options: Any             # augd.engine.EngineOptions
+    plan: JobPlan
+    engine_options: EngineOptions
     workers: int
-    engine: Any = None              # augd.engine.Engine
-    pool: Any = None                # augd.job.workers.pool.ProcessPool
+    engine: Engine | None = None
+    pool: ProcessPool | None = None
     memory_limit: int | None = None
     args: tuple[str, ...] = ()
 

@@ -31,6 +31,7 @@ from multiprocessing.connection import wait
 from augd.engine.options import EngineOptions
 from augd.errors import WorkerError, WorkerLost
 from augd.host import usable_cpus
+from augd.job.workers.messages import Batch, Call, Called, Done, Failed, Forget, Ready
 from augd.job.workers.serve import group_signals_blocked, serve
 
 log = logging.getLogger("augd.job")
@@ -277,7 +278,7 @@ class ProcessPool:
             for job_id in forget:
                 if job_id in w.jobs:
                     w.jobs.discard(job_id)
-                    self._send(w, ("forget", job_id))
+                    self._send(w, Forget(job_id))
         for w in self._workers:
             while w.ready and len(w.tasks) < PER_WORKER and self._queue:
                 t = self._queue.popleft()
@@ -289,7 +290,7 @@ class ProcessPool:
                         # than the pipe holds, and a busy worker is not reading while its result waits on us
                         self._queue.appendleft(t)
                         break
-                    if self._send(w, ("call", t.payload)):
+                    if self._send(w, Call(t.payload)):
                         w.tasks.append(t)
                     else:
                         self._queue.appendleft(t)
@@ -301,7 +302,7 @@ class ProcessPool:
                     # to an idle worker: a busy one is not reading, and a full pipe would block this thread
                     self._queue.appendleft(t)
                     break
-                if self._send(w, ("batch", t.job.id, payload, t.batch, t.variants)):
+                if self._send(w, Batch(t.job.id, payload, t.batch, t.variants)):
                     w.tasks.append(t)
                     w.jobs.add(t.job.id)
                 else:
@@ -318,22 +319,21 @@ class ProcessPool:
             w.ready = False
             return False
 
-    def _receive(self, w: _Worker, msg) -> None:
-        kind = msg[0]
-        if kind == "ready":
+    def _receive(self, w: _Worker, msg: Ready | Done | Called | Failed) -> None:
+        if isinstance(msg, Ready):
             w.ready = True
             self._start_failures = 0
-            self._device = self._device or msg[1]
+            self._device = self._device or msg.device
             self._settled.set()
             return
         if not w.tasks:
             return
         task = w.tasks.popleft()
-        if kind == "done" and task.call is not None:
+        if isinstance(msg, Called):
             self.calls += 1
-            _settle(task.future, msg[1])
-        elif kind == "done":
-            _, outcomes, seconds, stats = msg
+            _settle(task.future, msg.result)
+        elif isinstance(msg, Done):
+            outcomes, seconds, stats = msg
             info = task.job.workers.setdefault(w.process.pid, {"pid": w.process.pid, "builds": 0, "traces": 0,
                                                                "batches": 0, "images": 0, "seconds": 0.0})
             info["builds"], info["traces"] = stats["builds"], stats["traces"]
@@ -342,8 +342,8 @@ class ProcessPool:
             info["seconds"] = round(info["seconds"] + seconds, 3)
             task.job.stage_devices = task.job.stage_devices or stats["stage_devices"]
             _settle(task.future, (outcomes, seconds))
-        else:   # ("error", its text with the worker's traceback)
-            _settle(task.future, exc=WorkerError(msg[1]))
+        else:   # Failed: its text with the worker's traceback
+            _settle(task.future, exc=WorkerError(msg.text))
 
     def _replace(self, w: _Worker) -> None:
         """w died: start another in its place and hand its batch out again (or fail it)."""

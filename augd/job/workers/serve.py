@@ -10,6 +10,7 @@ import time
 import traceback
 
 from augd.defaults import IGNORED_SIGNALS
+from augd.job.workers.messages import Batch, Call, Called, Done, Failed, Forget, Ready
 
 __all__ = ["GROUP_SIGNALS", "group_signals_blocked", "serve"]
 
@@ -55,7 +56,7 @@ def _serve(conn, options: dict) -> None:
     from augd.job.images import process_images
     graphs = _Graphs(engine, release_memory)
     jobs: dict = {}   # job id -> (spec, detection, partners, compiled, builds, traces before the job)
-    conn.send(("ready", engine.device))   # the job's report names it: the parent need not load TensorFlow
+    conn.send(Ready(engine.device))   # the job's report names it: the parent need not load TensorFlow
     while True:
         try:
             msg = conn.recv()
@@ -63,20 +64,22 @@ def _serve(conn, options: dict) -> None:
             return
         if msg is None:
             return
-        if msg[0] == "call":   # the plan's TensorFlow-free work (ProcessPool.map): fn(chunk), pickled back
+        if isinstance(msg, Call):   # the plan's TensorFlow-free work (ProcessPool.map): fn(chunk), pickled back
             try:
-                fn, chunk = pickle.loads(msg[1])
-                conn.send(("done", pickle.dumps(fn(chunk), pickle.HIGHEST_PROTOCOL)))
+                fn, chunk = pickle.loads(msg.payload)
+                conn.send(Called(pickle.dumps(fn(chunk), pickle.HIGHEST_PROTOCOL)))
             except Exception as exc:  # noqa: BLE001 - the parent runs the chunk itself
                 conn.send(_error(exc))
             continue
-        if msg[0] == "forget":
-            job = jobs.pop(msg[1], None)
+        if isinstance(msg, Forget):
+            job = jobs.pop(msg.job_id, None)
             if job is not None:
                 graphs.done(job[0], job[3], [j[3] for j in jobs.values() if j is not None])
             continue
-        _, job_id, payload, batch, variants = msg
+        job_id, payload, batch, variants = msg if isinstance(msg, Batch) else (None, None, None, None)
         try:
+            if job_id is None:
+                raise TypeError(f"a worker takes Batch, Call, Forget or None; got {type(msg).__name__}")
             if job_id not in jobs:
                 jobs[job_id] = None   # a graph that fails to build fails each of the job's batches the same way
                 spec, detection, partners = pickle.loads(payload)
@@ -88,15 +91,15 @@ def _serve(conn, options: dict) -> None:
             t0 = time.perf_counter()
             outcomes = process_images(compiled, spec, batch, variants, detection, partners)
             stats = {"builds": builds, "traces": compiled.traces - traces, "stage_devices": compiled.stage_devices}
-            conn.send(("done", outcomes, time.perf_counter() - t0, stats))
+            conn.send(Done(outcomes, time.perf_counter() - t0, stats))
         except Exception as exc:  # noqa: BLE001 - the parent decides; this worker stays up for the next batch
             conn.send(_error(exc))
 
 
-def _error(exc: Exception) -> tuple:
+def _error(exc: Exception) -> Failed:
     """The reply for a failure: as text (not every exception unpickles in the parent, and the worker's traceback
     is what helps)."""
-    return "error", f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n{traceback.format_exc()}"
+    return Failed(f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n{traceback.format_exc()}")
 
 
 def _without_keras() -> None:
