@@ -383,7 +383,19 @@ def test_the_format_registry_is_what_every_place_offers(tmp_path):
     from augd.annotations.tfrecords import FORMAT as RECORDS
 
     assert ANNOTATION_FORMATS == ("auto", *REGISTRY, RECORDS, "none")   # records: read in place, not a layout
-    assert set(REGISTRY) == {"voc", "coco", "yolo", "masks"}
+    import importlib
+    import pkgutil
+
+    import augd.annotations as package
+    from augd.annotations import layout as layout_module
+    from augd.annotations.reading import AnnotationFormat
+    declared = {m.name for m in pkgutil.iter_modules(package.__path__)
+                if isinstance(getattr(importlib.import_module(f"augd.annotations.{m.name}"), "FORMAT", None),
+                              AnnotationFormat)}
+    assert declared == set(REGISTRY), "a module that declares a FORMAT is in REGISTRY, and back"
+    table = [(int(r), name) for r, name in re.findall(r"^ +(\d+) (\w+) ", layout_module.__doc__, re.M)]
+    assert table == sorted((lay.rank, name) for name, f in REGISTRY.items() for lay in f.layouts), \
+        "layout.py's table of ranks says what the registry does"
     for name in ANNOTATION_FORMATS:
         assert AnnotationsConfig(format=name).format == name
     assert json.dumps(list(ANNOTATION_FORMATS)) in json.dumps(pipeline_schema())

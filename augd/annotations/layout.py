@@ -7,11 +7,13 @@ that fits wins; nothing fits: a classification job):
   10 voc    JPEGImages/ + Annotations/*.xml (+ ImageSets/Main/*.txt splits, + SegmentationClass/ masks)
   20 yolo   images/ + labels/ (Ultralytics; images/<split>/ splits; names from data.yaml or classes.txt)
   30 coco   instances JSON(s) at the root with an `images` list (file_name relative to the job)
-  40 masks  JPEGImages/ + SegmentationClass/, 50: images/ + masks/ (a PNG of class indices per image)
+  40 masks  JPEGImages/ + SegmentationClass/ (a PNG of class indices per image)
+  50 masks  images/ + masks/ (the same)
   60 voc    an .xml beside an image, with the same stem, whose root is <annotation>
   70 yolo   a .txt beside an image, with data.yaml or classes.txt at the root
 
-A new format: its module (detect, read, expected) and its FORMAT in REGISTRY below. Local folders only.
+A new format: its module (detect, read, expected) and its FORMAT in REGISTRY below, and its rank(s) in the table
+above (tests/test_annotations_read.py holds the table to the registry). Local folders only.
 TensorFlow-free.
 """
 from __future__ import annotations

@@ -185,9 +185,17 @@ class ColourOp(Op):
         return ()
 
     def apply_tf(self, image, params):
+        """The TF kernel (the GPU path): `image` a float32 HxWx3 tensor in [0, 1] (earlier ops may have left
+        values outside it: the engine clips once, at the end), `params` a float32 tensor of the draw()n values.
+        Returns the new image tensor, same shape, no side effects (it is traced into the job's graph once)."""
         raise NotImplementedError
 
-    #: None when the op has no NumPy/OpenCV kernel (the engine then keeps it in TF).
+    #: The OpenCV/NumPy kernel (the CPU path), `apply_np(x, params) -> x`: `x` is this image's own float32 HxWx3
+    #: array in [0, 1] (as for apply_tf: clipped once at the end), C-contiguous and writable, which the kernel may
+    #: change in place and return, or replace; `params` a list of the draw()n values as Python floats. It runs
+    #: under the GIL between OpenCV calls, on any thread: no state. It must agree with apply_tf (the registry's
+    #: kernel-parity cases, tests/kernel_parity.py, compare them for every op). None when the op has no such
+    #: kernel (the engine then keeps it in TF).
     apply_np = None
 
     def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
