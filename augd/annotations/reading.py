@@ -26,7 +26,7 @@ from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
 
 __all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "Layout", "Reading",
-           "folder_splits", "object_label", "read_each", "read_pairs", "serial_map", "skipped", "voc_sets"]
+           "folder_splits", "object_label", "read_each", "serial_map", "settle_pairs", "skipped", "voc_sets"]
 
 #: Folder names that make a split (Ultralytics and Roboflow write valid/).
 SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
@@ -316,12 +316,18 @@ def voc_sets(reading: Reading, images: list[str]) -> None:
             reading.splits[img] = split
 
 
-def read_pairs(reading: Reading, images: list[str], pairs: dict, read) -> None:
+def settle_pairs(reading: Reading, images: list[str], pairs: dict[str, str], got: dict) -> None:
+    """Settle each image not rejected yet with what `Reading.read_files` got for its annotation file in `pairs`
+    (an AnnotationError rejects it; no file: a negative)."""
+    def read(rel: str):
+        if isinstance(got[rel], AnnotationError):
+            raise got[rel]
+        return got[rel]
+
     for img in images:
-        if img in reading.rejected:
-            continue
-        ann = pairs.get(img)
-        reading.settle(img, (lambda hw, a=ann: None if a is None else read(reading.open_check(a), a, hw)))
+        if img not in reading.rejected:
+            rel = pairs.get(img)
+            reading.settle(img, lambda hw, rel=rel: None if rel is None else read(rel))
 
 
 def skipped(rel: str, skip: set[str]) -> bool:

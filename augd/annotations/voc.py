@@ -9,7 +9,7 @@ from __future__ import annotations
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
-from augd.annotations.reading import (VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, read_pairs,
+from augd.annotations.reading import (VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, settle_pairs,
                                      voc_sets)
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem
 from augd.errors import UntrustedFileError
@@ -113,13 +113,7 @@ def read_job(reading: Reading, how: str) -> None:
     # Every paired XML is read, whatever becomes of its image (a header that cannot be read, a split conflict):
     # the class names of every file that parses make the ids, so one bad image does not move them.
     parsed: dict[str, Annotation | AnnotationError] = reading.read_files(pairs, read_voc)
-
-    def read(path, rel, hw):
-        if isinstance(parsed[rel], AnnotationError):
-            raise parsed[rel]
-        return parsed[rel]
-
-    read_pairs(reading, images, pairs, read)
+    settle_pairs(reading, images, pairs, parsed)
     if reading.fixed is None:
         names = {o.name for a in parsed.values() if isinstance(a, Annotation) for o in a.objects}
         reading.label_map = LabelMap.from_names(sorted(names))

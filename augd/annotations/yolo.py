@@ -14,7 +14,7 @@ from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
 from augd.annotations.model import (Annotation, AnnotationError, KeypointSchema, Object, file_message,
                                     finite_number)
-from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, read_pairs
+from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, settle_pairs
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
@@ -219,13 +219,7 @@ def read_job(reading: Reading, how: str) -> None:
     # a label file's boxes are fractions of its image: read_each reads the image's header first
     got = reading.read_files({img: rel for img, rel in pairs.items() if img not in reading.rejected},
                              functools.partial(read_yolo, names=names, pose=shape), sized=True)
-
-    def read(path, rel, hw):
-        if isinstance(got[rel], AnnotationError):
-            raise got[rel]
-        return got[rel]
-
-    read_pairs(reading, images, pairs, read)
+    settle_pairs(reading, images, pairs, got)
     if reading.fixed is None:
         reading.label_map = LabelMap.from_names(names)
     if tree_layout and tree.isdir("masks"):
