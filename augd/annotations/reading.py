@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from augd.annotations.geometry import clip_polygon
 from augd.annotations.labelmap import LabelMap
@@ -25,8 +25,9 @@ from augd.annotations.tree import Sizes, Tree, read_image_header, stem, under, u
 from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
 
-__all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "Layout", "Reading",
-           "folder_splits", "object_label", "read_each", "serial_map", "settle_pairs", "skipped", "voc_sets"]
+__all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "FileRead", "FileToRead",
+           "Layout", "Reading", "folder_splits", "object_label", "read_each", "serial_map", "settle_pairs", "skipped",
+           "voc_sets"]
 
 #: Folder names that make a split (Ultralytics and Roboflow write valid/).
 SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
@@ -82,24 +83,35 @@ def serial_map(fn, items: list) -> list:
     return fn(items)
 
 
-def read_each(items: list, read, sized: bool) -> list:
-    """[(an annotation file's absolute path, or the AnnotationError that refused opening it; its path in the job;
-    its image's Sizes.image_file or None)] -> each one's (Annotation or AnnotationError, the image's header).
-    `read(path, rel)`, or with `sized` `read(path, rel, hw=(height, width))` of the upright image, whose header
-    then comes first: (None, None) when it cannot be read (the scan rejects that image). Reading.map's unit, which
-    may run on a worker process."""
+class FileToRead(NamedTuple):
+    """One annotation file for read_each: where it is, or why it may not be opened."""
+    path: str | AnnotationError     # its absolute path, or the AnnotationError that refused opening it
+    rel: str                        # its path in the job
+    image: tuple | None             # its image's Sizes.image_file (path, extension), or None
+
+
+class FileRead(NamedTuple):
+    """What read_each made of a FileToRead."""
+    annotation: Annotation | AnnotationError | None   # None: with `sized`, the image's header cannot be read
+    header: Any                                       # the image's header (io.scan), or None
+
+
+def read_each(items: list[FileToRead], read, sized: bool) -> list[FileRead]:
+    """Each file read by `read(path, rel)`, or with `sized` `read(path, rel, hw=(height, width))` of the upright
+    image, whose header then comes first: FileRead(None, None) when it cannot be read (the scan rejects that
+    image). Reading.map's unit, which may run on a worker process."""
     out = []
     for path, rel, image in items:
         header = None if image is None else read_image_header(*image)
         if sized and header is None:
-            out.append((None, None))
+            out.append(FileRead(None, None))
             continue
         try:
             if isinstance(path, AnnotationError):
                 raise path
-            out.append((read(path, rel, hw=upright(header)[:2]) if sized else read(path, rel), header))
+            out.append(FileRead(read(path, rel, hw=upright(header)[:2]) if sized else read(path, rel), header))
         except AnnotationError as exc:
-            out.append((exc, header))
+            out.append(FileRead(exc, header))
     return out
 
 
@@ -143,12 +155,12 @@ class Reading:
                 path = self.open_check(rel)
             except AnnotationError as exc:
                 path = exc
-            items.append((path, rel, self.sizes.image_file(img)))
+            items.append(FileToRead(path, rel, self.sizes.image_file(img)))
         got = {}
-        for (img, rel), (ann, header) in zip(pairs.items(), self.map(functools.partial(read_each, read=read,
-                                                                                       sized=sized), items)):
-            self.sizes.known(img, header)
-            got[rel] = ann
+        for (img, rel), done in zip(pairs.items(), self.map(functools.partial(read_each, read=read, sized=sized),
+                                                            items)):
+            self.sizes.known(img, done.header)
+            got[rel] = done.annotation
         return got
 
     def settle(self, image: str, read) -> None:
