@@ -7,8 +7,10 @@ import json
 import os
 import sys
 
+from augd import defaults
 from augd.check import FAIL_ON, CheckReport, check_plan, text
 from augd.check.hashing import MAX_DISTANCE
+from augd.errors import JobFailed
 
 __all__ = ["add_check_arguments", "check_dataset", "cmd_check"]
 
@@ -18,8 +20,6 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
     """Check the dataset at `path` (augd.check). `fmt`: annotations.format; `label_map`: a fixed map (a
     label_map.pbtxt path, relative to `path`, or class names) to check the classes against; `workers`: processes
     that hash."""
-    from augd import defaults
-    from augd.errors import JobFailed
     from augd.job.detection import fixed_label_map
     from augd.job.units import plan_job
     from augd.spec import Annotations, parse_pipeline

@@ -7,10 +7,11 @@ import logging
 import os
 import sys
 
-from augd import __version__
-from augd.errors import JobFailed, SpecError
-from augd.files import point_at_devnull, reader_gone
+from augd import __version__, defaults
 from augd.defaults import EXECUTORS, ExecutorKind
+from augd.errors import AugdError, JobFailed, SpecError
+from augd.files import point_at_devnull, reader_gone
+from augd.tfenv import load_tensorflow_quietly
 
 log = logging.getLogger("augd")
 
@@ -162,7 +163,6 @@ def _early_pool(args, spec, engine_options):
 def _run(args, spec, engine_options, pool, choice) -> int:
     # with an early pool, the workers run the graph and this process never loads TensorFlow (augd.job.run)
     if not args.verbose and pool is None:  # TensorFlow's native libraries print start-up noise on CPU hosts
-        from augd.tfenv import load_tensorflow_quietly
         load_tensorflow_quietly()
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.resources import job_memory_bytes
@@ -279,7 +279,6 @@ def _serve_arguments(parser) -> None:
 
 def cmd_serve(args) -> int:
     from augd.daemon.config import load_settings
-    from augd.errors import AugdError, SpecError
     try:
         settings = load_settings(args.config)
     except SpecError as exc:
@@ -316,7 +315,6 @@ def _check_arg(value: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from augd import defaults
     p = argparse.ArgumentParser(prog="augd", description="Offline image augmentation into TFRecord shards.")
     p.add_argument("--version", action="version", version=f"augd {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -447,7 +445,6 @@ def _main(argv) -> int:
     _setup_logging(args.verbose)
     if args.verb == "serve" and not args.verbose:  # `run` loads it itself, after starting any worker processes
         # TensorFlow's native libraries print start-up noise on CPU hosts that no log level hides.
-        from augd.tfenv import load_tensorflow_quietly
         load_tensorflow_quietly()
     return args.fn(args)
 

@@ -1,7 +1,6 @@
 """Every default in one place, so docs, config and CLI cannot drift apart."""
 import enum
 
-
 #: Pillow's decompression-bomb limit: (1024 * 1024 * 1024 // 4 // 3) pixels.
 MAX_PIXELS = 89_478_485
 #: Aim of `shards: auto`: bytes per TFRecord shard (TF's own input guides suggest 100-200 MB).

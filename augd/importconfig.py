@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import sys
 
+import yaml
+
 from augd.parsing.pbtxt import PbtxtError
+from augd.spec import SpecError, parse_pipeline
 from augd.spec.odapi import APPROXIMATE, EXACT, MISSING, TRAINING, import_config, strip, table
 
 __all__ = ["add_import_arguments", "cmd_import_config"]
@@ -28,9 +31,7 @@ def add_import_arguments(p) -> None:
 
 
 def cmd_import_config(args) -> int:
-    import yaml
 
-    from augd.spec import SpecError, parse_pipeline
     say = lambda *a: print("augd import-config:", *a, file=sys.stderr)  # noqa: E731
     if args.table:
         rows = table()

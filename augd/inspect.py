@@ -4,9 +4,11 @@ and mask overlays onto the images it writes."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import statistics
 
+from augd.io import parse_example, read_records
 from augd.io.jobfs import is_url
 
 __all__ = ["inspect_paths"]
@@ -33,7 +35,6 @@ def _shards(path: str) -> list[str]:
 def _readers(path: str):
     """(records of a shard, its parser): without TensorFlow for local files, so inspect answers at once."""
     if is_url(path):
-        from augd.io import parse_example, read_records
         return read_records, parse_example
     from augd.io.lite import decode_example, iter_records
     return iter_records, decode_example
@@ -136,7 +137,6 @@ def _objects(ex: dict) -> tuple[list, list]:
 
 def _manifest(path: str | None) -> dict:
     """The output folder's manifest.json, or {} (a shard, a folder without one, or one that cannot be read)."""
-    import json
     try:
         with open(os.path.join(path, "manifest.json"), encoding="utf-8") as fh:
             found = json.load(fh)
@@ -170,8 +170,8 @@ def _list(v) -> list:
 
 
 def _dump(ex: dict, data: bytes, directory: str, i: int, skeleton=()) -> None:
-    import numpy as np
     import cv2
+    import numpy as np
     base = f"{i:05d}-v{ex.get('augd/variant', 0)}-{os.path.basename(str(ex.get('image/filename', 'img')))}"
     fmt = ex.get("image/format")
     if "image/object/class/label" in ex:  # a detection record: decoded, drawn on, written as PNG
@@ -199,8 +199,8 @@ def _draw(ex: dict, bgr, skeleton=()):
     """The image with its masks overlaid (semantic: a colour per class, 255 (ignore) grey; instances: their
     class's colour), its boxes drawn, each labelled with its class name, and its keypoints: the skeleton's
     edges between visible points in white, each point a dot of its index's colour (hollow: occluded)."""
-    import numpy as np
     import cv2
+    import numpy as np
     h, w = bgr.shape[:2]
     out = bgr.copy()
     ids, texts = _objects(ex)

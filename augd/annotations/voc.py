@@ -10,7 +10,7 @@ from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
 from augd.annotations.reading import (VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, settle_pairs,
-                                     voc_sets)
+                                      voc_sets)
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem
 from augd.errors import UntrustedFileError
 from augd.parsing.jsonxml import parse_xml

@@ -12,8 +12,7 @@ import os
 
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
-from augd.annotations.model import (Annotation, AnnotationError, KeypointSchema, Object, file_message,
-                                    finite_number)
+from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, file_message, finite_number
 from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, settle_pairs
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
 from augd.errors import SpecError, UntrustedFileError

@@ -14,10 +14,12 @@ reject; 0 otherwise.
 from __future__ import annotations
 
 import collections
+import json
 from dataclasses import dataclass, field
 
 from augd.annotations.repair import summary
 from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
+from augd.errors import RejectReason
 
 __all__ = ["FAIL_ON", "CheckReport", "check_plan", "text"]
 
@@ -58,7 +60,6 @@ class CheckReport:
         return int(any(self.problems().get(k) for k in fail_on))
 
     def to_json(self) -> str:
-        import json
         return json.dumps(self.to_dict(), indent=1) + "\n"
 
     def to_dict(self) -> dict:
@@ -83,7 +84,6 @@ def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=
     """The check of a job's plan (augd.job.units.JobPlan: what the job would run), its images hashed through
     `mapper` (hashing.hash_files) or on `workers` processes. `known`: a fixed label map's class names, to list the
     classes it lacks (None: no such check)."""
-    from augd.errors import RejectReason
     path, det, images = plan.input_dir, plan.detection, plan.images
     splits: dict[str, SplitStats] = {}
     for img in images:

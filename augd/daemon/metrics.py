@@ -15,8 +15,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from augd.errors import FailureReason
 from augd.daemon.httpconn import DROP_REASONS
+from augd.errors import FailureReason
 from augd.stages import STAGES
 
 if TYPE_CHECKING:

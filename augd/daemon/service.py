@@ -18,15 +18,18 @@ from prometheus_client import CollectorRegistry
 
 import augd
 from augd import defaults
+from augd.daemon import warmup
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
 from augd.daemon.lease import Leases
 from augd.daemon.logs import event, lost_streams, setup_logging
+from augd.daemon.metrics import Metrics
 from augd.daemon.sdnotify import Notifier
 from augd.daemon.signals import SignalState
 from augd.daemon.watcher import Watcher
 from augd.daemon.worker import JobWorker, Pause, no_pause
+from augd.engine import Engine
 from augd.errors import AugdError, CancelCause, SpecError
-from augd.daemon.metrics import Metrics
+from augd.io import clean_stale_temps
 from augd.spec import known_pipelines
 
 log = logging.getLogger("augd.daemon")
@@ -174,19 +177,16 @@ class Daemon:
         self.pause("startup", lambda: self.signals.stops > 0)
         if self.signals.stops:
             return
-        from augd.engine import Engine
         try:
             self.worker.engine = engine = Engine(s.engine_options)
         except ValueError as exc:  # a bad AUGD_* value, or device: gpu without one
             raise AugdError(f"cannot set up the engine: {exc}") from None
         self.device = engine.device
         self.worker.warm_pool()   # the workers import TensorFlow while the inbox is scanned
-        from augd.daemon import warmup
         if warmup.wanted(s.config.warm_up, self.device.kind):
             self.warmed = warmup.warm_up(engine, warmup.configured_pipelines(s.default_pipeline, s.pipelines_dir),
                                          s.search_dirs(), lambda: self.signals.stops > 0, self.notifier.notify)
         self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)
-        from augd.io import clean_stale_temps
         for path in clean_stale_temps(s.out):
             event("stale_temp_removed", "removed stale temp output %s", path, path=path)
         self.watcher.start()

@@ -24,12 +24,13 @@ from augd import defaults
 from augd.daemon import claim
 from augd.daemon.lease import Leases, Lost
 from augd.daemon.logs import event
+from augd.daemon.metrics import Metrics
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
 from augd.files import count_files
-from augd.daemon.metrics import Metrics
+from augd.io import is_complete
 
 if TYPE_CHECKING:
     from augd.job import Cancel, JobProgress, JobResult
@@ -263,7 +264,6 @@ class JobWorker:
     def _recover(self, c: claim.Claimed) -> Outcome:
         """A job in work/ whose holder is gone ended that process: run it again, or dead-letter it after
         max_attempts."""
-        from augd.io import is_complete
         s = self.settings
         self.metrics.taken_over.inc()
         committed = c.output_checked and is_complete(f"{s.out}/{c.name}")  # _run moves it to done/
@@ -282,7 +282,6 @@ class JobWorker:
 
     def _take(self, job: JobReady) -> Outcome:
         s = self.settings
-        from augd.io import is_complete
         clash = is_complete(f"{s.out}/{job.name}")
         c = claim.claim(job, self.leases, output_checked=not clash)
         if c is None:
@@ -305,7 +304,6 @@ class JobWorker:
     def _run_logged(self, c: claim.Claimed) -> Outcome:
         s = self.settings
         t0 = time.monotonic()
-        from augd.io import is_complete
         if c.recovered and is_complete(f"{s.out}/{c.name}"):
             if c.output_checked:  # our own commit landed just before the crash: the job is done
                 event("job_done", "job %s was already committed before the restart", c.name, job=c.name)

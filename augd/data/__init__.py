@@ -87,6 +87,7 @@ import math
 import numbers
 
 import tensorflow as tf
+from keras.utils import bounding_boxes
 
 from augd.data import images
 from augd.data.source import STORED_BOX_FORMAT, DataError, DatasetInfo, resolve
@@ -229,7 +230,6 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
 def _convert_boxes(b: tf.Tensor, box_format: str, image: tf.Tensor) -> tf.Tensor:
     """Normalized (ymin, xmin, ymax, xmax) boxes in Keras' `box_format`, absolute ones in the output image's
     pixels, by Keras' own converter (imported here: only a conversion needs Keras)."""
-    from keras.utils import bounding_boxes
     h, w = tf.unstack(tf.shape(image)[:2])
     return bounding_boxes.convert_format(b, source=STORED_BOX_FORMAT, target=box_format, height=h, width=w)
 

@@ -18,10 +18,10 @@ from augd.engine.chain import apply_program
 from augd.engine.decode import decode_planned
 from augd.engine.placement import AUGMENT_SCOPE, CPU, GPU, augment_device, stage_devices
 from augd.engine.plan import Program
-from augd.ops.sampling import image_seed
 from augd.errors import Rejected
 from augd.formats import ImageHeader, read_header
 from augd.ops._tf import tf
+from augd.ops.sampling import image_seed
 from augd.spec import PipelineSpec
 
 __all__ = ["Compiled", "Result"]

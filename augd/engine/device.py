@@ -2,6 +2,7 @@
 between jobs."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import gc
 import logging
@@ -47,7 +48,6 @@ def tune_malloc() -> bool:
 def _glibc():
     """glibc through ctypes, or None (musl, macOS: nothing to tune or trim)."""
     try:
-        import ctypes
         libc = ctypes.CDLL("libc.so.6")
         return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
     except OSError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+from augd.engine.compile import Compiled
 from augd.engine.device import DeviceInfo, setup_process
 from augd.engine.kernels import select_kernels
 from augd.engine.options import EngineOptions
@@ -27,7 +28,6 @@ class Engine:
         """One traced, finalized graph for `spec` (augd.engine.compile.Compiled). as_gpu_host: trace it as a GPU
         host would (TF kernels, the augment stage placed on the GPU) whatever this host has, to read its
         placement (Compiled.stage_devices, placement.gpu_stage); without a GPU, soft placement runs it on the CPU."""
-        from augd.engine.compile import Compiled
         compiled = Compiled(spec, self, as_gpu_host=as_gpu_host)
         with self._lock:
             self.builds += 1

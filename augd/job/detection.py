@@ -13,13 +13,21 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from augd import defaults
 from augd.annotations import Annotation, AnnotationError, KeypointSchema, Object
+from augd.annotations.geometry import corners, warp_mask
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.layout import read_job
+from augd.annotations.masks import mask_png, read_mask
+from augd.annotations.tree import IMAGE_EXTENSIONS, extension
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
 from augd.io import InputImage, RejectedInput, is_url
-from augd.job.mixing import upright
+from augd.job.mixing import placement_steps, upright
 from augd.labels import LabelMapError
+from augd.ops.sampling import image_seed
 from augd.spec import Annotations, PipelineSpec
 
 __all__ = ["Detection", "ImageObjects", "prepare"]
@@ -90,7 +98,6 @@ def source_boxes(ann: Annotation) -> tuple:
 
 def _unread(relpath: str, fmt: str) -> str:
     """Why an image the scan reads has no annotation read for it (the reader finds images by extension)."""
-    from augd.annotations.tree import IMAGE_EXTENSIONS, extension
     ext = extension(relpath.rsplit("/", 1)[-1])
     if ext in IMAGE_EXTENSIONS:
         return (f"{relpath}: its {fmt} annotation was not read (its header could not be read then); drop the job "
@@ -110,7 +117,6 @@ class ImageObjects:
     """One image's annotation and the objects each of its variants' records carry."""
 
     def __init__(self, det: Detection, img: InputImage, ann: Annotation):
-        from augd.annotations.masks import read_mask
         self.det, self.img, self.ann = det, img, ann
         self.h, self.w = upright(img)
         self.mask = None if ann.mask is None else read_mask(ann.mask, (self.h, self.w), ann.source or ann.mask,
@@ -133,7 +139,6 @@ class ImageObjects:
         if mixed is not None:
             return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events)
         from augd.annotations.targets import instance_masks
-        from augd.ops.sampling import image_seed
         if variant == 0:
             ann, seg, steps = self.ann, self.mask, []
             masks = instance_masks(ann, self.h, self.w, []) if self.instances else []
@@ -179,7 +184,6 @@ class ImageObjects:
         if not (self.instances or masks) or not src.objects:
             return out, seg, []
         # a box alone, beside objects with masks (in this image, or in a mix): its own rectangle
-        from augd.annotations.geometry import corners
         src = dataclasses.replace(src, objects=tuple(
             o if o.polygons or o.rle is not None else dataclasses.replace(o, polygons=(corners(o.box),))
             for o in src.objects))
@@ -193,7 +197,6 @@ class ImageObjects:
         a blend's objects weighted by their image's share (image/object/weight); the semantic masks laid on the
         canvas as the pixels are (a blend's: the heavier image's where both have one), then moved once."""
         from augd.annotations.targets import uncover
-        from augd.job.mixing import placement_steps
         mix, drawn = mixed.drawn.mix, mixed.drawn
         total = sum(p.weight for p, ok in zip(mix.placements, mixed.placed) if ok) or 1.0
         parts = [(k, p, self if k == 0 else self.det.partner(img))
@@ -238,8 +241,6 @@ def _canvas_mask(mix, parts, steps, alphas):
     """The semantic mask of a mix, laid on its canvas as the pixels are (each tile its source's mask, 255 where a
     source has none or does not reach; a blend: the heavier source's where both have a class; a pasted object:
     its own pixels), then moved by the steps after the partner op."""
-    import numpy as np
-    from augd.annotations.geometry import warp_mask
     from augd.annotations.targets import SEMANTIC_MASK
     canvas = np.full((mix.height, mix.width), 255, np.uint8)
     for k, p, part in sorted(parts, key=lambda t: t[1].weight) if mix.blend else parts:
@@ -261,15 +262,12 @@ def _canvas_mask(mix, parts, steps, alphas):
 
 def _in_source(hidden, p, h: int, w: int):
     """Canvas pixels (bool) seen in the h x w source placed by `p` (nearest)."""
-    import numpy as np
-    from augd.annotations.geometry import warp_mask
     to_canvas = np.array([[1, 0, p.rect[0]], [0, 1, p.rect[1]], [0, 0, 1]], np.float64) @ np.linalg.inv(p.matrix)
     return warp_mask(hidden.astype(np.uint8), [(to_canvas, h, w)], fill=0) > 0
 
 
 def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0,
                     weights=()):
-    from augd.annotations.masks import mask_png
     from augd.io.records import RecordObjects
     objs: tuple[Object, ...] = ann.objects
     return RecordObjects.from_objects(objs, h, w, {o.name: label_map.id_of(o.name, where) for o in objs},
@@ -281,7 +279,6 @@ def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, wher
 def fixed_label_map(settings: Annotations, input_dir: str):
     """The LabelMap `label_map:` fixes (a pbtxt relative to the job, or names), or None. JobFailed (bad_labels)
     when it cannot be read: a job whose ids cannot be trusted writes nothing."""
-    from augd.annotations.labelmap import LabelMap
     value = settings.value("label_map")
     if value is None:
         return None
@@ -313,7 +310,6 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
     if is_url(input_dir):
         raise JobFailed(f"{input_dir}: annotations ({fmt}) are read from local job folders only",
                         reason=FailureReason.BAD_PIPELINE)
-    from augd.annotations.layout import read_job
     fixed = fixed_label_map(settings, input_dir)
     try:
         layout = read_job(input_dir, fmt, fixed, mapper, repair=settings.value("repair") == "standard")
@@ -363,7 +359,6 @@ def _keypoints(layout, settings: Annotations, input_dir: str) -> KeypointSchema 
     """The format's keypoints with `annotations.keypoint_flip` over its flip and `keypoint_rotation` set. JobFailed
     (bad_labels) when either is set for a job without keypoints, or is no permutation of its points (a flip: no
     pairing)."""
-    import dataclasses
     schema = layout.keypoints
     for key in ("keypoint_flip", "keypoint_rotation"):
         value = settings.value(key)

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from augd.annotations.geometry import rasterise, warp_mask
+from augd.annotations.rle import rle_decode
 from augd.engine.kernels import box_shrink_matrix, warp_np
-from augd.ops.sampling import image_seed
 from augd.formats import ImageHeader, read_header
 from augd.io import InputImage, read_bytes
 from augd.ops import Mix, PartnerOp, Placement
-from augd.ops.sampling import coin, generator
+from augd.ops.sampling import coin, generator, image_seed
 
 __all__ = ["Drawn", "Mixed", "Partners", "canvas_boxes", "compose", "draw", "mixed_variant", "placement_steps",
            "upright"]
@@ -363,8 +364,6 @@ def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, v
 def _alphas(drawn: Drawn, detection) -> dict:
     """Each pasted object's tile mask (float 0..1): its polygons or RLE mask, or its whole box on a box-only set,
     warped into its tile (nearest), its edge softened by the mix's `feather`."""
-    from augd.annotations.geometry import rasterise, warp_mask
-    from augd.annotations.rle import rle_decode
     out = {}
     for k, (p, img) in enumerate(zip(drawn.mix.placements, drawn.sources)):
         if p is None or p.obj < 0:

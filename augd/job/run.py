@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from augd.defaults import ExecutorKind
-from augd.errors import FailureReason, JobFailed
+from augd.engine import Engine
 from augd.engine.options import EngineOptions
+from augd.errors import FailureReason, JobFailed
 from augd.host import usable_cpus
 from augd.io import write_text
 from augd.io.jobfs import folder_identity
@@ -23,9 +23,6 @@ from augd.job.report import JobProgress, Tally
 from augd.job.units import plan_job, variants_of
 from augd.job.workers.pool import chunked_map
 from augd.spec import PipelineSpec
-
-if TYPE_CHECKING:
-    from augd.engine import Engine
 
 log = logging.getLogger("augd.job")
 
@@ -111,6 +108,5 @@ def _check(plan, fail_on: tuple[str, ...], workers: int, pool):
     return report
 
 
-def _engine(options: EngineOptions) -> "Engine":
-    from augd.engine import Engine  # loads TensorFlow (in the process that runs the graph)
-    return Engine(options)
+def _engine(options: EngineOptions) -> Engine:
+    return Engine(options)   # loads TensorFlow (in the process that runs the graph)

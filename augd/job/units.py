@@ -8,7 +8,9 @@ none) is written to shard k % count, after the split's records k' < k of that sh
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 
@@ -17,6 +19,7 @@ from augd.errors import FailureReason, JobFailed
 from augd.io import SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
 from augd.job.detection import Detection, prepare, prepare_records
 from augd.job.mixing import Partners
+from augd.ops import Kind
 from augd.spec import PipelineSpec
 
 __all__ = ["Group", "JobPlan", "plan_job", "record_slots", "variants_of"]
@@ -172,8 +175,6 @@ def _balanced(order, spec: PipelineSpec, classes_of, original: bool) -> tuple[di
     `variants`, the report: the classes' counts in the records planned before and after). An image's variants
     are variants x (the most common class's count / its rarest class's count), rounded up, within
     [variants, max_variants]: a pure function of the split's annotations."""
-    import collections
-    import math
     per = {img.relpath: collections.Counter(classes_of(img)) for img in order}
     counts = collections.Counter()
     for c in per.values():
@@ -199,7 +200,6 @@ def _partners(spec: PipelineSpec, groups, detection: Detection | None) -> Partne
     """The pools a leading partner op draws from: each split's own images (a validation pixel in a train record
     would inflate every metric), in the seeded order every executor shares; with `partners: rare`, each image
     weighted by 1 / its split's count of its rarest class (objects' classes, or the image's own class)."""
-    from augd.ops import Kind
     if not spec.ops or spec.ops[0].kind is not Kind.MIX or spec.ops[0].params.p <= 0:
         return None
     if spec.ops[0].name == "copy_paste" and detection is None:

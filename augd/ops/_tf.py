@@ -3,13 +3,14 @@ without paying TF's multi-second import. The real module loads on first attribut
 only happens while a graph is being traced."""
 import importlib
 
+from augd.tfenv import prepare_environment
+
 
 class _LazyTF:
     _mod = None
 
     def __getattr__(self, name):
         if _LazyTF._mod is None:
-            from augd.tfenv import prepare_environment  # env vars must be set before TF loads
             prepare_environment()
             _LazyTF._mod = importlib.import_module("tensorflow")
         return getattr(_LazyTF._mod, name)

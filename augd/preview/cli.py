@@ -10,8 +10,10 @@ import numpy as np
 
 from augd import defaults
 from augd.errors import SpecError
+from augd.ops.base import REGISTRY
 from augd.preview.render import render_sheet
 from augd.preview.sheet import MAX_DEFAULT_VARIANTS, preview_rows, variant_count
+from augd.tfenv import load_tensorflow_quietly
 
 __all__ = ["add_preview_arguments", "cmd_preview", "main"]
 
@@ -82,7 +84,6 @@ def cmd_preview(args) -> int:
         return 2
     if args.seed is not None:
         spec = spec.with_seed(args.seed)
-    from augd.ops.base import REGISTRY
     if args.root is None and spec.ops and getattr(REGISTRY.get(spec.ops[0].name), "needs_boxes", False):
         # without the job, the sheet's images have no annotations: the op would paste nothing, silently
         print(f"{prog}: ops[0].{spec.ops[0].name} pastes annotated objects of the job's images: give --root "
@@ -97,7 +98,6 @@ def cmd_preview(args) -> int:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     if not getattr(args, "verbose", False):  # TensorFlow's start-up noise on CPU hosts (`augd -v` shows it)
-        from augd.tfenv import load_tensorflow_quietly
         load_tensorflow_quietly()
     from augd.engine import Engine
     rows = preview_rows(spec, args.images, variants=n, relpaths=rels, max_pixels=args.max_pixels,

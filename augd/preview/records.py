@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 
+from augd.ops.sampling import image_seed
 from augd.ops.words import size
 from augd.preview.render import letterbox, render_sheet
 from augd.preview.sheet import PreviewRow, Tile, format_decisions
@@ -50,7 +51,6 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     job's records."""
     import cv2
     from augd.engine.plan import Program
-    from augd.ops.sampling import image_seed
     from augd.io.lite import decode_example
     img, n = outcome.image, min(variants, spec.variants)
     h, w = img.header.height, img.header.width

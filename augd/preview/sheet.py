@@ -20,6 +20,7 @@ import numpy as np
 from augd import defaults
 from augd.errors import Rejected, tf_error_message
 from augd.ops import REGISTRY
+from augd.ops._tf import tf
 from augd.ops.words import size
 
 __all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "describe_variant", "format_decisions", "preview_rows",
@@ -96,7 +97,6 @@ def _decode_record(payload: bytes, fmt: str, height: int, width: int) -> np.ndar
     """A record's pixels as a reader gets them (augd.data decodes with tf.io.decode_image)."""
     if fmt == "raw":
         return np.frombuffer(payload, np.uint8).reshape(height, width, 3).copy()
-    from augd.ops._tf import tf
     return tf.io.decode_image(payload, channels=3, expand_animations=False).numpy()
 
 
@@ -195,7 +195,6 @@ def _mixed_items(compiled, spec, data, header, rel, wanted, mixing):
 
 
 def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, None, {})) -> PreviewRow:
-    from augd.ops._tf import tf
     try:
         data, header = _source(path, max_pixels)
         upright = decode_full(data, header.orientation).numpy()  # the graph's own decode, run eagerly

@@ -17,7 +17,7 @@ __all__ = ["TRAITS", "open_executor"]
 
 
 def open_executor(launch):
-    from augd.job.executors.beam_pipeline import Beam   # loads Apache Beam
+    from augd.job.executors.beam_pipeline import Beam  # loads Apache Beam
     if not logging.getLogger().isEnabledFor(logging.DEBUG):   # Beam logs every worker's start and stop at INFO
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
     return Beam(launch)

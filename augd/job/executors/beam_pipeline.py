@@ -62,13 +62,17 @@ except ImportError as _exc:  # an optional extra: augd runs without it
     raise ImportError(f"the Beam executor needs Apache Beam ({_exc}): pip install 'augd[beam]'",
                       name="apache_beam") from _exc
 
+from apache_beam.portability.api import beam_provision_api_pb2
+
+from augd.engine import Engine, release_memory
 from augd.engine.options import EngineOptions
 from augd.errors import FailureReason, JobFailed
-from augd.io import RejectedInput, is_url
+from augd.io import RejectedInput, ShardWriter, is_url, shard_name, write_text
 from augd.job.images import ImageOutcome, process_images
 from augd.job.options import JobWatch
 from augd.job.report import GraphInfo, ObjectCounts, ShardSet, Tally
 from augd.job.units import JobPlan, record_slots
+from augd.tfenv import quiet_native_stderr
 
 log = logging.getLogger("augd.job")
 
@@ -86,7 +90,6 @@ def _counter(name: str):
 
 
 def _names(plan: JobPlan, g: int) -> list[str]:
-    from augd.io import shard_name
     group = plan.groups[g]
     return [shard_name(group.prefix(plan.name), s, group.shards, plan.spec.output.compression)
             for s in range(group.shards)]
@@ -100,8 +103,6 @@ class _ProcessImage(beam.DoFn):
         self.compiled = None
 
     def setup(self):
-        from augd.engine import Engine
-        from augd.tfenv import quiet_native_stderr
         with quiet_native_stderr():
             self.compiled = Engine(self.engine_options).compile(self.plan.spec)
         self.instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -125,7 +126,6 @@ class _ProcessImage(beam.DoFn):
 
     def teardown(self):
         if self.compiled is not None:
-            from augd.engine import release_memory
             self.compiled.close()
             self.compiled = None
             release_memory()
@@ -229,7 +229,6 @@ class _WriteShard(beam.DoFn):
     def process(self, item):
         import tensorflow as tf
 
-        from augd.io import ShardWriter
         (g, s), values = item
         name = self.names[(g, s)]
         expected = [v[1] for v in values if v[0] == "expect"]
@@ -265,7 +264,6 @@ def _gather(item, out_dir: str) -> None:
     outcomes file (written aside, renamed in)."""
     import tensorflow as tf
 
-    from augd.io import write_text
     _, values = item
     summaries = [v[1] for v in values if v[0] == "image"]
     shards = [v[1] for v in values if v[0] == "shard"]
@@ -324,7 +322,6 @@ def _pipeline(args: list[str]):
                 hint = "; install the runner's extra (pip install 'apache-beam[...]')"
             raise JobFailed(f"Beam cannot make the runner {name!r}: {str(exc).splitlines()[0][:400]}{hint}",
                             reason=FailureReason.CRASHED) from exc
-    from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())  # as the DirectRunner does

@@ -15,10 +15,13 @@ import os
 import time
 import uuid
 
+from augd.engine import Engine
 from augd.host import usable_cpus
 from augd.job.executors import Traits
 from augd.job.executors.local import Batches, LocalExecutor
+from augd.job.images import process_images
 from augd.job.report import GraphInfo
+from augd.tfenv import quiet_native_stderr
 
 #: what run_job, the CLI and the daemon ask of it (augd.job.executors.Traits): its workers build their own graphs
 TRAITS = Traits(options="--scheduler ADDRESS or --scheduler-file FILE, a running dask.distributed cluster (none: "
@@ -52,7 +55,7 @@ def _options(args) -> dict:
 class Dask(LocalExecutor):
     def __init__(self, launch):
         super().__init__(launch.plan, launch.memory_limit)
-        import distributed   # loads Dask (an extra)
+        import distributed  # loads Dask (an extra)
         if not logging.getLogger().isEnabledFor(logging.DEBUG):   # its scheduler logs every worker's comings
             logging.getLogger("distributed").setLevel(logging.WARNING)
         where = _options(launch.args)
@@ -119,8 +122,6 @@ def _engine(options):
     """On a Dask worker: its Engine for `options`, built once (TensorFlow loads here, in the worker)."""
     key = options.model_dump_json()
     if key not in _ENGINES:
-        from augd.engine import Engine
-        from augd.tfenv import quiet_native_stderr
         with quiet_native_stderr():
             _ENGINES[key] = Engine(options)
     return _ENGINES[key]
@@ -128,7 +129,6 @@ def _engine(options):
 
 def _batch(job, batch, variants):
     """On a Dask worker: process_images on the job's graph (built at the worker's first batch of the job)."""
-    from augd.job.images import process_images
     job_id, spec, detection, partners, options = job
     engine = _engine(options)
     if job_id not in _GRAPHS:

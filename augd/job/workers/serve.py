@@ -3,6 +3,7 @@ runs it): TensorFlow's start-up noise, where the worker loads it itself, is filt
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pickle
 import signal
@@ -11,6 +12,7 @@ import traceback
 
 from augd.defaults import IGNORED_SIGNALS
 from augd.job.workers.messages import Batch, Call, Called, Done, Failed, Forget, Ready
+from augd.tfenv import quiet_native_stderr
 
 __all__ = ["GROUP_SIGNALS", "group_signals_blocked", "serve"]
 
@@ -49,7 +51,6 @@ def _serve(conn, options: dict) -> None:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     _without_keras()
-    from augd.tfenv import quiet_native_stderr
     with quiet_native_stderr():
         from augd.engine import Engine, EngineOptions, release_memory
         engine = Engine(EngineOptions(**options))
@@ -107,7 +108,6 @@ def _without_keras() -> None:
     SavedModels, which workers never load) unless TF_USE_LEGACY_KERAS points it at tf_keras; with tf_keras not
     installed, TensorFlow skips that load (its own try/except ImportError): ~0.4 CPU-s and ~20 MB less per worker
     on 2 cores, and no Keras module in it at all. Left alone where the user set it or tf_keras is installed."""
-    import importlib.util
     if "TF_USE_LEGACY_KERAS" not in os.environ and importlib.util.find_spec("tf_keras") is None:
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
