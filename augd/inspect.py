@@ -8,7 +8,6 @@ import json
 import os
 import statistics
 
-from augd.io import parse_example, read_records
 from augd.io.jobfs import is_url
 
 __all__ = ["inspect_paths"]
@@ -35,6 +34,7 @@ def _shards(path: str) -> list[str]:
 def _readers(path: str):
     """(records of a shard, its parser): without TensorFlow for local files, so inspect answers at once."""
     if is_url(path):
+        from augd.io import parse_example, read_records   # loads TensorFlow: only for a URL
         return read_records, parse_example
     from augd.io.lite import decode_example, iter_records
     return iter_records, decode_example
