@@ -11,6 +11,7 @@ from augd import defaults
 from augd.check import FAIL_ON, CheckReport, check_plan, text
 from augd.check.hashing import MAX_DISTANCE
 from augd.errors import JobFailed
+from augd.host import usable_cpus
 
 __all__ = ["add_check_arguments", "check_dataset", "cmd_check"]
 
@@ -51,7 +52,6 @@ def add_check_arguments(p) -> None:
 
 
 def cmd_check(args) -> int:
-    from augd.host import usable_cpus
     fail_on = [k for k in args.fail_on.split(",") if k]
     if bad := [k for k in fail_on if k not in FAIL_ON]:
         print(f"augd check: --fail-on {','.join(bad)}: expected a comma-separated list of {', '.join(FAIL_ON)}",

@@ -11,6 +11,7 @@ from augd import __version__, defaults
 from augd.defaults import EXECUTORS, ExecutorKind
 from augd.errors import AugdError, JobFailed, SpecError
 from augd.files import point_at_devnull, reader_gone
+from augd.labels import LabelMapError, label_map
 from augd.tfenv import load_tensorflow_quietly
 
 log = logging.getLogger("augd")
@@ -96,7 +97,6 @@ def cmd_run(args) -> int:
     if args.seed is not None:
         spec = spec.with_seed(args.seed)
     if args.labels is not None:
-        from augd.labels import LabelMapError, label_map
         is_file = os.path.isfile(args.labels) or "/" in args.labels or args.labels.endswith(".txt")
         value = args.labels if is_file else args.labels.split(",")
         try:

@@ -3,6 +3,7 @@ folder, and fsync. A leaf module (like errors and defaults), so spec, io and the
 from __future__ import annotations
 
 import os
+import select
 import stat
 
 from augd.errors import UntrustedFileError
@@ -93,7 +94,6 @@ def count_files(path: str, enough: int) -> int:
 def reader_gone(stream) -> bool:
     """Whether the pipe or socket behind a standard stream has lost its reader (poll says POLLERR or POLLHUP),
     so that a BrokenPipeError can be told apart from one of some other pipe."""
-    import select
     try:
         p = select.poll()
         p.register(stream.fileno(), select.POLLOUT)

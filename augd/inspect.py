@@ -4,6 +4,7 @@ and mask overlays onto the images it writes."""
 from __future__ import annotations
 
 import collections
+import colorsys
 import json
 import os
 import statistics
@@ -34,7 +35,7 @@ def _shards(path: str) -> list[str]:
 def _readers(path: str):
     """(records of a shard, its parser): without TensorFlow for local files, so inspect answers at once."""
     if is_url(path):
-        from augd.io import parse_example, read_records   # loads TensorFlow: only for a URL
+        from augd.io import parse_example, read_records  # loads TensorFlow: only for a URL
         return read_records, parse_example
     from augd.io.lite import decode_example, iter_records
     return iter_records, decode_example
@@ -190,7 +191,6 @@ def _dump(ex: dict, data: bytes, directory: str, i: int, skeleton=()) -> None:
 
 def _colour(k: int) -> tuple[int, int, int]:
     """A distinct BGR colour per class id (golden-angle hues)."""
-    import colorsys
     r, g, b = colorsys.hsv_to_rgb((k * 0.618034) % 1.0, 0.85, 1.0)
     return int(b * 255), int(g * 255), int(r * 255)
 

@@ -13,8 +13,9 @@ from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
-from augd.labels import LABELS_MAX_BYTES
 from augd.formats import NeedMoreData, read_header
+from augd.labels import LABELS_MAX_BYTES
+from augd.parsing import pbtxt
 
 __all__ = ["MASK_KEY", "ObjectReader"]
 
@@ -155,7 +156,6 @@ def _keypoint_names(root: str) -> dict[str, list[str]]:
     path = os.path.join(root, "label_map.pbtxt")
     if not os.path.isfile(path):
         return {}
-    from augd.parsing import pbtxt
     try:   # the map itself was read (LabelMap.read_pbtxt): an error here only leaves the points unnamed
         text = read_capped(path, LABELS_MAX_BYTES, "label map", "LABELS_MAX_BYTES").decode("utf-8")
         items = [f for f in pbtxt.parse(text, path) if f.name == "item" and f.is_message]

@@ -12,10 +12,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from augd import defaults
+from augd.daemon.httpconn import ConnLimits
 from augd.defaults import ExecutorKind
 from augd.engine.options import EngineOptions
 from augd.errors import SpecError
 from augd.io import is_url
+from augd.job.executors import traits
+from augd.job.resources import job_memory_bytes
 from augd.labels import LabelMapError, label_map
 from augd.spec import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
                        read_yaml_file, validate)
@@ -160,8 +163,7 @@ class Settings:
             self.config.metrics_bind.startswith("127.")
 
     @property
-    def http_limits(self):
-        from augd.daemon.httpconn import ConnLimits
+    def http_limits(self) -> ConnLimits:
         c = self.config
         return ConnLimits(request_timeout=c.http_request_timeout_seconds, idle_timeout=c.http_idle_timeout_seconds,
                           max_connections=c.http_max_connections)
@@ -192,7 +194,6 @@ class Settings:
 
     @property
     def job_memory_bytes(self) -> int | None:
-        from augd.job.resources import job_memory_bytes
         return job_memory_bytes(self.config.job_memory_mb)
 
     def search_dirs(self) -> tuple[str, ...]:
@@ -263,7 +264,6 @@ def _resolve(cfg: DaemonConfig, doc: YamlDoc, base: str) -> Settings:
 def _check_executors(cfg: DaemonConfig, doc: YamlDoc) -> None:
     """Refuse at start what the daemon cannot run: an executor its traits keep out of the daemon or whose extra is
     not installed, options for an executor that takes none, Beam's options in two places."""
-    from augd.job.executors import traits
     used = [(("executor",), cfg.executor)] + [(("beam",), ExecutorKind.BEAM)] * (cfg.beam is not None)
     for key, kind in used:
         t = traits(kind)

@@ -20,6 +20,7 @@ import augd
 from augd import defaults
 from augd.daemon import warmup
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
+from augd.daemon.http import StatusServer
 from augd.daemon.lease import Leases
 from augd.daemon.logs import event, lost_streams, setup_logging
 from augd.daemon.metrics import Metrics
@@ -27,6 +28,7 @@ from augd.daemon.sdnotify import Notifier
 from augd.daemon.signals import SignalState
 from augd.daemon.watcher import Watcher
 from augd.daemon.worker import JobWorker, Pause, no_pause
+from augd.host import raise_open_files
 from augd.engine import Engine
 from augd.errors import AugdError, CancelCause, SpecError
 from augd.io import clean_stale_temps
@@ -158,10 +160,8 @@ class Daemon:
     def start(self) -> None:
         s = self.settings
         self._prepare_folders()
-        from augd.host import raise_open_files
         soft, _ = raise_open_files()   # the HTTP server takes at most a quarter: the jobs keep the rest
         if s.metrics_port is not None:
-            from augd.daemon.http import StatusServer
             try:
                 self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
                                          ready=self.readiness, status=self.status, version=augd.__version__,

@@ -31,6 +31,7 @@ from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
 from augd.files import count_files
 from augd.io import is_complete
+from augd.job.executors import Choice, ExecutorKind, Host, choose, traits
 
 if TYPE_CHECKING:
     from augd.job import Cancel, JobProgress, JobResult
@@ -118,7 +119,6 @@ class JobWorker:
     def warm_pool(self) -> None:
         """Start (or resize, or stop) the pool of worker processes the settings ask for; called at start and
         before each job, so a SIGHUP's new `workers` or `executor` applies from the next job."""
-        from augd.job.executors import Choice, ExecutorKind, Host, choose, traits
         from augd.job.workers.pool import ProcessPool
         # no job to weigh: a pool that stays warm pays for every job (threads on a GPU host, one core, short memory)
         self.choice = choose(self.settings.local_executor, None, Host.here(self.settings.workers,
@@ -317,7 +317,6 @@ class JobWorker:
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
         from augd.job import Cancel, JobOptions, JobWatch, run_job
-        from augd.job.executors import traits
         cancel = Cancel()
         tally = self.metrics.job_tally()
         with self._lock:

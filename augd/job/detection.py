@@ -21,11 +21,13 @@ from augd.annotations.geometry import corners, warp_mask
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.layout import read_job
 from augd.annotations.masks import mask_png, read_mask
+from augd.annotations.targets import HIDDEN, KEPT, SEMANTIC_MASK, hide_in_masks, instance_masks, transform, uncover
 from augd.annotations.tree import IMAGE_EXTENSIONS, extension
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
 from augd.io import InputImage, RejectedInput, is_url
 from augd.job.mixing import placement_steps, upright
+from augd.job.report import ObjectCounts
 from augd.labels import LabelMapError
 from augd.ops.sampling import image_seed
 from augd.spec import Annotations, PipelineSpec
@@ -138,7 +140,6 @@ class ImageObjects:
         objects of the image and its partners each move into their tile first."""
         if mixed is not None:
             return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events)
-        from augd.annotations.targets import instance_masks
         if variant == 0:
             ann, seg, steps = self.ann, self.mask, []
             masks = instance_masks(ann, self.h, self.w, []) if self.instances else []
@@ -171,7 +172,6 @@ class ImageObjects:
         instance masks even for an annotation without polygons or RLE (a mix with one that has them);
         `semantic`: False leaves the semantic mask out (None); `least`: the steps' own min_visibility (a crop's),
         applied where it is above the job's; `events`: their mirrors and quarter turns, in order."""
-        from augd.annotations.targets import HIDDEN, KEPT, hide_in_masks, instance_masks, transform
         s = self.det.settings
         kp = self.det.keypoints
         src = self.ann if ann is None else ann
@@ -196,7 +196,6 @@ class ImageObjects:
         and then the steps after the partner op (a paste hides what it lands on: augd.annotations.targets.uncover);
         a blend's objects weighted by their image's share (image/object/weight); the semantic masks laid on the
         canvas as the pixels are (a blend's: the heavier image's where both have one), then moved once."""
-        from augd.annotations.targets import uncover
         mix, drawn = mixed.drawn.mix, mixed.drawn
         total = sum(p.weight for p, ok in zip(mix.placements, mixed.placed) if ok) or 1.0
         parts = [(k, p, self if k == 0 else self.det.partner(img))
@@ -227,7 +226,6 @@ class ImageObjects:
 
     def counts(self):
         """What the image adds to the manifest's annotations block."""
-        from augd.job.report import ObjectCounts
         return ObjectCounts(dict(collections.Counter(o.name for o in self.ann.objects)), dict(self.out),
                             dict(self.dropped), not self.ann.objects and self.ann.mask is None, _labelled(self.ann),
                             self.points_out)
@@ -241,7 +239,6 @@ def _canvas_mask(mix, parts, steps, alphas):
     """The semantic mask of a mix, laid on its canvas as the pixels are (each tile its source's mask, 255 where a
     source has none or does not reach; a blend: the heavier source's where both have a class; a pasted object:
     its own pixels), then moved by the steps after the partner op."""
-    from augd.annotations.targets import SEMANTIC_MASK
     canvas = np.full((mix.height, mix.width), 255, np.uint8)
     for k, p, part in sorted(parts, key=lambda t: t[1].weight) if mix.blend else parts:
         x0, y0, x1, y1 = p.rect

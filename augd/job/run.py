@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import time
 
+from augd.check import check_plan, text
 from augd.defaults import ExecutorKind
 from augd.engine import Engine
 from augd.engine.options import EngineOptions
@@ -99,7 +100,6 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
 def _check(plan, fail_on: tuple[str, ...], workers: int, pool):
     """augd check on the job's own plan (its images hashed on its pool, when it has one); JobFailed (check_failed,
     with the report's text) when it finds what `fail_on` names."""
-    from augd.check import check_plan, text
     report = check_plan(plan, workers=workers, mapper=chunked_map(pool) if pool is not None else None)
     if report.exit_code(fail_on):
         found = ", ".join(f"{k}={n}" for k, n in report.problems().items() if n and k in fail_on)

@@ -10,6 +10,7 @@ import numpy as np
 
 from augd import defaults
 from augd.errors import SpecError
+from augd.files import inside
 from augd.ops.base import REGISTRY
 from augd.preview.render import render_sheet
 from augd.preview.sheet import MAX_DEFAULT_VARIANTS, preview_rows, variant_count
@@ -57,7 +58,6 @@ def add_preview_arguments(p: argparse.ArgumentParser) -> None:
 def _relpaths(images, root: str | None) -> list[str]:
     if root is None:
         return [os.path.basename(p) for p in images]
-    from augd.files import inside
     base = os.path.realpath(root)
     out = []
     for p in images:

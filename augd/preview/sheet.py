@@ -19,6 +19,8 @@ import numpy as np
 
 from augd import defaults
 from augd.errors import Rejected, tf_error_message
+from augd.formats import passthrough_ok, read_header
+from augd.io import InputImage, check_header
 from augd.ops import REGISTRY
 from augd.ops._tf import tf
 from augd.ops.words import size
@@ -81,8 +83,6 @@ def describe_variant(compiled, relpath: str, variant: int, height: int, width: i
 
 def _source(path: str, max_pixels: int):
     """(bytes, header) of an image file the way a job accepts it, or Rejected naming what is wrong."""
-    from augd.formats import read_header
-    from augd.io import check_header
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -160,7 +160,6 @@ def _partners(compiled, spec, paths, rels, max_pixels, root=None):
         from augd.job.units import plan_job
         plan = plan_job(os.fspath(root), spec, None, max_pixels)
         return plan.partners, plan.detection, {i.relpath: i for i in plan.images}, plan.scratch
-    from augd.io import InputImage
     from augd.job.mixing import Partners
     pool = []
     for path, rel in zip(paths, rels):
@@ -203,7 +202,6 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
     except (tf.errors.OpError, ValueError) as exc:  # what TF's decoders raise for bad data
         return PreviewRow(path, rel, [Tile(rel, error=tf_error_message(exc))])
     h, w = upright.shape[:2]
-    from augd.formats import passthrough_ok
     if not spec.keep_original:
         original = "v0: not written (keep_original)"
     elif spec.output.format != "raw" and passthrough_ok(header):  # as the job decides (augd.job.images.graph_variants)

@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 
 from augd.defaults import ExecutorKind
+from augd.host import usable_cpus
 
 __all__ = ["Choice", "Host", "JobCost", "choose", "estimate_folder", "job_cost", "plan_cost"]
 
@@ -94,7 +95,6 @@ class Host:
     @classmethod
     def here(cls, workers: int | None = None, gpu: bool = False, warm_workers: int = 0,
              engine_ready: bool = False) -> "Host":
-        from augd.host import usable_cpus
         cores = usable_cpus()
         return cls(cores, workers or cores, gpu, memory_available(), warm_workers, engine_ready)
 
