@@ -161,14 +161,15 @@ def _early_pool(args, spec, engine_options):
 
 
 def _run(args, spec, engine_options, pool, choice) -> int:
-    # with an early pool, the workers run the graph and this process never loads TensorFlow (augd.job.run)
-    if not args.verbose and pool is None:  # TensorFlow's native libraries print start-up noise on CPU hosts
+    from augd.job.executors import traits
+    asked = traits(args.executor)
+    # with an early pool (or an executor whose graphs run elsewhere: Dask's workers) this process never loads
+    # TensorFlow (augd.job.run); where it will, first quietly: its native libraries print noise on CPU hosts
+    if not args.verbose and pool is None and (asked.engine_here or asked.graph_here):
         load_tensorflow_quietly()
     from augd.job import JobOptions, JobWatch, run_job
     from augd.job.resources import job_memory_bytes
     bar = None
-    from augd.job.executors import traits
-    asked = traits(args.executor)
     missing = asked.missing(args.executor)
     if missing:
         print(f"augd run: {missing}", file=sys.stderr)

@@ -92,7 +92,8 @@ def main(argv=None) -> int:
                     if r["rc"] == 0:
                         shards = _shards(out)
                         if reference is None:
-                            reference = {f: p + ".ref" for f, p in shards.items()}
+                            os.makedirs(os.path.join(work, "ref"), exist_ok=True)
+                            reference = {f: os.path.join(work, "ref", f) for f in shards}
                             for f, p in shards.items():
                                 shutil.copyfile(p, reference[f])
                         same = shards.keys() == reference.keys() and all(

@@ -234,21 +234,34 @@ def test_inspect_prints_counts_keys_labels_and_dumps_images(cli, tmp_path):
         assert img is not None and img.shape == (ex["image/height"], ex["image/width"], 3), name
 
 
-def test_on_worker_processes_the_parent_never_loads_tensorflow(cli, tmp_path):
-    """`augd run` on its early pool: the workers run the graph and build the records, the parent only plans,
-    orders and writes, so it never imports TensorFlow (whose import, seconds of CPU, competed with the workers'
-    own on a small host). Its manifest names the workers' device and TensorFlow version, and its bytes are the
-    threads run's."""
+def _graphs_elsewhere() -> list[str]:
+    """The executors whose graphs run in other processes (their traits: not here, not even on a DirectRunner)."""
+    from augd.defaults import ExecutorKind
+    from augd.job.executors import traits
+    return [k.value for k in ExecutorKind if k is not ExecutorKind.AUTO and not traits(k).engine_here
+            and not traits(k).graph_here]
+
+
+@pytest.mark.parametrize("executor", _graphs_elsewhere())
+def test_where_the_workers_run_the_graph_the_parent_never_loads_tensorflow(cli, tmp_path, executor):
+    """`augd run` on its early pool (or on Dask's workers): the workers run the graph and build the records, the
+    parent only plans, orders and writes, so it never imports TensorFlow (whose import, seconds of CPU, competed
+    with the workers' own on a small host). Its manifest names the workers' device and TensorFlow version, and its
+    bytes are the threads run's."""
     import tensorflow as tf
+
+    from augd.job.executors import traits
+    if traits(executor).missing(executor):
+        pytest.skip(traits(executor).missing(executor))
     code = ("import sys\nfrom augd.cli import main\n"
             f"rc = main(['run', {str(cli['job'])!r}, '--pipeline', {str(cli['pipeline'])!r}, '--out', "
-            f"{str(tmp_path)!r}, '--workers', '2', '--executor', 'processes'])\n"
+            f"{str(tmp_path)!r}, '--workers', '2', '--executor', {executor!r}])\n"
             "print('tensorflow in parent:', 'tensorflow' in sys.modules)\nsys.exit(rc)\n")
-    r = subprocess.run([sys.executable, "-c", code], env=augd_env(), capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], env=augd_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "tensorflow in parent: False" in r.stdout, r.stdout
     m = json.loads((tmp_path / "train" / "manifest.json").read_text())
     # workers that ran a batch: one may be ready first and take all 8 images before the other is up
-    assert m["graph"]["executor"] == "processes" and 1 <= len(m["graph"]["workers"]) <= 2
+    assert m["graph"]["executor"] == executor and 1 <= len(m["graph"]["workers"]) <= 2
     assert (m["device"], m["tensorflow_version"]) == ("CPU", tf.__version__)
     assert shard_bytes(tmp_path / "train") == shard_bytes(cli["base"] / "w1" / "train")

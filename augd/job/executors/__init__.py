@@ -41,6 +41,8 @@ __all__ = ["Choice", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "T
 class Traits:
     """What an executor needs and offers: its module's `TRAITS`, read by `traits(kind)` before anything runs."""
     engine_here: bool = False   # compiles the job's graph in the calling process: run_job hands it an Engine
+    graph_here: bool = False    # may run graphs in the calling process all the same (Beam's DirectRunner): the CLI
+                                # loads TensorFlow there first, quietly
     pool: bool = False          # runs on augd's worker processes (ProcessPool): `augd run` starts them before the
                                 # plan, the daemon keeps them warm from job to job
     watch: bool = True          # calls the JobWatch as images finish (progress, cancel); else the daemon runs its

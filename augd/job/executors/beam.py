@@ -6,10 +6,11 @@ import logging
 
 from augd.job.executors import Traits
 
-#: what run_job, the CLI and the daemon ask of it (augd.job.executors.Traits): its workers build their own graphs;
-#: it reports no progress as images finish (the runner holds them until the pipeline ends); Beam's own pipeline
-#: options follow `--` (the daemon: its `beam:` block or `executor_options: {beam: [...]}`)
-TRAITS = Traits(watch=False, options="Beam pipeline options, e.g. --runner=DataflowRunner --project=P "
+#: what run_job, the CLI and the daemon ask of it (augd.job.executors.Traits): its workers build their own graphs
+#: (in this process on the DirectRunner); it reports no progress as images finish (the runner holds them until the
+#: pipeline ends); Beam's own pipeline options follow `--` (the daemon: its `beam:` block or
+#: `executor_options: {beam: [...]}`)
+TRAITS = Traits(watch=False, graph_here=True, options="Beam pipeline options, e.g. --runner=DataflowRunner --project=P "
                 "--region=R --temp_location=gs://BUCKET/tmp (none: the DirectRunner in this process)",
                 needs=("apache_beam", "beam"))
 
