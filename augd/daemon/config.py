@@ -102,7 +102,8 @@ class DaemonConfig(BaseModel):
     executor: ExecutorKind = Field(
         ExecutorKind.AUTO, description="processes: a pool of worker processes kept across jobs, each with its own "
         "graph; threads: every job in the daemon's process; auto: processes on CPU hosts with 2 or more workers, "
-        "threads on GPU hosts; beam: jobs go to Apache Beam (pip install 'augd[beam]'), as the beam: block says")
+        "threads on GPU hosts; beam: jobs go to Apache Beam (pip install 'augd[beam]'), as the beam: block says; "
+        "dask: jobs run on a dask.distributed cluster (pip install 'augd[dask]'; executor_options names one)")
     beam: BeamConfig | None = Field(None, description="Apache Beam's settings; a beam: block also sends jobs of at "
                                                       "least min_files files to Beam under any executor; null with "
                                                       "an executor other than beam: every job runs on this host")
