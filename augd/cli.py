@@ -8,7 +8,7 @@ import os
 import sys
 
 from augd import __version__, defaults
-from augd.defaults import EXECUTORS, ExecutorKind
+from augd.defaults import EXECUTORS
 from augd.errors import AugdError, JobFailed, SpecError
 from augd.files import point_at_devnull, reader_gone
 from augd.labels import LabelMapError, label_map
@@ -155,7 +155,7 @@ def _early_pool(args, spec, engine_options):
     gpu = engine_options.device == "gpu" or (engine_options.device == "auto" and any(
         os.path.exists(p) for p in ("/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg")))
     choice = choose(args.executor, estimate_folder(args.input, spec), Host.here(args.workers, gpu))
-    if choice.kind is not ExecutorKind.PROCESSES:
+    if not traits(choice.kind).pool:
         return None, choice
     return ProcessPool(choice.workers, engine_options), choice
 

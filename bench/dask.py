@@ -9,8 +9,8 @@ processes, alternating, `--rounds` times (issue 45).
 The clusters: for each row that runs on one, a dask.distributed LocalCluster of `--workers` single-threaded worker
 processes, started here and warmed by a small untimed job (its workers import TensorFlow once, with that row's
 engine settings, which cannot change in a process afterwards). Each
-row's wall seconds from launch to exit (bench.whole.timed), img/s over the images written, and each row's
-bytes checked against the processes row's. Figures only: no timing is asserted anywhere.
+row's wall seconds from launch to exit (bench.whole.timed), img/s over the images written, and each run's
+bytes checked against the first run's (processes, with the default rows). Figures only: no timing is asserted anywhere.
 """
 from __future__ import annotations
 
@@ -107,7 +107,8 @@ def main(argv=None) -> int:
         os.environ.clear()
         os.environ.update(saved)
         shutil.rmtree(work, ignore_errors=True)
-    summary = {**header("bench.dask", argv), "machine": machine(), "n": args.n, "chain": args.chain, "workers": args.workers, "rows": {}}
+    summary = {**header("bench.dask", argv), "machine": machine(), "n": args.n, "chain": args.chain,
+               "workers": args.workers, "rows": {}}
     print(f"\n{'row':<16}{'wall s':>10}{'img/s':>10}{'/ beam_dask':>13}  runs")
     walls = {r: [x[WALL] for x in results[r] if x.get("rc") == 0] for r in rows}
     base = statistics.median(walls["beam_dask"]) if walls.get("beam_dask") else None

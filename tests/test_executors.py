@@ -183,7 +183,8 @@ def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path, executor):
     worker); both commit, and the metrics count both."""
     pytest.importorskip("apache_beam")
     from tests.daemon_harness import Daemon, drop_job, manifest, write_config
-    extra = {"executor": executor} if executor else {}
+    # under executor: beam, Beam's options come from executor_options (the general place), else the beam: block
+    extra = {"executor": executor, "executor_options": {"beam": ["--direct_num_workers=1"]}} if executor else {}
     d = Daemon(write_config(tmp_path, beam={"min_files": 5, "options": []}, **extra)).start()
     try:
         d.wait_ready()
@@ -193,7 +194,7 @@ def test_the_daemon_sends_jobs_from_a_size_on_to_beam(tmp_path, executor):
         d.wait_done("small", timeout=120)
         assert manifest(d.out, "big")["graph"]["executor"] == "beam"
         assert manifest(d.out, "small")["graph"]["executor"] == "threads"
-        assert "job big goes to Apache Beam (DirectRunner)" in d.log()
+        assert f"job big goes to Apache Beam ({'--direct_num_workers=1' if executor else 'DirectRunner'})" in d.log()
         _, body, _ = d.get("/metrics")
         assert 'augd_images_total{result="written"} 8.0' in body, body
     finally:
@@ -398,6 +399,28 @@ def test_augd_run_on_a_running_dask_cluster_uses_its_workers_and_leaves_it_as_it
     bad = run("out2", "--scheduler", address, "--bogus")
     assert bad.returncode == 2 and not (tmp_path / "out2").exists()
     assert "the dask executor's options: unknown ['--bogus']; allowed: --scheduler ADDRESS" in bad.stderr
+    gone = run("out2", "--scheduler-file", str(tmp_path / "none.json"))   # distributed would wait for it for ever
+    assert gone.returncode == 2 and not (tmp_path / "out2").exists()
+    assert f"--scheduler-file {tmp_path / 'none.json'}: no such file" in gone.stderr
+
+
+def test_a_dask_scheduler_that_is_not_there_fails_the_job_saying_so(job, tmp_path, monkeypatch):
+    """No scheduler at the address: the job fails (worker_lost, naming the cluster), nothing is written, and no
+    local cluster or client is left behind."""
+    pytest.importorskip("distributed")
+    import socket
+
+    from augd.job.executors import dask as dask_executor
+    monkeypatch.setattr(dask_executor, "CONNECT_SECONDS", 2)
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(JobFailed) as err:
+        run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="dask",
+                                                       executor_args=("--scheduler", f"tcp://127.0.0.1:{port}")))
+    assert err.value.reason is FailureReason.WORKER_LOST
+    assert f"the dask executor cannot reach its cluster (tcp://127.0.0.1:{port}): " in str(err.value)
+    assert os.listdir(tmp_path) == []
 
 
 def test_the_daemon_runs_the_executor_its_config_names(tmp_path):

@@ -273,7 +273,8 @@ def _check_executors(cfg: DaemonConfig, doc: YamlDoc) -> None:
                                  f"{kind.value} does); allowed here: " +
                                  ", ".join(k.value for k in ExecutorKind if traits(k).daemon))
         if t.missing(kind):
-            raise doc.error(key, f"{t.missing(kind)} (or choose another executor)")
+            instead = "or remove the beam: block" if key == ("beam",) else "or choose another executor"
+            raise doc.error(key, f"{t.missing(kind)} ({instead})")
     for kind, options in cfg.executor_options.items():
         t = traits(kind)
         if t.options is None:

@@ -4,8 +4,9 @@ claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ wit
 or back to the inbox when shutdown cancels it. A job in work/ whose holder is gone (this daemon's last process,
 or another daemon sharing the folders: augd/daemon/lease.py) is taken over at start-up and by the rescans while
 idle; after `max_attempts` processes started it, it goes to failed/ (reason crashed) instead of taking the daemon
-down again. A job another daemon took over from this one is left to it. It is also the daemon's heartbeat: `tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and
-feeds /healthz and systemd's watchdog, so a hang anywhere in the work stops both.
+down again. A job another daemon took over from this one is left to it. It is also the daemon's heartbeat:
+`tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and feeds /healthz and
+systemd's watchdog, so a hang anywhere in the work stops both.
 """
 from __future__ import annotations
 
@@ -350,10 +351,11 @@ class JobWorker:
                                  check=None if s.check is None else tuple(s.check.fail_on))
             beam = s.beam_settings
             if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
-                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam.options) or
+                beam_args = s.executor_args(ExecutorKind.BEAM)   # the beam: block's options or executor_options'
+                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam_args) or
                       "DirectRunner", job=c.name)
                 result = self._unwatched(c, spec, dataclasses.replace(options, executor="beam", choice=None,
-                                                                      executor_args=tuple(beam.options)),
+                                                                      executor_args=beam_args),
                                          JobWatch(before_commit=lambda: self._still_held(c)))
             elif not traits(options.executor).watch:
                 result = self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))

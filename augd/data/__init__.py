@@ -87,7 +87,6 @@ import math
 import numbers
 
 import tensorflow as tf
-from keras.utils import bounding_boxes
 
 from augd.data import images
 from augd.data.source import STORED_BOX_FORMAT, DataError, DatasetInfo, resolve
@@ -229,7 +228,9 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
 
 def _convert_boxes(b: tf.Tensor, box_format: str, image: tf.Tensor) -> tf.Tensor:
     """Normalized (ymin, xmin, ymax, xmax) boxes in Keras' `box_format`, absolute ones in the output image's
-    pixels, by Keras' own converter (imported here: only a conversion needs Keras)."""
+    pixels, by Keras' own converter (imported here: only a conversion needs Keras 3, which TensorFlow's import
+    does not load under TF_USE_LEGACY_KERAS)."""
+    from keras.utils import bounding_boxes  # here: loads Keras 3 (see above)
     h, w = tf.unstack(tf.shape(image)[:2])
     return bounding_boxes.convert_format(b, source=STORED_BOX_FORMAT, target=box_format, height=h, width=w)
 

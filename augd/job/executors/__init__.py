@@ -8,12 +8,14 @@ Traits below; the CLI, run_job and the daemon ask these instead of testing names
 
   threads.py    batches on a thread pool over one graph in this process
   processes.py  batches on worker processes (augd.job.workers.pool), each with its own graph
+  dask.py       batches as tasks on a dask.distributed cluster, each worker with its own graph
   beam.py       every image as a Beam work unit; the runner places work, its workers write the shards
+                (the pipeline: beam_pipeline.py, apart so that these traits read without Beam installed)
 
-Threads and processes share local.py: they only submit a batch and give its results back in order, and
-local.py's write loop does the batching, the memory bound and the writing. A new executor of that kind (Dask's
-or Ray's futures) is one module with a LocalExecutor subclass; one that owns the placement of work (another
-distributed engine) implements `write` itself, as beam.py does. Either way: a value in augd.defaults.ExecutorKind,
+Threads, processes and dask share local.py: they only submit a batch and give its results back in order, and
+local.py's write loop does the batching, the memory bound and the writing. A new executor of that kind (Ray's
+futures) is one module with a LocalExecutor subclass; one that owns the placement of work (another distributed
+engine) implements `write` itself, as beam_pipeline.py does. Either way: a value in augd.defaults.ExecutorKind,
 the module, and its test. Every executor calls the per-image work in augd/job/images.py, so all write the same
 bytes. `auto` is not an executor: choice.py turns it into threads or processes (and a worker count) by what the
 job costs.

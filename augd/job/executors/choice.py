@@ -113,13 +113,14 @@ class Choice:
                 "estimated_seconds": {k: round(v, 2) for k, v in self.estimates}}
 
     def served_by(self, pool_size: int | None) -> "Choice":
-        """This choice (a daemon's, made once) as each job runs it: on the warm pool of `pool_size` workers, else on
-        threads."""
+        """This choice (a daemon's, made once) as each job runs it: on the warm pool of `pool_size` workers; a
+        processes choice without one on threads."""
         if pool_size:
             return dataclasses.replace(self, kind=ExecutorKind.PROCESSES, workers=pool_size,
                                        why="the daemon's warm pool")
-        why = "worker processes could not start" if self.kind is ExecutorKind.PROCESSES else self.why
-        return dataclasses.replace(self, kind=ExecutorKind.THREADS, why=why)
+        if self.kind is ExecutorKind.PROCESSES:   # its pool could not start
+            return dataclasses.replace(self, kind=ExecutorKind.THREADS, why="worker processes could not start")
+        return self   # threads, or an executor that brings its own workers (Dask, Beam)
 
     def line(self) -> str:
         return f"executor {self.kind.value} x{self.workers} ({self.requested}): {self.why}"

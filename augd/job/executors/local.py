@@ -1,7 +1,8 @@
-"""The write loop of the executors that run batches on this host (threads, processes): images go to the graph
-in small batches (one call per ~BATCH_SECONDS of work); memory is bounded: at most workers * INFLIGHT_PER_WORKER
-batches are in flight (and, with a memory limit, only as many as its budget holds), and results are written in
-the job's order as soon as they are ready. A subclass only submits a batch and gives its results back."""
+"""The write loop of the executors that hand out batches from this process (threads, processes, dask): images go
+to the graph in small batches (one call per ~BATCH_SECONDS of work); memory is bounded: at most
+workers * INFLIGHT_PER_WORKER batches are in flight (and, with a memory limit, only as many as its budget holds),
+and results are written in the job's order as soon as they are ready. A subclass only submits a batch and gives
+its results back."""
 from __future__ import annotations
 
 import time
