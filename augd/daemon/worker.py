@@ -351,7 +351,7 @@ class JobWorker:
                                  check=None if s.check is None else tuple(s.check.fail_on))
             beam = s.beam_settings
             if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
-                beam_args = s.executor_args(ExecutorKind.BEAM)   # the beam: block's options or executor_options'
+                beam_args = s.executor_args(ExecutorKind.BEAM)   # the beam: block's options, or executor_options
                 event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam_args) or
                       "DirectRunner", job=c.name)
                 result = self._unwatched(c, spec, dataclasses.replace(options, executor="beam", choice=None,
