@@ -1,0 +1,141 @@
+"""PIL's enhancers and AutoAugment's colour operations as colour ops (augd.ops.base.ColourOp): `random_color`
+(ImageEnhance.Color), `random_sharpness` (ImageEnhance.Sharpness), `autocontrast` (ImageOps.autocontrast) and
+`solarize_add` (AutoAugment's SolarizeAdd). Each has both kernels, TF (the GPU path) and OpenCV/NumPy (the CPU
+path), on float32 images in [0, 1]; tests/kernel_parity.py holds them to the same pixels. They move no pixel, so
+boxes, masks and keypoints stay as they are."""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from augd.ops._tf import tf
+from augd.ops.base import ColourOp, Kind, OpParams, range_of, register_op
+from augd.ops.colour import _LUMA_ROWS, _ZERO3, LUMA, FactorRange, _clip, _np_clip
+from augd.ops.sampling import uniform
+
+#: PIL's smoothing kernel for ImageEnhance.Sharpness (ImageFilter.SMOOTH): its blend partner
+_SMOOTH = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0
+
+
+@register_op("random_color", Kind.COLOUR)
+class RandomColor(ColourOp):
+    """Blend with the image's own grey (luma) by a factor in [lower, upper]: 0 grey, 1 unchanged, above 1 more
+    colourful (PIL.ImageEnhance.Color; AutoAugment's Color)."""
+    class Params(FactorRange):
+        pass
+
+    label = "color"
+    n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} ×{drawn.values[0]:.2f}"]
+
+    def draw(self, rng):
+        return (uniform(rng, self.params.lower, self.params.upper),)
+
+    def apply_tf(self, image, params):
+        grey = tf.image.rgb_to_grayscale(image)
+        return _clip(grey + params[0] * (image - grey))
+
+    def affine(self, params, mean):
+        f = params[0]
+        return f * np.eye(3) + (1.0 - f) * _LUMA_ROWS, _ZERO3
+
+    def apply_np(self, x, params):
+        import cv2
+        f = float(params[0])
+        grey = cv2.transform(x, np.tile(LUMA.astype(np.float32), (3, 1)))   # the luma in all three channels
+        return _np_clip(cv2.addWeighted(x, f, grey, 1.0 - f, 0.0, dst=x))
+
+
+@register_op("random_sharpness", Kind.COLOUR)
+class RandomSharpness(ColourOp):
+    """Blend with a smoothed copy by a factor in [lower, upper]: 0 smoothed, 1 unchanged, above 1 sharper
+    (PIL.ImageEnhance.Sharpness: its 3x3 smoothing kernel, the one-pixel border left as it is)."""
+    class Params(FactorRange):
+        pass
+
+    label = "sharpness"
+    n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} ×{drawn.values[0]:.2f}"]
+
+    def draw(self, rng):
+        return (uniform(rng, self.params.lower, self.params.upper),)
+
+    def apply_tf(self, image, params):
+        h, w = tf.shape(image)[0], tf.shape(image)[1]
+
+        def sharpened():
+            kernel = tf.constant(np.repeat(_SMOOTH[:, :, None, None], 3, axis=2))
+            inner = tf.nn.depthwise_conv2d(image[None], kernel, [1, 1, 1, 1], "VALID")[0]
+            interior = tf.pad(tf.ones([h - 2, w - 2, 1]), [[1, 1], [1, 1], [0, 0]])  # the border stays the image's
+            smooth = interior * tf.pad(inner, [[1, 1], [1, 1], [0, 0]]) + (1.0 - interior) * image
+            return _clip(smooth + params[0] * (image - smooth))
+        return tf.cond(tf.logical_and(h > 2, w > 2), sharpened, lambda: image)   # all border: as it is
+
+    def apply_np(self, x, params):
+        import cv2
+        f = float(params[0])
+        smooth = cv2.filter2D(x, -1, _SMOOTH, borderType=cv2.BORDER_REPLICATE)
+        smooth[0], smooth[-1], smooth[:, 0], smooth[:, -1] = x[0], x[-1], x[:, 0], x[:, -1]
+        return _np_clip(cv2.addWeighted(x, f, smooth, 1.0 - f, 0.0, dst=x))
+
+
+@register_op("autocontrast", Kind.COLOUR)
+class AutoContrast(ColourOp):
+    """Stretch each channel so its darkest value becomes 0 and its brightest 1 (PIL.ImageOps.autocontrast, no
+    cutoff); a channel of one value stays as it is. Use p for how often."""
+    class Params(OpParams):
+        pass
+
+    label = "autocontrast"
+
+    def describe(self, drawn):
+        return [self.label]
+
+    def apply_tf(self, image, params):
+        lo = tf.reduce_min(image, axis=[0, 1], keepdims=True)
+        hi = tf.reduce_max(image, axis=[0, 1], keepdims=True)
+        span = hi - lo
+        stretched = (image - lo) / tf.where(span > 0, span, 1.0)
+        return _clip(tf.where(span > 0, stretched, image))
+
+    def apply_np(self, x, params):
+        flat = x.reshape(-1, 3)
+        lo, hi = flat.min(axis=0), flat.max(axis=0)
+        span = hi - lo
+        live = span > 0
+        x[..., live] = (x[..., live] - lo[live]) / span[live]
+        return _np_clip(x)
+
+
+@register_op("solarize_add", Kind.COLOUR)
+class SolarizeAdd(ColourOp):
+    """Add a value drawn from `addition` (0-255 levels) to every pixel value below `threshold`, clipped
+    (AutoAugment's SolarizeAdd, magnitude up to 110)."""
+    class Params(OpParams):
+        addition: range_of(-255.0, 255.0) = Field((0.0, 110.0), description="[low, high] levels added, or one "
+                                                                             "value")
+        threshold: int = Field(128, ge=0, le=256, description="values below it change (0-255; 256: all)")
+
+    label = "solarize_add"
+    n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} +{drawn.values[0]:.0f} below {self.params.threshold}"]
+
+    def draw(self, rng):
+        return (uniform(rng, *self.params.addition),)
+
+    def _cut(self) -> float:
+        # halfway between two levels: the float kernels agree on which side every 8-bit value falls
+        return (self.params.threshold - 0.5) / 255.0
+
+    def apply_tf(self, image, params):
+        return _clip(tf.where(image < self._cut(), image + params[0] / 255.0, image))
+
+    def apply_np(self, x, params):
+        np.add(x, np.float32(float(params[0]) / 255.0), out=x, where=x < np.float32(self._cut()))
+        return _np_clip(x)
