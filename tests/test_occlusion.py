@@ -1,6 +1,6 @@
-"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`, `random_black_patches`) hides part of an
-object, before or after other geometry, and the object's box becomes the extent of what still shows (remnants
-thinner than `min_size` do not count), its mask loses what was hidden, and an object showing less than
+"""One occlusion rule, judged by the pixels: a cutout (`random_erasing`, `random_black_patches`, `coarse_dropout`)
+hides part of an object, before or after other geometry, and the object's box becomes the extent of what still shows
+(remnants thinner than `min_size` do not count), its mask loses what was hidden, and an object showing less than
 `min_visibility` of itself is dropped. Scenes: solid rectangles of one colour each on white, PNG output (no JPEG
 blur), the cutout black."""
 from __future__ import annotations
@@ -26,6 +26,8 @@ CHAINS = {
                           "  - random_erasing: {area: [0.08, 0.3], value: 0}\n",
     "black patches, then rotate": "  - random_black_patches: {max_black_patches: 8, probability: 0.6, "
                                   "size_to_image_ratio: 0.25}\n  - random_rotation: {degrees: 8, fill: 255}\n",
+    "coarse dropout, then rotate": "  - coarse_dropout: {holes: [2, 6], height: [0.15, 0.35], width: [0.1, 0.3]}\n"
+                                   "  - random_rotation: {degrees: 8, fill: 255}\n",
 }
 
 

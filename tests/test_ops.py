@@ -46,6 +46,7 @@ OP_CASES = {
     "random_jpeg_quality": ({"quality": [10, 30]}, None, True),
     "random_erasing": ({"area": [0.1, 0.2], "value": 0}, None, True),
     "random_black_patches": ({"max_black_patches": 4, "probability": 1.0, "size_to_image_ratio": 0.3}, None, True),
+    "coarse_dropout": ({"holes": [2, 4], "height": [0.1, 0.3], "width": [0.1, 0.3], "fill": "random"}, None, True),
     "channel_shuffle": ({}, None, False),
     "solarize": ({"threshold": 100}, None, True),
     "posterize": ({"bits": 3}, None, True),

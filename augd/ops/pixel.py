@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -158,6 +158,56 @@ class RandomBlackPatches(SeededOp):
             return [self.label]
         n = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
         return [f"{self.label} {n}"]
+
+
+@register_op("coarse_dropout", Kind.PIXEL)
+class CoarseDropout(SeededOp):
+    """Albumentations' CoarseDropout: a number of holes drawn from `holes`, each of a height and a width drawn as
+    fractions of the image's, at a uniform place inside it, filled with `fill` (a grey level, or 'random' noise).
+    Boxes, masks and keypoints lose what the holes hide (the occlusion rule: `min_visibility`)."""
+    covers = True
+    example = "- coarse_dropout: {holes: [1, 8], height: [0.05, 0.15], width: [0.05, 0.15]}"
+
+    class Params(OpParams):
+        holes: range_of(1, 64, kind=int) = Field((1, 8), description="[low, high] number of holes")
+        height: range_of(0.0, 1.0) = Field((0.05, 0.15), description="[low, high] hole height / image height")
+        width: range_of(0.0, 1.0) = Field((0.05, 0.15), description="[low, high] hole width / image width")
+        fill: Annotated[int, Field(ge=0, le=255)] | Literal["random"] = Field(0, description="0-255 grey level, "
+                                                                                          "or 'random' noise")
+
+    def holes(self) -> int:
+        return self.params.holes[1]
+
+    def region(self, rng, h, w):
+        p = self.params
+        n = min(p.holes[1], p.holes[0] + int(uniform(rng, 0.0, 1.0) * (p.holes[1] - p.holes[0] + 1)))
+        out = []
+        for k in range(p.holes[1]):
+            hh = max(1, round(uniform(rng, *p.height) * h))
+            hw = max(1, round(uniform(rng, *p.width) * w))
+            y0 = math.floor(uniform(rng, 0.0, 1.0) * (h - hh + 1))
+            x0 = math.floor(uniform(rng, 0.0, 1.0) * (w - hw + 1))
+            out += [float(x0), float(y0), float(x0 + hw), float(y0 + hh)] if k < n else [0.0] * 4
+        return tuple(out)
+
+    def apply(self, image, seed, region=None):
+        shape = tf.shape(image)
+        rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])     # holes x (x0, y0, x1, y1)
+        ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
+        xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
+        inside = tf.reduce_any((ys >= rects[:, 1]) & (ys < rects[:, 3]) & (xs >= rects[:, 0]) & (xs < rects[:, 2]),
+                               axis=-1, keepdims=True)
+        if self.params.fill == "random":
+            fill = tf.cast(tf.random.stateless_uniform(shape, seed, 0, 256, dtype=tf.int32), tf.uint8)
+        else:
+            fill = tf.fill(shape, tf.constant(self.params.fill, tf.uint8))
+        return tf.where(inside, fill, image)
+
+    def describe(self, drawn):
+        if not drawn.values:
+            return [self.label]
+        n = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
+        return [f"{self.label} {n} hole(s)"]
 
 
 @register_op("random_jpeg_quality", Kind.PIXEL)
