@@ -3,6 +3,7 @@ real compiled graph (this host's kernels; tests/kernel_parity.py holds the other
 agree with PIL's own ImageEnhance / ImageOps where PIL has the operation."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
@@ -60,3 +61,16 @@ def test_solarize_add_adds_below_the_threshold_only():
     levels = np.arange(256)
     want = np.where(levels < 128, np.minimum(levels + 40, 255), levels)
     assert (out == want[None, :, None]).all()
+
+
+def test_median_blur_removes_isolated_specks_and_keeps_a_straight_edge():
+    img = np.full((40, 60, 3), 60, np.uint8)
+    img[:, 30:] = 200                                            # a vertical edge
+    rng = np.random.default_rng(0)
+    ys, xs = rng.integers(3, 37, 30), np.r_[rng.integers(3, 27, 15), rng.integers(33, 57, 15)]
+    specks = img.copy()
+    specks[ys, xs] = np.where(rng.random((30, 1)) < 0.5, 0, 255)   # salt and pepper, away from the edge
+    for k in (3, 5):
+        out = run([{"median_blur": {"ksize": k, "p": 1.0}}], specks)
+        assert np.array_equal(out, img), k                         # every speck gone, the edge where it was
+        assert np.array_equal(out, cv2.medianBlur(specks, k))      # OpenCV's own, on the 8-bit image

@@ -22,6 +22,7 @@ OP_CASES = {
     "random_color": ({"lower": 0.2, "upper": 0.4}, None, True),
     "random_sharpness": ({"lower": 1.8, "upper": 2.0}, None, True),
     "autocontrast": ({}, None, True),
+    "median_blur": ({"ksize": [3, 5]}, None, True),
     "solarize_add": ({"addition": [60, 90], "threshold": 128}, None, True),
     "random_flip_left_right": ({}, None, False),
     "random_flip_up_down": ({}, None, False),

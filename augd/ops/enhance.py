@@ -1,12 +1,13 @@
-"""PIL's enhancers and AutoAugment's colour operations as colour ops (augd.ops.base.ColourOp): `random_color`
-(ImageEnhance.Color), `random_sharpness` (ImageEnhance.Sharpness), `autocontrast` (ImageOps.autocontrast) and
-`solarize_add` (AutoAugment's SolarizeAdd). Each has both kernels, TF (the GPU path) and OpenCV/NumPy (the CPU
-path), on float32 images in [0, 1]; tests/kernel_parity.py holds them to the same pixels. They move no pixel, so
-boxes, masks and keypoints stay as they are."""
+"""PIL's enhancers, AutoAugment's colour operations and a median blur as colour ops (augd.ops.base.ColourOp):
+`random_color` (ImageEnhance.Color), `random_sharpness` (ImageEnhance.Sharpness), `autocontrast`
+(ImageOps.autocontrast), `solarize_add` (AutoAugment's SolarizeAdd) and `median_blur` (cv2.medianBlur). Each
+has both kernels, TF (the GPU path) and OpenCV/NumPy (the CPU path), on float32 images in [0, 1];
+tests/kernel_parity.py holds them to the same pixels. They move no pixel, so boxes, masks and keypoints stay as
+they are."""
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Kind, OpParams, range_of, register_op
@@ -139,3 +140,45 @@ class SolarizeAdd(ColourOp):
     def apply_np(self, x, params):
         np.add(x, np.float32(float(params[0]) / 255.0), out=x, where=x < np.float32(self._cut()))
         return _np_clip(x)
+
+
+@register_op("median_blur", Kind.COLOUR)
+class MedianBlur(ColourOp):
+    """Replace each value by the median of its k x k neighbourhood, k drawn from `ksize` (3 or 5; edges
+    replicated, as cv2.medianBlur): removes salt-and-pepper noise, keeps edges (Albumentations' MedianBlur)."""
+    class Params(OpParams):
+        ksize: range_of(3, 5, kind=int) = Field((3, 5), description="[low, high] odd kernel size: 3 or 5")
+
+        @model_validator(mode="after")
+        def _odd(self):
+            if any(k % 2 == 0 for k in self.ksize):
+                raise ValueError(f"ksize must be odd (3 or 5); got {list(self.ksize)}")
+            return self
+
+    label = "median_blur"
+    n_params = 1
+
+    def describe(self, drawn):
+        k = int(drawn.values[0])
+        return [f"{self.label} {k}x{k}"]
+
+    def draw(self, rng):
+        lo, hi = self.params.ksize
+        return (float(lo if lo == hi or uniform(rng, 0.0, 1.0) < 0.5 else hi),)
+
+    def apply_tf(self, image, params):
+        return tf.cond(params[0] < 4.0, lambda: _median_tf(image, 3), lambda: _median_tf(image, 5))
+
+    def apply_np(self, x, params):
+        import cv2
+        return cv2.medianBlur(x, int(params[0]))
+
+
+def _median_tf(image, k: int):
+    """The k x k median of every value, the edges replicated (cv2.medianBlur's border)."""
+    r = k // 2
+    h, w = tf.shape(image)[0], tf.shape(image)[1]
+    padded = tf.concat([tf.repeat(image[:1], r, axis=0), image, tf.repeat(image[-1:], r, axis=0)], 0)
+    padded = tf.concat([tf.repeat(padded[:, :1], r, axis=1), padded, tf.repeat(padded[:, -1:], r, axis=1)], 1)
+    window = tf.stack([padded[dy:dy + h, dx:dx + w] for dy in range(k) for dx in range(k)], axis=-1)
+    return tf.sort(window, axis=-1)[..., k * k // 2]
