@@ -145,19 +145,10 @@ class RandomBlackPatches(SeededOp):
         return tuple(out)
 
     def apply(self, image, seed, region=None):
-        shape = tf.shape(image)
-        rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])     # holes x (x0, y0, x1, y1)
-        ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
-        xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
-        inside = tf.reduce_any((ys >= rects[:, 1]) & (ys < rects[:, 3]) & (xs >= rects[:, 0]) & (xs < rects[:, 2]),
-                               axis=-1, keepdims=True)
-        return tf.where(inside, tf.constant(self.params.value, tf.uint8), image)
+        return tf.where(_in_holes(image, region), tf.constant(self.params.value, tf.uint8), image)
 
     def describe(self, drawn):
-        if not drawn.values:
-            return [self.label]
-        n = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
-        return [f"{self.label} {n}"]
+        return [f"{self.label} {_holes_drawn(drawn)}" if drawn.values else self.label]
 
 
 @register_op("coarse_dropout", Kind.PIXEL)
@@ -192,22 +183,29 @@ class CoarseDropout(SeededOp):
 
     def apply(self, image, seed, region=None):
         shape = tf.shape(image)
-        rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])     # holes x (x0, y0, x1, y1)
-        ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
-        xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
-        inside = tf.reduce_any((ys >= rects[:, 1]) & (ys < rects[:, 3]) & (xs >= rects[:, 0]) & (xs < rects[:, 2]),
-                               axis=-1, keepdims=True)
         if self.params.fill == "random":
             fill = tf.cast(tf.random.stateless_uniform(shape, seed, 0, 256, dtype=tf.int32), tf.uint8)
         else:
             fill = tf.fill(shape, tf.constant(self.params.fill, tf.uint8))
-        return tf.where(inside, fill, image)
+        return tf.where(_in_holes(image, region), fill, image)
 
     def describe(self, drawn):
-        if not drawn.values:
-            return [self.label]
-        n = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
-        return [f"{self.label} {n} hole(s)"]
+        return [f"{self.label} {_holes_drawn(drawn)} hole(s)" if drawn.values else self.label]
+
+
+def _in_holes(image, region):
+    """Which pixels (H x W x 1, bool) fall in any of the region's holes: (x0, y0, x1, y1) each, an empty hole
+    (x1 <= x0) none."""
+    shape = tf.shape(image)
+    rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])
+    ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
+    xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
+    return tf.reduce_any((ys >= rects[:, 1]) & (ys < rects[:, 3]) & (xs >= rects[:, 0]) & (xs < rects[:, 2]),
+                         axis=-1, keepdims=True)
+
+
+def _holes_drawn(drawn) -> int:
+    return sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
 
 
 @register_op("random_jpeg_quality", Kind.PIXEL)
