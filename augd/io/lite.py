@@ -13,7 +13,7 @@ from typing import Iterator
 
 import google_crc32c
 
-__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "Frame", "decode_example",
+__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "TILE_KEYS", "Frame", "decode_example",
            "feature_value", "frames", "iter_records", "masked_crc", "sniff_shard", "value_offsets"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
@@ -35,6 +35,11 @@ OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object
 #: A mixed record's keys (partner ops: mosaic, mixup, cutmix), always read back as lists: its partners'
 #: image/source_id, and for classification each source's label, class text and share (the image first).
 MIX_KEYS = ("augd/partners", "augd/mix/label", "augd/mix/text", "augd/mix/weight")
+
+#: A tile's keys (pipelines with `tile:`, docs/pipelines.md#tile): its index (row-major; -1: the whole image), its
+#: top-left in the upright source image, record pixels per source pixel, and the source's upright size.
+TILE_KEYS = ("augd/tile/index", "augd/tile/x", "augd/tile/y", "augd/tile/scale", "augd/tile/source_height",
+             "augd/tile/source_width")
 
 #: DeepLab's semantic mask keys: the PNG and its format ("png").
 SEGMENTATION_KEYS = ("image/segmentation/class/encoded", "image/segmentation/class/format")

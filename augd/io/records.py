@@ -19,6 +19,7 @@ from typing import Mapping
 import tensorflow as tf
 
 from augd.io.lite import KEYPOINT_KEYS, OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: F401 - re-exported: their one home
+from augd.io.lite import TILE_KEYS
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
 
 __all__ = ["DETECTION_FEATURES", "FEATURES", "OBJECT_KEYS", "PAYLOAD_FORMATS", "INT_KEYS", "RecordObjects",
@@ -140,11 +141,12 @@ def make_example(
     objects: RecordObjects | None = None,
     partners: tuple[str, ...] = (),
     mix: tuple[tuple[int, str, float], ...] = (),
+    tile: dict | None = None,
 ) -> bytes:
     """Serialized tf.train.Example for one stored image; `objects` adds the detection keys (None: a
     classification record, byte for byte as before detection existed). A record made by a partner op names its
     `partners` (their image/source_id) and, for classification, its `mix`: each source's (label, text, share),
-    the image first."""
+    the image first. `tile` (augd.spec.tile.Tile.record_keys): where a tile's pixels lie in its source image."""
     if fmt not in PAYLOAD_FORMATS:
         raise ValueError(f"fmt must be one of {PAYLOAD_FORMATS}; got {fmt!r}")
     if fmt == "raw" and len(encoded) != height * width * channels:
@@ -172,6 +174,14 @@ def make_example(
         f["augd/mix/label"].int64_list.value.extend(int(m[0]) for m in mix)
         f["augd/mix/text"].bytes_list.value.extend(_text(m[1]) for m in mix)
         f["augd/mix/weight"].float_list.value.extend(float(m[2]) for m in mix)
+    if tile is not None:
+        for name, value in tile.items():
+            key = f"augd/tile/{name}"
+            assert key in TILE_KEYS, key
+            if name == "scale":
+                f[key].float_list.value.append(float(value))
+            else:
+                f[key].int64_list.value.append(int(value))
     # deterministic=True: map fields serialize in key order, so equal records give equal bytes everywhere.
     return ex.SerializeToString(deterministic=True)
 

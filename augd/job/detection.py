@@ -159,6 +159,43 @@ class ImageObjects:
                                   f"{want[1]}x{want[0]} its header's size plans for; its boxes would not match")
         return self._written(ann, seg, masks, out_h, out_w, (1.0,) * len(ann.objects) if program.mix else ())
 
+    def tile_variant(self, tile, variant: int, out_h: int, out_w: int, *, replanned: bool = False, steps=(),
+                     covers=(), least: float = 0.0, events: tuple = ()):
+        """The RecordObjects of one variant of a tile (augd.spec.tile.Tile): the objects that reach its window
+        moved into it, clipped there by the occlusion rule, then through the variant's `steps` (Result.geometry,
+        in the tile's coordinates; () for the tile as cut). Objects wholly outside the tile are not dropped: they
+        were never in it."""
+        if variant and replanned:
+            raise AnnotationError(f"{self.img.relpath}: tile {tile.index}, variant {variant}: its decoded size is "
+                                  f"not the tile's, so the graph re-planned its geometry; its boxes would not match")
+        steps = [tile.step, *steps]
+        shifted = tuple((n + 1, r) for n, r in covers)   # the program's covers count from the tile's step
+        ann, seg, masks = self._moved(steps, shifted, self._reaching(tile), least=least, events=events)
+        want = (round(steps[-1][1]), round(steps[-1][2]))
+        if want != (out_h, out_w):
+            raise AnnotationError(f"{self.img.relpath}: tile {tile.index}, variant {variant} came out {out_w}x{out_h}"
+                                  f", not the {want[1]}x{want[0]} it was planned at; its boxes would not match")
+        return self._written(ann, seg, masks, out_h, out_w)
+
+    def tile_objects(self, tile) -> tuple[int, tuple]:
+        """(how many objects the tile holds as cut, their boxes in its pixels: what box-aware ops draw from),
+        uncounted: the same rule as tile_variant's, for choosing the tiles to keep. A tile of a semantic mask
+        holding a class other than 0 (background) counts as one object."""
+        s = self.det.settings
+        out, _, _ = transform(self._reaching(tile), [tile.step], min_visibility=s.value("min_visibility"),
+                              min_size=s.value("min_size"))
+        n = len(out.objects)
+        if not n and self.mask is not None:
+            window = self.mask[tile.y0:tile.y1, tile.x0:tile.x1]
+            n = int(((window != 0) & (window != 255)).any())
+        return n, source_boxes(out)
+
+    def _reaching(self, tile) -> Annotation:
+        """The annotation with only the objects whose box overlaps the tile's window."""
+        return dataclasses.replace(self.ann, objects=tuple(
+            o for o in self.ann.objects
+            if o.box[0] < tile.x1 and o.box[2] > tile.x0 and o.box[1] < tile.y1 and o.box[3] > tile.y0))
+
     def _written(self, ann, seg, masks, out_h, out_w, weights=()):
         self.out.update(o.name for o in ann.objects)
         self.points_out += _labelled(ann)

@@ -13,7 +13,7 @@ from augd.io import AtomicOutput, OutputExists, write_text
 from augd.io.jobfs import folder_identity
 from augd.job.detection import Detection
 from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobReport, RecordCounts,
-                             ShardSet, Tally, Timing, iso_utc, labels_txt, reasons_summary)
+                             ShardSet, Tally, TileCounts, Timing, iso_utc, labels_txt, reasons_summary)
 from augd.job.units import JobPlan, variants_of
 
 __all__ = ["build_report", "check_outcome", "check_root", "claimed_output", "write_sidecars"]
@@ -63,7 +63,8 @@ def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo
         bytes=ByteCounts(tally.bytes_read, shards.bytes_written), graph=graph,
         timing=Timing.measured(wall_seconds, state.written, tally.stages, first_record_seconds),
         annotations=_annotation_report(plan.detection, tally, rejected, plan.negatives_rejected)
-        if plan.detection else None, balance=plan.balance)
+        if plan.detection else None, balance=plan.balance,
+        tiles=TileCounts.total(tally.tiles) if spec.tile is not None else None)
 
 
 def check_outcome(plan: JobPlan, tally: Tally, max_rejected: float | None) -> list:

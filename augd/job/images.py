@@ -16,7 +16,8 @@ from augd.io import InputImage, RejectedInput, read_bytes
 from augd.io.jobfs import vanished
 from augd.job.detection import Detection
 from augd.job.mixing import Partners, mixed_variant
-from augd.job.report import ObjectCounts
+from augd.job.report import ObjectCounts, TileCounts
+from augd.job.tiles import cut_tiles
 from augd.job.units import variants_of
 from augd.spec import PipelineSpec
 from augd.stages import STAGES
@@ -36,6 +37,7 @@ class ImageOutcome:
     bytes_read: int = 0
     stage_seconds: dict = field(default_factory=dict)
     objects: ObjectCounts | None = None     # a detection job's image: its objects in and out
+    tiles: TileCounts | None = None         # a tiled job's image: its tiles cut and kept
 
 
 
@@ -103,14 +105,26 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
             continue
         stages = dict.fromkeys(STAGES, 0.0)
         stages["read"] = time.perf_counter() - t0
+        if spec.tile is not None:
+            cut, objects, rejected = _tiles(spec, img, data, detection)
+            if rejected:
+                outcomes[k] = rejected
+                continue
+            stages["decode"] += cut.seconds
+            vs = variants_of(spec) if per_image[k] is None else list(per_image[k])
+            work.append((k, img, data, stages, vs, False, cut, objects))
+            continue
         through_graph, passthrough = graph_variants(spec, img, per_image[k])
-        work.append((k, img, data, stages, through_graph, passthrough))
+        work.append((k, img, data, stages, through_graph, passthrough, None, None))
     # Box-aware ops (random_crop's min_object_covered) draw from the image's boxes: the graph's plan gets the
     # same ones as the annotations' geometry (ImageObjects.variant), so both draw the same windows.
     boxed = detection is not None and compiled.program.uses_boxes
     mix = compiled.program.mix if partners is not None else None
     items, mixes = [], {}
-    for k, img, data, stages, vs, _ in work:
+    for k, img, data, stages, vs, _, cut, _ in work:
+        if cut is not None:   # each tile an image of its own, seeded by its own path
+            items += [(p.data, p.seed_path, v, p.header, p.boxes if boxed else None) for p in cut.parts for v in vs]
+            continue
         for v in vs:
             m = mixed_variant(mix, spec.seed, img, data, v, partners, detection, boxed) if mix is not None and v \
                 else None
@@ -124,8 +138,9 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     # A detection job's results carry the Geo steps their plan used: the annotations move by them, unplanned.
     results = iter(compiled.process_many(items, geometry=True) if detection is not None else
                    compiled.process_many(items))
-    for k, img, data, stages, through_graph, passthrough in work:
-        got = {v: next(results) for v in through_graph}
+    for k, img, data, stages, through_graph, passthrough, cut, objects in work:
+        parts = cut.parts if cut is not None else (None,)
+        got = {(j, v): next(results) for j in range(len(parts)) for v in through_graph}
         bad = next((r for r in got.values() if isinstance(r, Exception)), None)
         if bad is not None:
             outcomes[k] = ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
@@ -134,30 +149,39 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
         source_sha = hashlib.sha256(data).hexdigest()
         records = []
         try:
-            objects = detection.for_image(img) if detection is not None else None
-            for v in variants_of(spec) if per_image[k] is None else per_image[k]:
-                r = got.get(v)
-                if r is not None:
-                    for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
-                        stages[name] += sec
-                if v == 0 and passthrough:
-                    payload, out_fmt = data, img.header.format
-                    h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
-                else:
-                    payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-                m = mixes.get((k, v))
-                extra = {"objects": objects.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
-                                                    steps=r.geometry if r is not None else None,
-                                                    covers=r.covers if r is not None else None, mixed=m,
-                                                    least=r.min_visibility if r is not None else 0.0,
-                                                    events=r.events if r is not None else ())
-                         } if objects else {}
-                if m is not None:
-                    extra.update(m.record_keys(objects is None))
-                records.append(make_example(
-                    encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
-                    filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
-                    pipeline_sha256=spec.sha256, **extra))
+            if cut is None:
+                objects = detection.for_image(img) if detection is not None else None
+            for j, part in enumerate(parts):
+                for v in variants_of(spec) if per_image[k] is None else per_image[k]:
+                    r = got.get((j, v))
+                    if r is not None:
+                        for name, sec in zip(("decode", "augment", "encode"), r.stage_seconds):
+                            stages[name] += sec
+                    if v == 0 and passthrough:
+                        payload, out_fmt = data, img.header.format
+                        h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
+                    else:
+                        payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
+                    m = mixes.get((k, v))
+                    extra = {}
+                    if part is not None:
+                        extra["tile"] = part.tile.record_keys(cut.height, cut.width)
+                        if objects:
+                            extra["objects"] = objects.tile_variant(
+                                part.tile, v, h, w, replanned=r.replanned, steps=r.geometry, covers=r.covers,
+                                least=r.min_visibility, events=r.events)
+                    elif objects:
+                        extra["objects"] = objects.variant(
+                            spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
+                            steps=r.geometry if r is not None else None, covers=r.covers if r is not None else None,
+                            mixed=m, least=r.min_visibility if r is not None else 0.0,
+                            events=r.events if r is not None else ())
+                    if m is not None:
+                        extra.update(m.record_keys(objects is None))
+                    records.append(make_example(
+                        encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
+                        filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
+                        pipeline_sha256=spec.sha256, **extra))
         except AnnotationError as exc:
             # its objects cannot be written right (a singular warp, a mask that will not warp, a record whose
             # objects fail RecordObjects.check): the image goes, not the job. Any other exception is a bug in
@@ -166,5 +190,22 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                 img.relpath, RejectReason.BAD_ANNOTATION, str(exc)))
             continue
         outcomes[k] = ImageOutcome(img, records=tuple(records), bytes_read=len(data), stage_seconds=stages,
-                                   objects=objects.counts() if objects else None)
+                                   objects=objects.counts() if objects else None,
+                                   tiles=cut.counts if cut is not None else None)
     return [outcomes[k] for k in range(len(imgs))]
+
+
+def _tiles(spec: PipelineSpec, img: InputImage, data: bytes, detection: Detection | None):
+    """(the image's kept tiles, its ImageObjects or None, None), or (None, None, the ImageOutcome rejecting it)."""
+    try:
+        objects = detection.for_image(img) if detection is not None else None
+    except AnnotationError as exc:
+        return None, None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+            img.relpath, RejectReason.BAD_ANNOTATION, str(exc)))
+    cut = cut_tiles(spec, img, data, objects)
+    if cut is None:
+        return None, None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+            img.relpath, RejectReason.UNDECODABLE, f"OpenCV cannot decode this {img.header.format} image, or decodes "
+            f"another size than its header's; a pipeline with tile: decodes each image once with OpenCV (JPEG, PNG, "
+            f"BMP, WebP, TIFF): convert it to one of those"))
+    return cut, objects, None

@@ -25,8 +25,8 @@ from augd.io import InputImage, read_bytes
 from augd.ops import Mix, PartnerOp, Placement
 from augd.ops.sampling import coin, generator, image_seed
 
-__all__ = ["Drawn", "Mixed", "Partners", "canvas_boxes", "compose", "draw", "mixed_variant", "placement_steps",
-           "upright"]
+__all__ = ["Drawn", "Mixed", "Partners", "as_bmp", "canvas_boxes", "compose", "decode_upright", "draw", "mixed_variant",
+           "placement_steps", "upright"]
 
 #: JPEG DCT scales OpenCV decodes at, with their imread flags (colour, EXIF orientation left to us)
 _REDUCED = ((8, 65), (4, 33), (2, 17))
@@ -153,6 +153,11 @@ def _decode(data: bytes, img: InputImage, m: np.ndarray):
     uh, uw = (header.width, header.height) if t else (header.height, header.width)
     pad_x, pad_y = (-uw % r if fx else 0), (-uh % r if fy else 0)
     return np.ascontiguousarray(pixels), box_shrink_matrix(r, -pad_x / r, -pad_y / r) @ m
+
+
+def decode_upright(data: bytes, img: InputImage) -> np.ndarray | None:
+    """The image's upright BGR pixels, decoded by OpenCV at full scale; None as _decode says."""
+    return _decode(data, img, np.eye(3))[0]
 
 
 def _tile(pixels: np.ndarray, m: np.ndarray, p: Placement, img: InputImage, fill: int) -> np.ndarray:

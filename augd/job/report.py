@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from augd.io import RejectedInput
 
 __all__ = ["SCHEMA_VERSION", "AnnotationReport", "ByteCounts", "ClassObjects", "ObjectCounts", "ClassCounts",
-           "Counts", "GraphInfo", "Inputs", "JobProgress",
+           "TileCounts", "Counts", "GraphInfo", "Inputs", "JobProgress",
            "JobReport", "RecordCounts", "Shard", "ShardSet", "SplitCounts", "Tally", "Timing", "labels_txt",
            "reasons_summary"]
 
@@ -174,6 +174,25 @@ class ObjectCounts:
 
 
 @dataclass(frozen=True)
+class TileCounts:
+    """One written image of a job with `tile:`: its tiles cut, kept, without any object (empty), empty and kept
+    all the same (tile.empty's share), the objects its kept tiles hold as cut (the whole image's record not
+    counted), and its whole-image records (tile.full_image)."""
+    tiles: int
+    kept: int
+    empty: int
+    empty_kept: int
+    objects: int
+    full: int = 0
+
+    @staticmethod
+    def total(got: collections.Counter) -> dict:
+        """The manifest's `tiles` from the job's images' counts added up (Tally.tiles)."""
+        return {"tiles": got["tiles"], "kept": got["kept"], "empty": got["empty"], "empty_kept": got["empty_kept"],
+                "objects_in_kept_tiles": got["objects"], "full_images": got["full"]}
+
+
+@dataclass(frozen=True)
 class ClassObjects:
     """One class of a detection job's label map: its id (1-based), name, and objects read and written."""
     id: int
@@ -240,6 +259,7 @@ class JobReport:
     #: class balance (the pipeline's balance key) only: per split, each class's count in the records planned
     #: without it ("before") and with it ("after"): objects in detection jobs, images otherwise
     balance: dict | None = None
+    tiles: dict | None = None    # pipelines with `tile:` only (TileCounts.total)
 
     def to_dict(self) -> dict:
         """manifest.json's content, keys in their documented order."""
@@ -262,6 +282,7 @@ class JobReport:
             **({"splits": {k: s.to_dict() for k, s in self.splits.items()}} if self.splits else {}),
             **({"annotations": self.annotations.to_dict()} if self.annotations is not None else {}),
             **({"balance": self.balance} if self.balance is not None else {}),
+            **({"tiles": self.tiles} if self.tiles is not None else {}),
             "bytes": self.bytes.to_dict(),
             "graph": self.graph.to_dict(),
             "timing": self.timing.to_dict(),
@@ -323,6 +344,7 @@ class Tally:
     points_in: int = 0
     points_out: int = 0
     first_record_at: float | None = None   # time.perf_counter() when the first image with records was added
+    tiles: collections.Counter = field(default_factory=collections.Counter)   # tiled jobs: TileCounts added up
 
     def _counts(self, label_text: str) -> _Count:
         return self.per_class.setdefault(label_text, _Count())
@@ -370,6 +392,8 @@ class Tally:
                 self.negatives += res.objects.negative
                 self.points_in += res.objects.points_in
                 self.points_out += res.objects.points_out
+            if res.tiles is not None:
+                self.tiles.update(vars(res.tiles))
         for k, v in res.stage_seconds.items():
             self.stages[k] += v
         p.done += 1

@@ -21,13 +21,23 @@ from augd.job.detection import Detection, prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.ops import Kind
 from augd.spec import PipelineSpec
+from augd.spec.tile import tiles_of_header
 
-__all__ = ["Group", "JobPlan", "plan_job", "record_slots", "variants_of"]
+__all__ = ["Group", "JobPlan", "plan_job", "record_slots", "tiles_per_image", "variants_of"]
 
 
 def variants_of(spec: PipelineSpec) -> list[int]:
     """Variant indices written per image: 0 is the original (when kept), 1..N the augmented copies."""
     return ([0] if spec.keep_original else []) + list(range(1, spec.variants + 1))
+
+
+def tiles_per_image(spec: PipelineSpec, img: InputImage) -> int:
+    """The records each of an image's variants makes: its tiles (at most: a detection job drops some empty ones)
+    with `tile:`, else 1."""
+    if spec.tile is None:
+        return 1
+    h = img.header
+    return len(tiles_of_header(spec.tile, h.height, h.width, h.orientation))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from augd.errors import SpecError
 from augd.labels import LabelMapError, check_names
 from augd.ops import REGISTRY, Kind, OpParams
 from augd.spec.annotations import Annotations, AnnotationsConfig
+from augd.spec.tile import TileSpec
 from augd.spec.validate import combine, did_you_mean, validate
 from augd.parsing.yamlsrc import YamlDoc
 
@@ -74,6 +75,9 @@ class _Header(_Strict):
         None, description="give each image of a split as many variants (from `variants` up to max_variants) as "
                           "bring its rarest class's count towards the split's most common class's (objects in "
                           "detection jobs, images otherwise)")
+    tile: TileSpec | None = Field(
+        None, description="slice each image into overlapping tiles, each a record of its own that the ops then run "
+                          "on (see docs/pipelines.md#tile)")
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ class PipelineSpec:
     augment_splits: tuple[str, ...] | None = None
     annotations: Annotations | None = None                  # only the keys set; None: nothing set
     balance: int | None = None                              # balance.max_variants; None: no balance
+    tile: TileSpec | None = None                            # None: each image whole
 
     def normalized(self) -> dict:
         """Every default filled in: the form hashed into records and written to manifests."""
@@ -124,6 +129,7 @@ class PipelineSpec:
             **({"augment_splits": list(self.augment_splits)} if self.augment_splits is not None else {}),
             **({"annotations": self.annotations.normalized()} if self.annotations is not None else {}),
             **({"balance": {"max_variants": self.balance}} if self.balance is not None else {}),
+            **({"tile": self.tile.normalized()} if self.tile is not None else {}),
         }
 
     @functools.cached_property
@@ -242,6 +248,10 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
         except SpecError as exc:
             errors.append(exc)
         errors += _partner_ops_lead(doc, ops)
+        if head is not None and head.tile is not None and ops and ops[0].kind is Kind.MIX:
+            errors.append(doc.error(("ops", 0, ops[0].name), f"{ops[0].name} and tile cannot be combined yet: a "
+                                    f"partner op lays out a canvas from whole images, and tile slices each image "
+                                    f"before the chain; drop one of them"))
     if errors:
         raise combine(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
@@ -250,6 +260,7 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
                         split=split, augment_splits=tuple(head.augment_splits) if head.augment_splits is not None
                         else None,
                         annotations=Annotations.from_config(head.annotations) if head.annotations is not None
-                        else None, balance=head.balance.max_variants if head.balance is not None else None)
+                        else None, balance=head.balance.max_variants if head.balance is not None else None,
+                        tile=head.tile)
 
 

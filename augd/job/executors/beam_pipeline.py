@@ -70,7 +70,7 @@ from augd.errors import FailureReason, JobFailed
 from augd.io import RejectedInput, ShardWriter, is_url, shard_name, write_text
 from augd.job.images import ImageOutcome, process_images
 from augd.job.options import JobWatch
-from augd.job.report import GraphInfo, ObjectCounts, ShardSet, Tally
+from augd.job.report import GraphInfo, ObjectCounts, ShardSet, Tally, TileCounts
 from augd.job.units import JobPlan, record_slots
 from augd.tfenv import quiet_native_stderr
 
@@ -138,7 +138,7 @@ def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: fl
             "rejected": [out.rejected.reason, out.rejected.message] if out.rejected else None,
             "stages": out.stage_seconds, "seconds": seconds,
             "objects": [o.objects_in, o.objects_out, o.dropped, o.negative, o.points_in, o.points_out]
-            if o is not None else None,
+            if o is not None else None, "tiles": list(vars(out.tiles).values()) if out.tiles is not None else None,
             "worker": fn.instance, "traces": c.traces, "device": [c.device.name, c.device.tf_version],
             "stage_devices": c.stage_devices}
 
@@ -350,7 +350,8 @@ def _outcome(plan: JobPlan, s: dict) -> ImageOutcome:
     return ImageOutcome(
         img, records=(b"",) * s["records"],   # Tally counts them; their bytes are in the shards
         rejected=RejectedInput(img.relpath, *s["rejected"]) if s["rejected"] else None, bytes_read=s["bytes_read"],
-        stage_seconds=s["stages"], objects=ObjectCounts(*o) if o is not None else None)
+        stage_seconds=s["stages"], objects=ObjectCounts(*o) if o is not None else None,
+        tiles=TileCounts(*s["tiles"]) if s.get("tiles") is not None else None)
 
 
 def _metrics(result) -> dict[str, int]:

@@ -207,7 +207,11 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     from augd.job.resources import output_bound
     from augd.job.units import variants_of
     src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
-    per_image = len(variants_of(spec))
+    per_image, n_tiles = len(variants_of(spec)), 1
+    if spec.tile is not None:   # each variant of each tile a record of a tile's pixels (a 4:3 image's tiles)
+        from augd.spec.tile import tiles_of_header
+        tiles = tiles_of_header(spec.tile, max(1, round(math.sqrt(src * 0.75))), max(1, round(math.sqrt(src / 0.75))))
+        n_tiles, src = len(tiles), sum(t.out_h * t.out_w for t in tiles) / len(tiles)
     out = output_bound(spec.ops)
     aug_px = min(out(int(src)), out.pixels) if out.pixels else out(int(src))
     steps, ops, partners = _pixel_steps(spec.ops, spec.colour == "fast")
@@ -220,7 +224,7 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     seconds = (n_aug * augmented + int(spec.keep_original) * original) / max(1, per_image)
     gil = (GIL_SECONDS + ops * GIL_SECONDS_PER_OP + aug_px * GIL_SECONDS_PER_PIXEL + partners * PARTNER_GIL_SECONDS
            + annotated * ANNOTATED_GIL_SECONDS)
-    return JobCost(images, images * per_image, seconds, annotated, min(gil, seconds))
+    return JobCost(images, images * per_image * n_tiles, seconds, annotated, min(gil, seconds))
 
 
 def _pixel_steps(nodes, fast: bool) -> tuple[float, float, float]:

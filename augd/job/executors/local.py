@@ -18,8 +18,9 @@ from augd.job.images import ImageOutcome, graph_variants, process_images
 from augd.job.options import JobWatch
 from augd.job.report import GraphInfo, ShardSet, Tally
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
-from augd.job.units import JobPlan, variants_of
+from augd.job.units import JobPlan, tiles_per_image, variants_of
 from augd.spec import PipelineSpec
+from augd.spec.tile import tiles_of_header
 
 __all__ = ["Batches", "LocalExecutor"]
 
@@ -37,6 +38,7 @@ class Batches:
         self.variants = variants_of(spec) if variants is None else variants
         #: an image's variants (class balance gives some images more)
         self.variants_of = variants_of_image or (lambda img: self.variants)
+        self.spec = spec
         self.seconds_per_record: float | None = None
         self.cost = cost        # memory budgeted per image; None: no memory limit
 
@@ -52,7 +54,7 @@ class Batches:
             records = int(defaults.BATCH_SECONDS / max(self.seconds_per_record, 1e-6))
         budget, size = min(records, defaults.GRAPH_BATCH), 0   # records a call, at least one image
         for img in self.order[self.next_index:]:
-            budget -= max(1, len(self.variants_of(img)))
+            budget -= max(1, len(self.variants_of(img))) * tiles_per_image(self.spec, img)
             if budget < 0 and size:
                 break
             size += 1
@@ -74,7 +76,7 @@ class Batches:
         return lists[0] if all(v == lists[0] for v in lists) else lists
 
     def records_in(self, batch) -> int:
-        return sum(max(1, len(self.variants_of(img))) for img in batch)
+        return sum(max(1, len(self.variants_of(img))) * tiles_per_image(self.spec, img) for img in batch)
 
     def timed(self, compiled, spec, batch):
         """process_images, timed for the next batches' size (run on a worker thread)."""
@@ -99,6 +101,10 @@ def _image_cost(spec: PipelineSpec, variants_for: Callable[[InputImage], list[in
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
         n = len(graph_variants(spec, img, list(variants_for(img)))[0])
+        if spec.tile is not None:   # decoded once; each tile a BMP, its variants' outputs
+            h = img.header
+            return pixels * 3 + sum(image_memory(t.out_h * t.out_w, largest(t.out_h * t.out_w), n)
+                                    for t in tiles_of_header(spec.tile, h.height, h.width, h.orientation))
         mixing = image_memory(biggest[img.split], largest(pixels) * n, 1) if img.split in biggest else 0
         return image_memory(pixels, largest(pixels), n) + mixing
     return cost

@@ -1,0 +1,77 @@
+"""`tile:` on the job's side: an image decoded once, cut into its tiles (augd/spec/tile.py), and the tiles kept.
+
+Each kept tile goes to the job's graph as an uncompressed BMP of its own (a memcpy both ways, as a mix's canvas
+does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the same
+on every executor. A detection job keeps every tile that holds an object (as cut, by the occlusion rule) and each
+empty one by a seeded draw of `tile.empty`; the whole image, shrunk, is one more record when `full_image` asks.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from augd.engine.kernels import warp_np
+from augd.formats import ImageHeader
+from augd.io import InputImage
+from augd.job.mixing import as_bmp, decode_upright
+from augd.job.report import TileCounts
+from augd.ops.sampling import coin, generator, image_seed
+from augd.spec import PipelineSpec
+from augd.spec.tile import Tile, tiles_of
+
+__all__ = ["Cut", "TilePart", "cut_tiles"]
+
+
+@dataclass(frozen=True)
+class TilePart:
+    """One kept tile, ready for the graph: its pixels as a BMP and its header, the boxes on it (box-aware ops draw
+    from them) and the path its seeds are keyed by."""
+    tile: Tile
+    data: bytes
+    header: ImageHeader
+    boxes: tuple
+    seed_path: str
+
+
+@dataclass(frozen=True)
+class Cut:
+    """An image's kept tiles, what was cut and kept, and the seconds decoding and cutting took."""
+    parts: tuple[TilePart, ...]
+    counts: TileCounts
+    seconds: float
+    height: int      # the upright source's, as decoded
+    width: int
+
+
+def cut_tiles(spec: PipelineSpec, img: InputImage, data: bytes, objects=None) -> Cut | None:
+    """The image's kept tiles, the image decoded once for all of them; None when OpenCV cannot decode it.
+    `objects` (augd.job.detection.ImageObjects): a detection job's, which decide the empty tiles."""
+    t0 = time.perf_counter()
+    pixels = decode_upright(data, img)
+    if pixels is None:
+        return None
+    h, w = pixels.shape[:2]
+    parts, n_empty, n_kept_empty, held, full = [], 0, 0, 0, 0
+    tiles = tiles_of(spec.tile, h, w)
+    for tile in tiles:
+        path = tile.seed_path(img.relpath)
+        n, boxes = objects.tile_objects(tile) if objects is not None else (1, ())
+        if not tile.full and n == 0:
+            n_empty += 1
+            if not coin(generator(image_seed(spec.seed, path, -1)), spec.tile.empty):
+                continue
+            n_kept_empty += 1
+        if tile.full:
+            full += 1
+            m = tile.step[0]
+            out = warp_np(pixels, m, tile.out_h, tile.out_w, "nearest", "bilinear")
+        else:
+            held += n if objects is not None else 0
+            out = np.ascontiguousarray(pixels[tile.y0:tile.y1, tile.x0:tile.x1])
+        bmp, header = as_bmp(out)
+        parts.append(TilePart(tile, bmp, header, boxes, path))
+    counts = TileCounts(sum(not t.full for t in tiles), sum(not p.tile.full for p in parts), n_empty, n_kept_empty,
+                        held, full)
+    return Cut(tuple(parts), counts, time.perf_counter() - t0, h, w)
