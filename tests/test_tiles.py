@@ -1,0 +1,269 @@
+"""`tile:` (augd/spec/tile.py, augd/job/tiles.py), judged by the pixels: scenes of small solid squares on white
+(PNG in and out, so a tile as cut is the source's pixels exactly), each record's boxes against the squares its
+pixels show, every object whole in at least one tile, the empty tiles kept at their share, the keys that map a
+record back to its source, and the same bytes on every executor."""
+from __future__ import annotations
+
+import collections
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from augd.errors import SpecError
+from augd.io.lite import iter_records
+from augd.io.records import parse_example
+from augd.job import JobOptions, run_job
+from augd.spec import parse_pipeline
+from augd.spec.tile import TileSpec, tiles_of
+from tests.annotated import Img, Shape, voc_job
+
+COLOURS = {"red": (230, 30, 30), "green": (30, 210, 30), "blue": (30, 30, 230)}
+MIN_VISIBILITY = 0.3
+SIZES = ((800, 1000), (520, 700))   # (h, w) of the scenes' images
+
+
+def _scenes(root, n_objects: int = 12, seed: int = 0) -> dict:
+    """VOC scenes of squares 16-60 px that never touch (each square its own connected region); {relpath: (h, w,
+    [(class, (x0, y0, x1, y1)), ...])}."""
+    rng = np.random.default_rng(seed)
+    images, truth = [], {}
+    for i, (h, w) in enumerate(SIZES):
+        placed: list = []
+        while len(placed) < n_objects:
+            s = int(rng.integers(16, 61))
+            x, y = int(rng.integers(0, w - s + 1)), int(rng.integers(0, h - s + 1))
+            if all(x + s + 4 <= b[0] or b[2] + 4 <= x or y + s + 4 <= b[1] or b[3] + 4 <= y for _, b in placed):
+                placed.append((list(COLOURS)[len(placed) % 3], (x, y, x + s, y + s)))
+        images.append(Img(f"im{i}.png", h, w, tuple(Shape(c, b, COLOURS[c]) for c, b in placed)))
+        truth[f"JPEGImages/im{i}.png"] = (h, w, placed)
+    voc_job(str(root), images)
+    return truth
+
+
+def _records(folder) -> list[dict]:
+    out = []
+    for path in sorted(folder.glob("*.tfrecord*")):
+        for raw in iter_records(str(path)):
+            r = parse_example(raw)
+            r["pixels"] = cv2.imdecode(np.frombuffer(r["image/encoded"], np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+            out.append(r)
+    return out
+
+
+def _boxes(r) -> list:
+    """A record's (class, box in its pixels) list."""
+    h, w = r["pixels"].shape[:2]
+    return [(c, (x0 * w, y0 * h, x1 * w, y1 * h)) for c, x0, y0, x1, y1 in zip(
+        r["image/object/class/text"], r["image/object/bbox/xmin"], r["image/object/bbox/ymin"],
+        r["image/object/bbox/xmax"], r["image/object/bbox/ymax"])]
+
+
+def _regions(pixels, colour) -> list:
+    """The extents (x0, y0, x1, y1) and areas of the colour's connected regions (hue kept, levels not)."""
+    c = int(np.argmax(colour))
+    x = pixels.astype(np.int32)
+    lead = (x[:, :, c] - np.maximum(x[:, :, (c + 1) % 3], x[:, :, (c + 2) % 3])) > 80
+    n, _, stats, _ = cv2.connectedComponentsWithStats(lead.astype(np.uint8), connectivity=8)
+    return [((s[0], s[1], s[0] + s[2], s[1] + s[3]), s[4]) for s in stats[1:n]]
+
+
+def _pipeline(tile: str, ops: str = "", variants: int = 1) -> str:
+    return (f"name: tiles\nseed: 3\nvariants: {variants}\noutput: {{format: png, shards: 1}}\n"
+            f"annotations: {{min_visibility: {MIN_VISIBILITY}}}\ntile: {tile}\nops:\n{ops or '  []'}\n")
+
+
+TILE = "{size: 256, overlap: 0.25, empty: 0.3, full_image: 300}"
+OPS = "  - random_flip_left_right: {}\n  - random_rotation: {degrees: 10, fill: 255}\n"
+
+
+# -- where the tiles lie ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("h, w, tile", [
+    (3000, 4000, "{size: 640, overlap: 0.2}"), (800, 1000, "{size: 256, overlap: 0.25}"),
+    (520, 700, "{size: [200, 300], overlap: 0}"), (100, 120, "{size: 640}"), (3000, 4000, "{grid: [3, 4]}"),
+    (999, 1001, "{grid: [2, 5], overlap: 0.5}")])
+def test_tiles_cover_the_image_overlap_as_asked_and_the_last_is_flush(h, w, tile):
+    spec = parse_pipeline(_pipeline(tile)).tile
+    tiles = [t for t in tiles_of(spec, h, w) if not t.full]
+    cover = np.zeros((h, w), np.int32)
+    for t in tiles:
+        assert 0 <= t.x0 < t.x1 <= w and 0 <= t.y0 < t.y1 <= h and (t.out_h, t.out_w) == (t.y1 - t.y0, t.x1 - t.x0)
+        cover[t.y0:t.y1, t.x0:t.x1] += 1
+    assert cover.min() >= 1, "a pixel no tile covers"
+    assert {t.x1 for t in tiles} >= {w} and {t.y1 for t in tiles} >= {h}
+    assert [t.index for t in tiles] == list(range(len(tiles)))
+    if spec.size is not None:
+        th, tw = (min(s, n) for s, n in zip(spec.sides, (h, w)))
+        assert all((t.y1 - t.y0, t.x1 - t.x0) == (th, tw) for t in tiles)
+    # neighbours share at least `overlap` of a side (rounding aside), so an object that small is whole in one
+    xs = sorted({t.x0 for t in tiles})
+    side = tiles[0].x1 - tiles[0].x0
+    assert all(side - (b - a) >= spec.overlap * side - 1 for a, b in zip(xs, xs[1:]))
+    rng = np.random.default_rng(1)
+    small = int(spec.overlap * min(t.x1 - t.x0 for t in tiles)) - 1
+    for _ in range(200 if small > 0 else 0):
+        x, y = int(rng.integers(0, w - small)), int(rng.integers(0, h - small))
+        assert any(t.x0 <= x and x + small <= t.x1 and t.y0 <= y and y + small <= t.y1 for t in tiles)
+
+
+def test_the_whole_image_is_one_more_tile_shrunk_never_enlarged():
+    big = tiles_of(TileSpec(size=256, full_image=300), 800, 1000)[-1]
+    assert big.full and (big.out_h, big.out_w) == (240, 300) and big.scale == pytest.approx(0.3)
+    small = tiles_of(TileSpec(size=256, full_image=3000), 800, 1000)[-1]
+    assert (small.out_h, small.out_w) == (800, 1000) and small.scale == 1.0
+
+
+@pytest.mark.parametrize("block, says", [
+    ("{}", "give exactly one of size (pixels) and grid"), ("{size: 8}", "size must be 16 to 16384"),
+    ("{size: 64, grid: [2, 2]}", "got size: 64, grid: [2, 2]"), ("{grid: [0, 2]}", "grid must be 1 to 64"),
+    ("{size: 64, overlap: 0.95}", "tile.overlap"), ("{size: 64, empty: 2}", "tile.empty"),
+    ("{size: 64, rows: 2}", "unknown key 'rows'")])
+def test_a_bad_tile_block_names_its_key_and_what_is_allowed(block, says):
+    with pytest.raises(SpecError) as err:
+        parse_pipeline(_pipeline(block), "p.yaml")
+    assert "p.yaml:6: tile" in str(err.value) and says in str(err.value), str(err.value)
+
+
+def test_a_partner_op_and_tile_are_refused_together():
+    with pytest.raises(SpecError) as err:
+        parse_pipeline(_pipeline("{size: 256}", "  - mosaic: {size: [256, 256]}\n"), "p.yaml")
+    assert "mosaic and tile cannot be combined" in str(err.value) and "ops[0].mosaic" in str(err.value)
+
+
+# -- a detection job, tiled ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiled(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiles")
+    truth = _scenes(root / "voc")
+    spec = parse_pipeline(_pipeline(TILE, OPS), "tiles.yaml")
+    from augd.job import tiles as tiles_module
+    decodes = collections.Counter()
+    real = tiles_module.decode_upright
+
+    def counted(data, img):   # a spy: the real decode, counted per image
+        decodes[img.relpath] += 1
+        return real(data, img)
+    tiles_module.decode_upright = counted
+    try:
+        run_job(str(root / "voc"), spec, str(root / "threads"), JobOptions(workers=2, executor="threads"))
+    finally:
+        tiles_module.decode_upright = real
+    run_job(str(root / "voc"), spec, str(root / "processes"), JobOptions(workers=2, executor="processes"))
+    manifest = json.loads((root / "threads" / "voc" / "manifest.json").read_text())
+    return root, truth, _records(root / "threads" / "voc"), manifest, decodes
+
+
+def test_each_image_is_decoded_once_for_all_its_tiles_and_every_executor_writes_the_same_bytes(tiled):
+    root, truth, _, _, decodes = tiled
+    assert dict(decodes) == dict.fromkeys(truth, 1)
+    for shard in (root / "threads" / "voc").glob("*.tfrecord*"):
+        assert shard.read_bytes() == (root / "processes" / "voc" / shard.name).read_bytes()
+
+
+def test_a_tile_as_cut_is_its_sources_pixels_and_its_keys_say_where(tiled):
+    root, truth, records, _, _ = tiled
+    sources = {rel: cv2.imread(str(root / "voc" / rel))[:, :, ::-1] for rel in truth}
+    seen = 0
+    for r in records:
+        rel, h, w = r["image/filename"], *truth[r["image/filename"]][:2]
+        assert (r["augd/tile/source_height"], r["augd/tile/source_width"]) == (h, w)
+        if r["augd/variant"] != 0:
+            continue
+        px, x, y = r["pixels"], r["augd/tile/x"], r["augd/tile/y"]
+        if r["augd/tile/index"] >= 0:
+            assert r["augd/tile/scale"] == 1.0
+            assert np.array_equal(px, sources[rel][y:y + px.shape[0], x:x + px.shape[1]])
+            seen += 1
+        else:   # the whole image, shrunk to 300 px on its longer side
+            assert (x, y) == (0, 0) and max(px.shape[:2]) == 300
+            assert r["augd/tile/scale"] == pytest.approx(300 / w)
+    assert seen
+
+
+def test_every_box_of_a_tile_is_the_square_its_pixels_show_and_every_object_is_whole_in_one(tiled):
+    _, truth, records, _, _ = tiled
+    whole = collections.defaultdict(set)
+    for r in records:
+        rel = r["image/filename"]
+        tol = 0 if r["augd/variant"] == 0 and r["augd/tile/index"] >= 0 else 2
+        for cls, box in _boxes(r):
+            regions = [e for e, _ in _regions(r["pixels"], COLOURS[cls])]
+            assert any(np.abs(np.subtract(e, box)).max() <= tol for e in regions), \
+                f"{rel} tile {r['augd/tile/index']} variant {r['augd/variant']}: {cls} box {box} shows in no " \
+                f"square of its colour {regions}"
+        if r["augd/variant"] == 0 and r["augd/tile/index"] >= 0:
+            x, y = r["augd/tile/x"], r["augd/tile/y"]
+            for cls, (x0, y0, x1, y1) in _boxes(r):
+                whole[rel].add((cls, (round(x0) + x, round(y0) + y, round(x1) + x, round(y1) + y)))
+    for rel, (_, _, objects) in truth.items():
+        for cls, box in objects:
+            assert (cls, tuple(box)) in whole[rel], f"{rel}: {cls} {box} is whole in no tile"
+
+
+def test_a_tile_keeps_the_objects_it_shows_enough_of_and_drops_those_it_cuts_below_min_visibility(tiled):
+    _, truth, records, _, _ = tiled
+    checked = 0
+    for r in records:
+        if r["augd/variant"] != 0 or r["augd/tile/index"] < 0:
+            continue
+        x, y = r["augd/tile/x"], r["augd/tile/y"]
+        th, tw = r["pixels"].shape[:2]
+        boxes = _boxes(r)
+        for cls, (x0, y0, x1, y1) in truth[r["image/filename"]][2]:
+            vx0, vy0, vx1, vy1 = max(x0, x), max(y0, y), min(x1, x + tw), min(y1, y + th)
+            if vx1 <= vx0 or vy1 <= vy0:
+                continue
+            share = (vx1 - vx0) * (vy1 - vy0) / ((x1 - x0) * (y1 - y0))
+            want = (cls, (vx0 - x, vy0 - y, vx1 - x, vy1 - y))
+            has = any(c == cls and np.allclose(b, want[1], atol=1e-3) for c, b in boxes)
+            assert has == (share >= MIN_VISIBILITY), f"{r['image/filename']} tile {r['augd/tile/index']}: " \
+                                                     f"{cls} {share:.2f} shown"
+            checked += 1
+    assert checked
+
+
+def test_the_counts_add_up_and_empty_tiles_are_kept_at_their_share(tiled, tmp_path):
+    root, truth, records, m, _ = tiled
+    t = m["tiles"]
+    firsts = [r for r in records if r["augd/variant"] == 0]
+    tile_firsts = [r for r in firsts if r["augd/tile/index"] >= 0]
+    assert t["kept"] == len(tile_firsts) == t["tiles"] - t["empty"] + t["empty_kept"]
+    assert t["full_images"] == len(truth) == len(firsts) - len(tile_firsts)
+    assert len(records) == m["records"]["written"] == 2 * len(firsts)
+    assert sum(not len(r["image/object/bbox/xmin"]) for r in tile_firsts) == t["empty_kept"]
+    assert t["objects_in_kept_tiles"] == sum(len(r["image/object/bbox/xmin"]) for r in tile_firsts)
+    assert 0 < t["empty_kept"] < t["empty"]
+    print(f"tiles: {t}; objects in {m['annotations']['objects']['in']}, records {len(records)}")
+    for share, kept in ((0.0, lambda e: 0), (1.0, lambda e: e)):
+        spec = parse_pipeline(_pipeline(TILE.replace("empty: 0.3", f"empty: {share}")), "tiles.yaml")
+        run_job(str(root / "voc"), spec, str(tmp_path / str(share)), JobOptions(workers=1, executor="threads"))
+        got = json.loads((tmp_path / str(share) / "voc" / "manifest.json").read_text())["tiles"]
+        assert got["empty"] == t["empty"] and got["empty_kept"] == kept(t["empty"])
+
+
+# -- a classification job, tiled -------------------------------------------------------------------------------
+
+def test_a_classification_job_keeps_every_tile_of_a_grid(tmp_path):
+    rng = np.random.default_rng(2)
+    for cls in ("a", "b"):
+        (tmp_path / "job" / cls).mkdir(parents=True)
+        cv2.imwrite(str(tmp_path / "job" / cls / "x.png"), rng.integers(0, 255, (300, 410, 3), np.uint8))
+    spec = parse_pipeline("name: t\nvariants: 1\noutput: {format: png, shards: 1}\n"
+                          "tile: {grid: [2, 3], overlap: 0.1, empty: 0, full_image: 128}\n"
+                          "ops:\n  - random_flip_left_right: {}\n", "t.yaml")
+    run_job(str(tmp_path / "job"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    records = _records(tmp_path / "out" / "job")
+    m = json.loads((tmp_path / "out" / "job" / "manifest.json").read_text())
+    assert m["tiles"] == {"tiles": 12, "kept": 12, "empty": 0, "empty_kept": 0, "objects_in_kept_tiles": 0,
+                          "full_images": 2}
+    assert len(records) == 2 * (6 + 1) * 2
+    by = collections.Counter((r["image/class/text"], r["augd/tile/index"]) for r in records)
+    assert set(by.values()) == {2} and {i for _, i in by} == {-1, 0, 1, 2, 3, 4, 5}
+    for r in records:
+        if r["augd/variant"] == 0 and r["augd/tile/index"] >= 0:
+            src = cv2.imread(str(tmp_path / "job" / r["image/filename"]))[:, :, ::-1]
+            x, y, (th, tw) = r["augd/tile/x"], r["augd/tile/y"], r["pixels"].shape[:2]
+            assert np.array_equal(r["pixels"], src[y:y + th, x:x + tw])
