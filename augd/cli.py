@@ -231,6 +231,11 @@ def _summary(result) -> None:
               f"({a['objects']['dropped']} dropped), {a['negatives']['kept']} negatives kept, "
               f"{a['repairs']['objects']} repaired, {a['bad_annotations']} bad annotations; label map: "
               f"{a['label_map']}", file=sys.stderr)
+    if r.tiles is not None:
+        t = r.tiles
+        print(f"  tiles: {t['tiles']} cut, {t['kept']} kept ({t['empty_kept']} of {t['empty']} empty ones), "
+              f"{t['objects_in_kept_tiles']} objects in them; {t['full_images']} whole-image records",
+              file=sys.stderr)
     if r.unlabeled and r.unlabeled.images and r.annotations is None:  # a detection job's images have no class
         print(f"  unlabeled (label -1: not in a class folder): {r.unlabeled.images} images", file=sys.stderr)
     rejected = r.inputs.rejected_files

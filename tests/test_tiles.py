@@ -113,6 +113,10 @@ def test_the_whole_image_is_one_more_tile_shrunk_never_enlarged():
     assert big.full and (big.out_h, big.out_w) == (240, 300) and big.scale == pytest.approx(0.3)
     small = tiles_of(TileSpec(size=256, full_image=3000), 800, 1000)[-1]
     assert (small.out_h, small.out_w) == (800, 1000) and small.scale == 1.0
+    one = tiles_of(TileSpec(size=1024, full_image=512), 800, 1000)
+    assert [t.full for t in one] == [False, True] and one[1].out_w == 512
+    assert [t.full for t in tiles_of(TileSpec(size=1024, full_image=1024), 800, 1000)] == [False], \
+        "an image that is its one tile gets no second, identical record"
 
 
 @pytest.mark.parametrize("block, says", [
@@ -267,3 +271,23 @@ def test_a_classification_job_keeps_every_tile_of_a_grid(tmp_path):
             src = cv2.imread(str(tmp_path / "job" / r["image/filename"]))[:, :, ::-1]
             x, y, (th, tw) = r["augd/tile/x"], r["augd/tile/y"], r["pixels"].shape[:2]
             assert np.array_equal(r["pixels"], src[y:y + th, x:x + tw])
+
+
+def test_the_preview_of_a_tiled_pipeline_shows_the_tiles_and_the_records_augd_run_writes(tmp_path):
+    from augd.preview.sheet import MAX_TILES, preview_rows
+    (tmp_path / "job").mkdir()
+    cv2.imwrite(str(tmp_path / "job" / "x.png"), np.random.default_rng(3).integers(0, 255, (600, 1300, 3), np.uint8))
+    spec = parse_pipeline("name: t\nvariants: 2\noutput: {format: png, shards: 1}\n"
+                          "tile: {size: 256, overlap: 0.25, full_image: 300}\n"
+                          "ops:\n  - random_flip_left_right: {}\n  - random_rotation: {degrees: 10}\n", "t.yaml")
+    run_job(str(tmp_path / "job"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    records = {(r["augd/tile/index"], r["augd/variant"]): r["pixels"] for r in _records(tmp_path / "out" / "job")}
+    rows = preview_rows(spec, [str(tmp_path / "job" / "x.png")])
+    assert rows[0].tiles[0].image.shape[:2] == (600, 1300) and "21 tiles of 256×256" in " ".join(rows[0].tiles[0].lines)
+    assert len(rows) == 1 + MAX_TILES + 1   # the overview, tiles spread over the image, the whole image
+    for row in rows[1:]:
+        index = -1 if row.tiles[0].title.startswith("whole") else int(row.tiles[0].title.split()[1])
+        assert np.array_equal(row.tiles[0].image, records[index, 0])
+        for cell in row.tiles[1:]:
+            assert np.array_equal(cell.image, records[index, cell.variant]), (index, cell.variant)
+            assert any(line.startswith("rotate") for line in cell.lines), cell.lines

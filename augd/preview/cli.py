@@ -117,7 +117,9 @@ def cmd_preview(args) -> int:
     bad = [r for r in rows if r.error]
     for r in bad:
         print(f"{prog}: {r.path}: {r.error}", file=sys.stderr)
-    print(f"{args.out}: {len(rows)} image(s) x (input + {n} variant(s)), {sheet.shape[1]}x{sheet.shape[0]} px; "
+    what = f"{len(args.images)} image(s) in {len(rows)} rows of tiles" if spec.tile is not None else \
+        f"{len(rows)} image(s)"
+    print(f"{args.out}: {what} x (input + {n} variant(s)), {sheet.shape[1]}x{sheet.shape[0]} px; "
           f"{spec.name} sha256 {spec.sha256[:12]}, seeds keyed by "
           f"{'the path under ' + args.root if args.root else 'file name'}")
     return 1 if len(bad) == len(rows) else 0

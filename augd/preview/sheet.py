@@ -30,6 +30,8 @@ __all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "describe_variant", "fo
 
 #: Without --variants, a preview shows the pipeline's variants, at most this many.
 MAX_DEFAULT_VARIANTS = 8
+#: A tiled pipeline's sheet: the image with its tiles outlined, then at most this many of them, spread over it.
+MAX_TILES = 6
 
 
 @dataclass
@@ -142,6 +144,9 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
         # the scratch folder held to the end: a records job's inflated shards live as long as it
         partners, detection, images, scratch = _partners(compiled, spec, paths, rels, max_pixels, root)
         mixing = (partners, detection, images)
+        if spec.tile is not None:
+            return [row for path, rel in zip(paths, rels) for row in _tiled_rows(compiled, spec, path, rel, n,
+                                                                                  max_pixels)]
         return [_row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing)
                 for path, rel in zip(paths, rels)]
     finally:
@@ -223,3 +228,49 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels,
                           mixed.get(v, []) + describe_variant(compiled, rel, v, ih, iw), variant=v))
     return PreviewRow(path, rel, tiles)
+
+
+def _tiled_rows(compiled, spec, path, rel, n, max_pixels) -> list[PreviewRow]:
+    """A tiled pipeline's rows for one image: the image with every tile outlined, then up to MAX_TILES tiles
+    spread over it (and the whole-image record), each as cut and its variants: the records `augd run` writes for
+    them (a classification job's: every tile kept)."""
+    import cv2
+
+    from augd.job.mixing import decode_upright
+    from augd.job.tiles import cut_tiles
+    try:
+        data, header = _source(path, max_pixels)
+    except Rejected as exc:
+        return [PreviewRow(path, rel, [Tile(rel, error=str(exc))])]
+    img = InputImage(rel, path, len(data), -1, "", header)
+    cut = cut_tiles(spec, img, data)
+    if cut is None:
+        return [PreviewRow(path, rel, [Tile(rel, error="OpenCV cannot decode it; a pipeline with tile: decodes "
+                                                     "each image with OpenCV")])]
+    overview = np.ascontiguousarray(decode_upright(data, img)[:, :, ::-1])
+    line = max(1, round(max(cut.height, cut.width) / 400))
+    for k, part in enumerate(p for p in cut.parts if not p.tile.full):
+        t = part.tile
+        cv2.rectangle(overview, (t.x0, t.y0), (t.x1 - 1, t.y1 - 1), (255, 0, 255) if k % 2 else (0, 200, 255), line)
+    tiles = [p for p in cut.parts if not p.tile.full]
+    shown = [tiles[i] for i in sorted({round(i) for i in np.linspace(0, len(tiles) - 1, min(MAX_TILES, len(tiles)))})]
+    shown += [p for p in cut.parts if p.tile.full]
+    t0 = tiles[0].tile
+    rows = [PreviewRow(path, rel, [Tile(rel, overview, [
+        f"input {size((cut.height, cut.width))}", f"{cut.counts.tiles} tiles of {size((t0.out_h, t0.out_w))}, "
+        f"overlap {spec.tile.overlap:g}", f"below: {len(shown)} of them"])])]
+    for part in shown:
+        t = part.tile
+        pixels = cv2.imdecode(np.frombuffer(part.data, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+        title = f"whole x{t.scale:.3g}" if t.full else f"tile {t.index} at ({t.x0}, {t.y0})"
+        cells = [Tile(title, pixels, [f"{size((t.out_h, t.out_w))}", part.seed_path.rsplit("/", 1)[-1]])]
+        wanted = list(range(1, n + 1))
+        for v, r in zip(wanted, compiled.process_many([(part.data, part.seed_path, v, part.header) for v in wanted])):
+            if isinstance(r, Exception):
+                cells.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
+                continue
+            cells.append(Tile(f"v{v}  {size((r.height, r.width))}", _decode_record(
+                r.payload, spec.output.format, r.height, r.width),
+                describe_variant(compiled, part.seed_path, v, t.out_h, t.out_w), variant=v))
+        rows.append(PreviewRow(path, rel, cells))
+    return rows

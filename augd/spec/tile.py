@@ -121,7 +121,8 @@ def _grid_starts(length: int, n: int, side: int) -> list[int]:
 
 
 def tiles_of(spec: TileSpec, h: int, w: int) -> tuple[Tile, ...]:
-    """An upright h x w image's tiles, row-major, then the whole image when `full_image` asks for it."""
+    """An upright h x w image's tiles, row-major, then the whole image when `full_image` asks for it (and it is
+    not already the one tile)."""
     if spec.size is not None:
         th, tw = (min(s, n) for s, n in zip(spec.sides, (h, w)))
         ys, xs = _starts(h, th, spec.overlap), _starts(w, tw, spec.overlap)
@@ -129,8 +130,8 @@ def tiles_of(spec: TileSpec, h: int, w: int) -> tuple[Tile, ...]:
         th, tw = _grid_side(h, spec.grid[0], spec.overlap), _grid_side(w, spec.grid[1], spec.overlap)
         ys, xs = _grid_starts(h, spec.grid[0], th), _grid_starts(w, spec.grid[1], tw)
     out = [Tile(r * len(xs) + c, x, y, x + tw, y + th, th, tw) for r, y in enumerate(ys) for c, x in enumerate(xs)]
-    if spec.full_image is not None:
-        s = min(1.0, spec.full_image / max(h, w))
+    s = min(1.0, spec.full_image / max(h, w)) if spec.full_image is not None else 1.0
+    if spec.full_image is not None and not (len(out) == 1 and s == 1.0):   # else the one tile is the whole image
         out.append(Tile(-1, 0, 0, w, h, max(1, round(h * s)), max(1, round(w * s))))
     return tuple(out)
 
