@@ -290,4 +290,4 @@ def test_the_preview_of_a_tiled_pipeline_shows_the_tiles_and_the_records_augd_ru
         assert np.array_equal(row.tiles[0].image, records[index, 0])
         for cell in row.tiles[1:]:
             assert np.array_equal(cell.image, records[index, cell.variant]), (index, cell.variant)
-            assert any(line.startswith("rotate") for line in cell.lines), cell.lines
+            assert any(line.startswith("rot ") for line in cell.lines), cell.lines
