@@ -130,6 +130,8 @@ SINGLE_OPS = [
     ([{"random_flip_up_down": {}}], False),
     ([{"random_rotation": {"degrees": 15}}], True),
     ([{"random_affine": {"scale": [0.8, 1.25], "translate": [0.1, 0.1], "shear": 8, "rotate": 10}}], True),
+    ([{"random_affine": {"shear_y": 12, "rotate": 5}}], True),                                   # shear in y
+    ([{"random_perspective": {"scale": [0.08, 0.12]}}], True),    # projective: boxes through their corners
     ([{"random_crop": {"size": [64, 80], "area": [0.2, 1.0]}}], False),
     ([{"center_crop": {"size": [60, 70]}}], False),
     ([{"center_crop": {"size": [120, 150]}}], False),            # larger than the image: padded

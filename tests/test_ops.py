@@ -33,7 +33,9 @@ OP_CASES = {
     "random_scale_crop_and_pad_to_square": ({"output_size": 40, "scale_min": 0.5, "scale_max": 1.5}, (40, 40), True),
     "random_square_crop_by_scale": ({"scale_min": 0.5, "scale_max": 0.5, "max_border": 8}, (32, 32), True),
     "random_crop_to_aspect_ratio": ({"aspect_ratio": 0.5}, (48, 24), True),
-    "random_affine": ({"scale": [1.2, 1.3], "shear": 5, "rotate": 5, "translate": [0.1, 0.1]}, None, True),
+    "random_affine": ({"scale": [1.2, 1.3], "shear": 5, "shear_y": 5, "rotate": 5, "translate": [0.1, 0.1]}, None,
+                      True),
+    "random_perspective": ({"scale": [0.1, 0.15]}, None, True),
     "random_crop": ({"size": [32, 40], "area": [0.3, 0.6]}, (32, 40), True),
     "center_crop": ({"size": [30, 30]}, (30, 30), True),
     "resize": ({"size": [24, 100]}, (24, 100), True),
@@ -237,3 +239,19 @@ def test_a_flips_own_coin_is_its_probability(name, axis):
         flips = np.mean([program.geometry((i, 1), H, W)[0][0][axis, axis] < 0 for i in range(2000)])
         assert abs(flips - prob) < 0.04, (prob, flips)
         assert ("probability" in str(spec.ops[0].params.model_dump())) == (prob != 0.5)
+
+
+@pytest.mark.parametrize("scale, shx, shy, rot", [(1.1, 8.0, 0.0, -20.0), (0.9, -12.0, 15.0, 30.0),
+                                                  (1.0, 0.0, -25.0, 5.0), (1.3, 20.0, 20.0, -60.0)])
+def test_random_affine_describes_the_scale_shears_and_rotation_its_matrix_holds(scale, shx, shy, rot):
+    """describe reads the drawn parts back from the matrix the graph warps with (A = scale R Shy Shx)."""
+    from types import SimpleNamespace
+
+    from augd.ops.geometry import about_centre, mat, rotation
+    t = lambda d: math.tan(math.radians(d))  # noqa: E731
+    fwd = about_centre(rotation(math.radians(rot)) @ mat([[1, 0, 0], [t(shy), 1, 0], [0, 0, 1]])
+                       @ mat([[1, t(shx), 0], [0, 1, 0], [0, 0, 1]]) @ mat([[scale, 0, 0], [0, scale, 0], [0, 0, 1]]),
+                       H, W)
+    op = REGISTRY["random_affine"](REGISTRY["random_affine"].Params(shear=20, shear_y=30, rotate=90))
+    lines = op.describe(SimpleNamespace(matrix=np.linalg.inv(fwd), in_size=(H, W)))
+    assert lines == [f"affine ×{scale:.2f} rot {rot:+.1f}°", f"  shear {shx:+.1f}°,{shy:+.1f}° shift +0,+0"], lines

@@ -153,8 +153,18 @@ class RandomAffine(GeometryOp):
         translate: Shift = Field((0.0, 0.0), description="max shift as a fraction of [width, height] (not a range: "
                                                          "[0.2, 0.1] shifts x up to 20 %, y up to 10 %)")
         shear: range_of(-80.0, 80.0, symmetric=True) = Field((0.0, 0.0), description="x shear angle range, degrees")
+        shear_y: range_of(-80.0, 80.0, symmetric=True) = Field((0.0, 0.0), description="y shear angle range, "
+                                                                                       "degrees")
         rotate: range_of(-360.0, 360.0, symmetric=True) = Field((0.0, 0.0), description="angle range, degrees")
         fill: Fill = fill_field()
+
+        @model_serializer(mode="wrap")
+        def _without_default(self, handler):
+            # absent when unset: a pipeline without it keeps its serialized form and sha256
+            out = handler(self)
+            if tuple(self.shear_y) == (0.0, 0.0):
+                out.pop("shear_y", None)
+            return out
 
     @property
     def fill(self):
@@ -167,25 +177,36 @@ class RandomAffine(GeometryOp):
         rot = uniform(rng, *pr.rotate) * (math.pi / 180.0)
         tx = uniform(rng, -pr.translate[0], pr.translate[0]) * w
         ty = uniform(rng, -pr.translate[1], pr.translate[1]) * h
-        fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
+        # drawn last and only when set: a chain without shear_y draws what it always drew
+        shy = math.tan(uniform(rng, *pr.shear_y) * (math.pi / 180.0)) if tuple(pr.shear_y) != (0.0, 0.0) else 0.0
+        fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, 0, 0], [shy, 1, 0], [0, 0, 1]])
+                                               @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
                                                @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)
         return np.linalg.inv(fwd), h, w
 
     def describe(self, drawn):
-        # The parts are read back from the matrix the graph warps with, not re-drawn.
+        # The parts are read back from the matrix the graph warps with, not re-drawn: A = scale R Shy Shx.
         ih, iw = drawn.in_size
         fwd = np.linalg.inv(drawn.matrix)
         a = fwd[:2, :2]
-        scale = math.hypot(a[0, 0], a[1, 0])
-        rot = math.atan2(a[1, 0], a[0, 0])
-        c, s = math.cos(rot), math.sin(rot)
-        shear = math.degrees(math.atan((c * a[0, 1] + s * a[1, 1]) / scale))  # (R^T A / scale)[0, 1] = tan
+        scale = math.sqrt(abs(np.linalg.det(a)))
+        base, turn = math.atan2(a[1, 0], a[0, 0]), math.acos(min(1.0, scale / math.hypot(a[0, 0], a[1, 0])))
+        pr = self.params
+        fits = []
+        for rot in (base, base - turn, base + turn):   # R^T (a00, a10) = scale (1, shy): two roots may fit
+            c, s = math.cos(rot), math.sin(rot)
+            shx, shy = (c * a[0, 1] + s * a[1, 1]) / scale, (-s * a[0, 0] + c * a[1, 0]) / scale
+            miss = abs((-s * a[0, 1] + c * a[1, 1]) / scale - (1.0 + shx * shy))
+            drawable = all(lo - 1e-6 <= math.degrees(v) <= hi + 1e-6 for v, (lo, hi) in (
+                (math.atan(shx), pr.shear), (math.atan(shy), pr.shear_y), (rot, pr.rotate)))
+            fits.append((miss > 1e-6, not drawable, abs(shx) + abs(shy), rot, shx, shy))
+        *_, rot, shx, shy = min(fits)   # the one the ranges could draw, with the least shear
         centre = np.array([(iw - 1.0) / 2.0, (ih - 1.0) / 2.0])
         tx, ty = fwd[:2, 2] - centre + a @ centre
         out = [f"{self.label} ×{scale:.2f} rot {signed(math.degrees(rot), 1)}°"]
-        pr = self.params
-        if tuple(pr.shear) != (0.0, 0.0) or tuple(pr.translate) != (0.0, 0.0):  # a second line only when drawable
-            out.append(f"  shear {signed(shear, 1)}° shift {signed(tx, 0)},{signed(ty, 0)}")
+        if tuple(pr.shear) != (0.0, 0.0) or tuple(pr.translate) != (0.0, 0.0) or tuple(pr.shear_y) != (0.0, 0.0):
+            y = f",{signed(math.degrees(math.atan(shy)), 1)}°" if tuple(pr.shear_y) != (0.0, 0.0) else ""
+            out.append(f"  shear {signed(math.degrees(math.atan(shx)), 1)}°{y} shift {signed(tx, 0)},{signed(ty, 0)}")
         return out
 
 
