@@ -321,9 +321,10 @@ def test_no_decodable_image_fails_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_the_jobs_graph_is_freed_when_the_job_ends(job, tmp_path, monkeypatch, fails):
-    """A long-lived process (the daemon) must not keep a finished job's graph: it lives in reference
-    cycles, so run_job collects them as it ends, whether the job committed or failed."""
+def test_a_long_lived_engine_keeps_one_graph_the_last_jobs(job, tmp_path, monkeypatch, fails):
+    """A long-lived process (the daemon) keeps the last job's graph for a next job of the same pipeline (no build,
+    no trace), and no other: a job of another pipeline frees it (it lives in reference cycles, so they are
+    collected), whether the job committed or failed."""
     import weakref
 
     from augd.engine import Engine
@@ -335,10 +336,16 @@ def test_the_jobs_graph_is_freed_when_the_job_ends(job, tmp_path, monkeypatch, f
             graphs.append(weakref.ref(compiled.graph))
             return compiled
 
+    engine = Watching()
     if fails:
         with pytest.raises(RuntimeError, match="injected"):
             run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), JobWatch(on_image=_raise_after(3)),
-                    Watching())
+                    engine)
     else:
-        run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), engine=Watching())
-    assert len(graphs) == 1 and graphs[0]() is None
+        run_job(job, spec(), str(tmp_path / "out"), JobOptions(workers=2), engine=engine)
+    again = run_job(job, spec(), str(tmp_path / "again"), JobOptions(workers=2), engine=engine)
+    assert len(graphs) == 1 and graphs[0]() is not None
+    assert (again.report.graph.builds, again.report.graph.traces) == (0, 0)
+    other = run_job(job, spec(fmt="png"), str(tmp_path / "other"), JobOptions(workers=2), engine=engine)
+    assert len(graphs) == 2 and graphs[0]() is None and graphs[1]() is not None
+    assert (other.report.graph.builds, other.report.graph.traces) == (1, 1)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 
 from augd.engine.compile import Compiled
-from augd.engine.device import DeviceInfo, setup_process
+from augd.engine.device import DeviceInfo, release_memory, setup_process
+from augd.engine.kept import KeptGraphs
 from augd.engine.kernels import select_kernels
 from augd.engine.options import EngineOptions
 
@@ -23,6 +24,8 @@ class Engine:
         self.builds = 0
         self.traces = 0
         self._lock = threading.Lock()
+        #: the last job's graph, for the next job of the same pipeline (the daemon's threads, a worker process)
+        self.kept = KeptGraphs(self, release_memory)
 
     def compile(self, spec, *, as_gpu_host: bool = False):
         """One traced, finalized graph for `spec` (augd.engine.compile.Compiled). as_gpu_host: trace it as a GPU

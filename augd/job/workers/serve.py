@@ -35,7 +35,7 @@ def group_signals_blocked():
 
 def serve(conn, options: dict) -> None:
     """A worker's life: one Engine; per job, its graph built at its first batch (or the previous job's graph of
-    the same pipeline, kept: see _Graphs); batches until told to stop or the parent goes (its end of the pipe
+    the same pipeline, kept: see augd.engine.kept.KeptGraphs); batches until told to stop or the parent goes (its end of the pipe
     closes: the worker then ends without a word, whatever it was doing)."""
     try:
         _serve(conn, options)
@@ -52,10 +52,10 @@ def _serve(conn, options: dict) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     _without_keras()
     with quiet_native_stderr():
-        from augd.engine import Engine, EngineOptions, release_memory
+        from augd.engine import Engine, EngineOptions
         engine = Engine(EngineOptions(**options))
     from augd.job.images import process_images
-    graphs = _Graphs(engine, release_memory)
+    graphs = engine.kept
     jobs: dict = {}   # job id -> (spec, detection, partners, compiled, builds, traces before the job)
     conn.send(Ready(engine.device))   # the job's report names it: the parent need not load TensorFlow
     while True:
@@ -112,34 +112,3 @@ def _without_keras() -> None:
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 
-class _Graphs:
-    """The graph of the last finished job, kept for the next job of the same pipeline (the same normalized spec,
-    seed included): the daemon runs one pipeline job after job, and building its graph costs each worker
-    ~0.1-0.2 s and a slow first call, more than a small job's images. One is kept at most; a job of another
-    pipeline closes it before building its own, so a long-lived worker stays flat whatever the jobs."""
-
-    def __init__(self, engine, release_memory):
-        self.engine, self.release = engine, release_memory
-        self.kept = None   # (spec sha256, Compiled)
-
-    def get(self, spec, in_use: list):
-        """(the job's graph, whether it was built now)."""
-        if self.kept is not None and self.kept[0] == spec.sha256:
-            return self.kept[1], False
-        self._drop(in_use)
-        return self.engine.compile(spec), True
-
-    def done(self, spec, compiled, in_use: list) -> None:
-        """A job let its graph go; `in_use`: the graphs of the jobs still running here."""
-        if compiled is not None and compiled not in in_use:
-            if self.kept is None or self.kept[1] is not compiled:
-                self._drop(in_use)
-                self.kept = (spec.sha256, compiled)
-        self.release()
-
-    def _drop(self, in_use: list) -> None:
-        if self.kept is not None:
-            if self.kept[1] not in in_use:   # a running job's graph is closed when that job lets it go
-                self.kept[1].close()
-            self.kept = None
-            self.release()
