@@ -5,8 +5,9 @@ JPEGs, every tile kept and stored as a JPEG record, against what a user runs ins
   (each image decoded once, each tile encoded at the same quality, the bytes appended to a file per worker): no
   TFRecord framing, no Example, no checks;
 * `sahi`: SAHI's own slicing, `sahi.slicing.slice_image` per image, as its `slice_coco` runs it (one process,
-  PIL, a JPEG file per tile), where `sahi` imports (`pip install --no-deps sahi shapely pybboxes fire termcolor`:
-  its own requirements pull opencv-python beside augd's headless OpenCV).
+  PIL, a JPEG file per tile, saved by a thread pool at PIL's default quality, 75), where `sahi` imports (`pip
+  install --no-deps sahi shapely pybboxes fire termcolor`: its own requirements pull opencv-python beside augd's
+  headless OpenCV); `augd_q75` is augd at SAHI's quality, its like for like.
 
 Whole processes, alternating, `--rounds` times; each row's wall seconds from launch to exit (bench.whole.timed),
 tiles/s, and augd's against each. Figures only: no timing is asserted anywhere.
@@ -17,6 +18,7 @@ tiles/s, and augd's against each. Figures only: no timing is asserted anywhere.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 import statistics
@@ -28,14 +30,14 @@ import numpy as np
 from bench.common import header, machine, write_json
 from bench.whole import WALL, _augd_cmd, _subreaper, timed
 
-ROWS = ("augd", "opencv_pool", "sahi")
+ROWS = ("augd", "opencv_pool", "sahi", "augd_q75")
 SIZE, OVERLAP, QUALITY = 640, 0.2, 90
-PIPELINE = f"""name: tiled
+PIPELINE = """name: tiled
 description: every 640x640 tile of each image, kept and stored as JPEG
 variants: 0
 keep_original: true
-output: {{format: jpeg, quality: {QUALITY}}}
-tile: {{size: {SIZE}, overlap: {OVERLAP}, empty: 1.0}}
+output: {{format: jpeg, quality: {quality}}}
+tile: {{size: {size}, overlap: {overlap}, empty: 1.0}}
 ops: []
 """
 
@@ -97,14 +99,16 @@ def _run_sahi(job: str, out: str) -> int:
 
 
 def _cmd(row: str, job: str, out: str, pipeline: str, workers: int) -> list[str]:
-    if row == "augd":
+    if row.startswith("augd"):
+        if row == "augd_q75":
+            pipeline = pipeline.replace(".yaml", "-q75.yaml")
         return _augd_cmd() + ["run", job, "--pipeline", pipeline, "--out", out, "--overwrite", "--quiet"]
     return [sys.executable, "-m", "bench.tiles", "--child", row, "--job", job, "--out", out, "--workers",
             str(workers)]
 
 
 def _tiles_written(row: str, out: str, log: str) -> int:
-    if row == "augd":
+    if row.startswith("augd"):
         import json
         job = os.path.join(out, os.listdir(out)[0])
         with open(os.path.join(job, "manifest.json"), encoding="utf-8") as fh:
@@ -120,7 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", default=",".join(ROWS), help=f"any of {','.join(ROWS)}")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--child", choices=ROWS[1:], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("opencv_pool", "sahi"), help=argparse.SUPPRESS)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -131,7 +135,7 @@ def main(argv=None) -> int:
     rows = [r for r in args.rows.split(",") if r]
     if "sahi" in rows:
         try:
-            import sahi.slicing  # noqa: F401 - is it there?
+            importlib.import_module("sahi.slicing")
         except ImportError as exc:
             print(f"bench.tiles: no sahi row ({exc}); pip install --no-deps sahi shapely pybboxes fire termcolor")
             rows.remove("sahi")
@@ -141,8 +145,9 @@ def main(argv=None) -> int:
         job = os.path.join(work, "images")
         _images(os.path.join(job, "all"), args.n)
         pipeline = os.path.join(work, "tiled.yaml")
-        with open(pipeline, "w", encoding="utf-8") as fh:
-            fh.write(PIPELINE)
+        for path, quality in ((pipeline, QUALITY), (pipeline.replace(".yaml", "-q75.yaml"), 75)):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(PIPELINE.format(quality=quality, size=SIZE, overlap=OVERLAP))
         mb = sum(os.path.getsize(os.path.join(job, "all", f)) for f in os.listdir(os.path.join(job, "all"))) / 1e6
         print(f"bench.tiles: {args.n} images of 4000x3000 ({mb:.0f} MB of JPEG), tiles of {SIZE} overlapping "
               f"{OVERLAP}, JPEG q{QUALITY}, {args.workers} workers")
