@@ -114,7 +114,9 @@ def draw(op: PartnerOp, spec_seed: int, img: InputImage, variant: int, partners:
     rng = generator(image_seed(spec_seed, "\0mix\0" + img.relpath, variant))
     if not coin(rng, op.params.p):
         return None
-    picks = partners.pick(rng, img, op.partners)
+    picks = partners.pick(rng, img, op.partners // op.repeats)
+    if op.repeats > 1:   # each partner once per placement of its object's copies
+        picks = tuple(p for p in picks for _ in range(op.repeats))
     sources = (img, *picks)
     boxes = [boxes_of(i) for i in sources] if op.needs_boxes and boxes_of is not None else None
     return Drawn(img, op.sample(rng, [tuple(map(float, upright(i))) for i in sources], boxes), picks)

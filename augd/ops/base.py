@@ -296,6 +296,12 @@ class PartnerOp(Op):
     #: whether sample() needs each source's boxes (copy_paste picks objects)
     needs_boxes: ClassVar[bool] = False
 
+    @property
+    def repeats(self) -> int:
+        """How many placements each drawn partner gets in a row (copy_paste's copies): augd.job.mixing.draw
+        repeats each partner that many times, so sizes and boxes hold it once per placement."""
+        return 1
+
     def sample(self, rng, sizes: list[tuple[float, float]], boxes=None) -> Mix:
         """The mix of an image and its partners, from their upright (h, w): sizes[0] the image's, sizes[k] partner
         k's (and, for an op that `needs_boxes`, their boxes in upright pixel edges); drawn from the mix's own

@@ -11,10 +11,14 @@ import math
 import numpy as np
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from augd.ops.base import Kind, Mix, OpParams, PartnerOp, Placement, Size, range_of, register_op
 from augd.ops.sampling import log_uniform, uniform
+
+
+#: COCO's object sizes: the square root of the area, in pixels
+_SIZES = {"small": (0.0, 32.0), "medium": (32.0, 96.0), "large": (96.0, math.inf)}
 
 
 def _placed(scale: float, ix0: float, iy0: float, rect) -> np.ndarray:
@@ -132,8 +136,11 @@ class CutMix(PartnerOp):
 @register_op("copy_paste", Kind.MIX)
 class CopyPaste(PartnerOp):
     """Objects of partner images pasted onto the image by their instance masks (COCO polygons or RLE; a box-only
-    set pastes box crops), scaled and placed at random (Ghiasi et al., CVPR 2021). Detection jobs only."""
-    example = "- copy_paste: {objects: [1, 3], scale: [0.5, 1.5], partners: rare}"
+    set pastes box crops), scaled and placed at random (Ghiasi et al., CVPR 2021). Detection jobs only. For small
+    objects (Kisantal et al. 2019: +7.1 % relative AP on COCO's small ones): `size` picks objects of a size,
+    `copies` pastes each several times, `place: free` only where no object of the image is hidden."""
+    example = ("- copy_paste: {objects: [1, 3], scale: [0.5, 1.5], partners: rare}\n"
+               "- copy_paste: {objects: [2, 4], size: small, copies: [2, 4], place: free, scale: [0.8, 1.25]}")
     needs_boxes = True
 
     class Params(PartnerParams):
@@ -142,49 +149,93 @@ class CopyPaste(PartnerOp):
         scale: range_of(0.1, 4.0) = Field((0.5, 1.5), description="each pasted object's size against its own")
         feather: float = Field(0.0, ge=0.0, le=16.0, description="soften each paste's edge over this many pixels "
                                                                  "(a Gaussian's sigma; 0: a hard edge)")
+        size: Literal["any", "small", "medium", "large"] | range_of(0.0, 100000.0) = Field(
+            "any", description="which objects a partner gives, by the square root of their box's area in the "
+                               "partner: COCO's small (< 32 px), medium (32-96) or large (>= 96), or [low, high] "
+                               "pixels; a partner with none gives none")
+        copies: tuple[Annotated[int, Field(ge=1, le=8)], Annotated[int, Field(ge=1, le=8)]] = Field(
+            (1, 1), description="how many times each picked object is pasted, [min, max] (uniform), each copy at "
+                                "its own place and scale")
+        place: Literal["anywhere", "free"] = Field(
+            "anywhere", description="anywhere: a paste may hide the image's objects (the occlusion rule then "
+                                    "shrinks or drops them); free: only where it covers no object of the image")
 
         @model_validator(mode="after")
         def _ordered(self):
-            if self.objects[0] > self.objects[1]:
-                raise ValueError(f"objects [{self.objects[0]}, {self.objects[1]}]: min must not exceed max")
+            for name in ("objects", "copies"):
+                lo, hi = getattr(self, name)
+                if lo > hi:
+                    raise ValueError(f"{name} [{lo}, {hi}]: min must not exceed max")
             return self
+
+        @model_serializer(mode="wrap")
+        def _without_defaults(self, handler):
+            # absent when unset: a pipeline without them keeps its serialized form and sha256
+            out = handler(self)
+            for key, default in (("size", "any"), ("copies", [1, 1]), ("place", "anywhere")):
+                if out.get(key) == default:
+                    out.pop(key)
+            return out
 
     @property
     def partners(self) -> int:
-        return self.params.objects[1]
+        return self.params.objects[1] * self.params.copies[1]
+
+    @property
+    def repeats(self) -> int:
+        return self.params.copies[1]
+
+    def _sized(self, cand) -> list[tuple[int, tuple]]:
+        """(index, box) of a partner's objects of the asked size."""
+        size = self.params.size
+        if size == "any":
+            return list(enumerate(cand))
+        lo, hi = _SIZES[size] if isinstance(size, str) else size
+        return [(k, b) for k, b in enumerate(cand) if lo <= math.sqrt(max(b[2] - b[0], 0) * max(b[3] - b[1], 0)) < hi]
 
     def sample(self, rng, sizes, boxes=None) -> Mix:
         h, w = sizes[0]
-        lo, hi = self.params.objects
+        pr = self.params
+        lo, hi = pr.objects
         n = lo + min(int(rng.random() * (hi - lo + 1)), hi - lo)
         out, taken = [Placement(np.eye(3), (0, 0, int(w), int(h)))], []
-        for j in range(1, len(sizes)):
-            cand = boxes[j] if boxes is not None else ()
-            if j > n or not len(cand):
-                out.append(None)
+        own = [] if pr.place == "anywhere" or boxes is None else [tuple(b) for b in boxes[0]]
+        reps = self.repeats
+        for g in range(pr.objects[1]):
+            j = 1 + g * reps   # the group's slots: its partner, repeated (augd.job.mixing.draw)
+            cand = self._sized(boxes[j]) if boxes is not None and j < len(sizes) else []
+            if g + 1 > n or not cand:
+                out += [None] * reps
                 continue
-            k = min(int(rng.random() * len(cand)), len(cand) - 1)
-            bx0, by0, bx1, by1 = cand[k]
-            bw, bh = bx1 - bx0, by1 - by0
-            s = min(uniform(rng, *self.params.scale), w / bw, h / bh)
-            pw, ph = max(1, min(round(bw * s), int(w))), max(1, min(round(bh * s), int(h)))
-            rect = None
-            for _ in range(10):   # pastes never overlap one another: each covers only the image
-                x0, y0 = min(int(rng.random() * (w - pw + 1)), int(w) - pw), min(int(rng.random() * (h - ph + 1)),
-                                                                              int(h) - ph)
-                r = (x0, y0, x0 + pw, y0 + ph)
-                if not any(r[0] < t[2] and t[0] < r[2] and r[1] < t[3] and t[1] < r[3] for t in taken):
-                    rect = r
-                    break
-            if rect is None:
-                out.append(None)
-                continue
-            taken.append(rect)
-            sx, sy = pw / bw, ph / bh
-            m = np.array([[1 / sx, 0, bx0 + 0.5 / sx - 0.5], [0, 1 / sy, by0 + 0.5 / sy - 0.5], [0, 0, 1]], np.float64)
-            out.append(Placement(m, rect, 1.0, k))
-        return Mix(int(h), int(w), tuple(out), feather=self.params.feather)
+            k, (bx0, by0, bx1, by1) = cand[min(int(rng.random() * len(cand)), len(cand) - 1)]
+            copies = 1 if reps == 1 else pr.copies[0] + min(int(rng.random() * (pr.copies[1] - pr.copies[0] + 1)),
+                                                             pr.copies[1] - pr.copies[0])
+            for c in range(reps):
+                out.append(self._placed(rng, k, (bx0, by0, bx1, by1), h, w, taken, own) if c < copies else None)
+        return Mix(int(h), int(w), tuple(out), feather=pr.feather)
+
+    def _placed(self, rng, k: int, box, h: float, w: float, taken: list, own: list):
+        """One copy of object k: its scale and a place where it overlaps no other paste (nor, with place: free,
+        any object of the image); None when 10 tries find none."""
+        bx0, by0, bx1, by1 = box
+        bw, bh = bx1 - bx0, by1 - by0
+        s = min(uniform(rng, *self.params.scale), w / bw, h / bh)
+        pw, ph = max(1, min(round(bw * s), int(w))), max(1, min(round(bh * s), int(h)))
+        for _ in range(10):   # pastes never overlap one another: each covers only the image
+            x0, y0 = min(int(rng.random() * (w - pw + 1)), int(w) - pw), min(int(rng.random() * (h - ph + 1)),
+                                                                          int(h) - ph)
+            r = (x0, y0, x0 + pw, y0 + ph)
+            if not any(r[0] < t[2] and t[0] < r[2] and r[1] < t[3] and t[1] < r[3] for t in taken + own):
+                taken.append(r)
+                sx, sy = pw / bw, ph / bh
+                m = np.array([[1 / sx, 0, bx0 + 0.5 / sx - 0.5], [0, 1 / sy, by0 + 0.5 / sy - 0.5], [0, 0, 1]],
+                             np.float64)
+                return Placement(m, r, 1.0, k)
+        return None
 
     def describe(self, drawn):
         pasted = [p for p in drawn.mix.placements[1:] if p is not None]
-        return [f"{self.label} {len(pasted)} object(s)"]
+        if self.repeats == 1:
+            return [f"{self.label} {len(pasted)} object(s)"]
+        groups = {(k - 1) // self.repeats for k, p in enumerate(drawn.mix.placements) if k and p is not None}
+        return [f"{self.label} {len(pasted)} copies of {len(groups)} object(s)"]
