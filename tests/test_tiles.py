@@ -69,6 +69,28 @@ def _regions(pixels, colour) -> list:
     return [((s[0], s[1], s[0] + s[2], s[1] + s[3]), s[4]) for s in stats[1:n]]
 
 
+def _each_box_is_its_square(pixels, boxes) -> bool:
+    """Each box is its object, judged by its own pixels where objects of a class may touch: its colour fills the
+    box, and on each side the line just outside is not all its colour unless another box of its class lies there."""
+    def lead(cls):
+        c = int(np.argmax(COLOURS[cls]))
+        x = pixels.astype(np.int32)
+        return (x[:, :, c] - np.maximum(x[:, :, (c + 1) % 3], x[:, :, (c + 2) % 3])) > 80
+    h, w = pixels.shape[:2]
+    for cls, box in boxes:
+        x0, y0, x1, y1 = (int(round(v)) for v in box)
+        mine = lead(cls)
+        if not mine[y0:y1, x0:x1].all():
+            return False
+        for side in ((x0, y0 - 1, x1, y0), (x0, y1, x1, y1 + 1), (x0 - 1, y0, x0, y1), (x1, y0, x1 + 1, y1)):
+            a0, b0, a1, b1 = side
+            if a0 < 0 or b0 < 0 or a1 > w or b1 > h or not mine[b0:b1, a0:a1].all():
+                continue
+            if not any(c == cls and o[0] <= a0 and a1 <= o[2] and o[1] <= b0 and b1 <= o[3] for c, o in boxes):
+                return False
+    return True
+
+
 def _pipeline(tile: str, ops: str = "", variants: int = 1) -> str:
     return (f"name: tiles\nseed: 3\nvariants: {variants}\noutput: {{format: png, shards: 1}}\n"
             f"annotations: {{min_visibility: {MIN_VISIBILITY}}}\ntile: {tile}\nops:\n{ops or '  []'}\n")
@@ -130,10 +152,11 @@ def test_a_bad_tile_block_names_its_key_and_what_is_allowed(block, says):
     assert "p.yaml:6: tile" in str(err.value) and says in str(err.value), str(err.value)
 
 
-def test_a_partner_op_and_tile_are_refused_together():
+def test_a_partner_op_other_than_copy_paste_and_tile_are_refused_together():
     with pytest.raises(SpecError) as err:
         parse_pipeline(_pipeline("{size: 256}", "  - mosaic: {size: [256, 256]}\n"), "p.yaml")
     assert "mosaic and tile cannot be combined" in str(err.value) and "ops[0].mosaic" in str(err.value)
+    assert "copy_paste is the partner op that works on tiles" in str(err.value)
 
 
 # -- a detection job, tiled ------------------------------------------------------------------------------------
@@ -291,3 +314,47 @@ def test_the_preview_of_a_tiled_pipeline_shows_the_tiles_and_the_records_augd_ru
         for cell in row.tiles[1:]:
             assert np.array_equal(cell.image, records[index, cell.variant]), (index, cell.variant)
             assert any(line.startswith("rot ") for line in cell.lines), cell.lines
+
+
+def test_small_objects_pasted_onto_tiles_keep_every_box_true_to_its_pixels(tmp_path):
+    """copy_paste on tiles: each tile gets small objects of partner images at free places; every box of every
+    record is the square its pixels show, and the tile's own objects are all still there."""
+    truth = _scenes(tmp_path / "voc", seed=5)
+    spec = parse_pipeline(_pipeline("{size: 256, overlap: 0.25, empty: 1.0}",
+                                    "  - copy_paste: {objects: [2, 2], size: small, copies: [2, 2], place: free, "
+                                    "scale: [1, 1]}\n", variants=2), "tiles.yaml")
+    run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    records = _records(tmp_path / "out" / "voc")
+    firsts = {(r["image/filename"], r["augd/tile/index"]): len(_boxes(r)) for r in records if r["augd/variant"] == 0}
+    pasted = 0
+    for r in records:
+        assert _each_box_is_its_square(r["pixels"], _boxes(r)), (r["image/filename"], r["augd/tile/index"])
+        if r["augd/variant"]:
+            extra = len(_boxes(r)) - firsts[r["image/filename"], r["augd/tile/index"]]
+            assert extra >= 0, "place: free hides none of the tile's objects"
+            assert all(b[2] - b[0] < 32 for _, b in _boxes(r)[-extra:] if extra), "small ones only"
+            pasted += extra
+            assert len(r["augd/partners"]) == extra
+    assert pasted >= len(records) // 2 * 2, f"{pasted} pasted in {len(records) // 2} augmented tile records"
+    m = json.loads((tmp_path / "out" / "voc" / "manifest.json").read_text())
+    assert m["annotations"]["objects"]["out"] == sum(len(_boxes(r)) for r in records)
+    assert truth and m["tiles"]["kept"] == m["tiles"]["tiles"]
+
+
+def test_a_semantic_mask_is_cut_with_its_tile(tmp_path):
+    """A segmentation job: each tile's record carries its window of the class mask, as cut (variant 0)."""
+    import tensorflow as tf
+
+    from tests.annotated import draw
+    imgs = [Img("m.png", 300, 400, (Shape("red", (30, 40, 150, 120), COLOURS["red"]),
+                                    Shape("blue", (220, 150, 380, 290), COLOURS["blue"])))]
+    voc_job(str(tmp_path / "voc"), imgs, masks="P")
+    spec = parse_pipeline(_pipeline("{grid: [2, 2], overlap: 0.2, empty: 1.0}", variants=0), "tiles.yaml")
+    run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    _, mask = draw(imgs[0], ["red", "blue"])
+    records = _records(tmp_path / "out" / "voc")
+    assert len(records) == 4
+    for r in records:
+        got = tf.io.decode_png(r["image/segmentation/class/encoded"]).numpy()[..., 0]
+        x, y, (th, tw) = r["augd/tile/x"], r["augd/tile/y"], r["pixels"].shape[:2]
+        assert np.array_equal(got, mask[y:y + th, x:x + tw]), r["augd/tile/index"]

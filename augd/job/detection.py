@@ -159,36 +159,41 @@ class ImageObjects:
                                   f"{want[1]}x{want[0]} its header's size plans for; its boxes would not match")
         return self._written(ann, seg, masks, out_h, out_w, (1.0,) * len(ann.objects) if program.mix else ())
 
-    def tile_variant(self, tile, variant: int, out_h: int, out_w: int, *, replanned: bool = False, steps=(),
-                     covers=(), least: float = 0.0, events: tuple = ()):
-        """The RecordObjects of one variant of a tile (augd.spec.tile.Tile): the objects that reach its window
-        moved into it, clipped there by the occlusion rule, then through the variant's `steps` (Result.geometry,
-        in the tile's coordinates; () for the tile as cut). Objects wholly outside the tile are not dropped: they
-        were never in it."""
-        if variant and replanned:
-            raise AnnotationError(f"{self.img.relpath}: tile {tile.index}, variant {variant}: its decoded size is "
-                                  f"not the tile's, so the graph re-planned its geometry; its boxes would not match")
-        steps = [tile.step, *steps]
-        shifted = tuple((n + 1, r) for n, r in covers)   # the program's covers count from the tile's step
-        ann, seg, masks = self._moved(steps, shifted, self._reaching(tile), least=least, events=events)
-        want = (round(steps[-1][1]), round(steps[-1][2]))
-        if want != (out_h, out_w):
-            raise AnnotationError(f"{self.img.relpath}: tile {tile.index}, variant {variant} came out {out_w}x{out_h}"
-                                  f", not the {want[1]}x{want[0]} it was planned at; its boxes would not match")
-        return self._written(ann, seg, masks, out_h, out_w)
+    def of_tile(self, tile, image: InputImage) -> "ImageObjects":
+        """One tile's objects (augd.spec.tile.Tile) as an image's own: those reaching its window moved into it and
+        clipped there by the occlusion rule (what the tile cuts off is its `cut`, counted with this image's drops
+        when the tile is written), its semantic mask cut (or shrunk) with it. The chain then moves them as any
+        image's. `image`: the tile as an image (its seed path, its header); a partner op finds its objects under
+        that path in the child's view of the job's annotations."""
+        s, kp = self.det.settings, self.det.keypoints
+        ann, seg, cut = transform(self._reaching(tile), [tile.step], min_visibility=s.value("min_visibility"),
+                                  min_size=s.value("min_size"), mask=self.mask, flip=kp.flip if kp else None,
+                                  min_keypoints=s.value("min_keypoints"), size=(self.h, self.w),
+                                  box_rotation=s.value("box_rotation"), rotation=kp.rotation if kp else None)
+        ann = Annotation(ann.objects, None, self.ann.source or self.img.relpath)
+        child = ImageObjects.__new__(ImageObjects)
+        child.det = dataclasses.replace(self.det, annotations=collections.ChainMap({image.relpath: ann},
+                                                                                   self.det.annotations))
+        child.img, child.ann, child.h, child.w, child.mask = image, ann, tile.out_h, tile.out_w, seg
+        child.instances = any(o.polygons or o.rle for o in ann.objects)
+        child.out, child.dropped, child.points_out = collections.Counter(), collections.Counter(), 0
+        child.cut = cut
+        return child
 
-    def tile_objects(self, tile) -> tuple[int, tuple]:
-        """(how many objects the tile holds as cut, their boxes in its pixels: what box-aware ops draw from),
-        uncounted: the same rule as tile_variant's, for choosing the tiles to keep. A tile of a semantic mask
-        holding a class other than 0 (background) counts as one object."""
-        s = self.det.settings
-        out, _, _ = transform(self._reaching(tile), [tile.step], min_visibility=s.value("min_visibility"),
-                              min_size=s.value("min_size"))
-        n = len(out.objects)
+    def held(self) -> int:
+        """How many objects it holds (a tile's, as cut); a semantic mask showing a class other than 0 (the
+        background) counts as one."""
+        n = len(self.ann.objects)
         if not n and self.mask is not None:
-            window = self.mask[tile.y0:tile.y1, tile.x0:tile.x1]
-            n = int(((window != 0) & (window != 255)).any())
-        return n, source_boxes(out)
+            n = int(((self.mask != 0) & (self.mask != 255)).any())
+        return n
+
+    def add(self, tile: "ImageObjects") -> None:
+        """A written tile's counts into its image's: what the tile cut off and what its records hold."""
+        self.dropped.update(tile.cut)
+        self.dropped.update(tile.dropped)
+        self.out.update(tile.out)
+        self.points_out += tile.points_out
 
     def _reaching(self, tile) -> Annotation:
         """The annotation with only the objects whose box overlaps the tile's window."""

@@ -122,19 +122,18 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
     mix = compiled.program.mix if partners is not None else None
     items, mixes = [], {}
     for k, img, data, stages, vs, _, cut, _ in work:
-        if cut is not None:   # each tile an image of its own, seeded by its own path
-            items += [(p.data, p.seed_path, v, p.header, p.boxes if boxed else None) for p in cut.parts for v in vs]
-            continue
-        for v in vs:
-            m = mixed_variant(mix, spec.seed, img, data, v, partners, detection, boxed) if mix is not None and v \
-                else None
-            if m is None:
-                items.append((data, img.relpath, v, img.header, detection.boxes(img) if boxed else None))
-                continue
-            mixes[k, v] = m
-            stages["read"] += m.read_seconds
-            stages["decode"] += m.compose_seconds
-            items.append((m.data, img.relpath, v, m.header, m.boxes if boxed else None))
+        # each tile an image of its own (its seed path, its pixels, its objects), else the image itself
+        for j, (image, pixels, det) in enumerate(_sources(img, data, cut, detection)):
+            for v in vs:
+                m = mixed_variant(mix, spec.seed, image, pixels, v, partners, det, boxed) if mix is not None and v \
+                    else None
+                if m is None:
+                    items.append((pixels, image.relpath, v, image.header, det.boxes(image) if boxed else None))
+                    continue
+                mixes[k, j, v] = m
+                stages["read"] += m.read_seconds
+                stages["decode"] += m.compose_seconds
+                items.append((m.data, image.relpath, v, m.header, m.boxes if boxed else None))
     # A detection job's results carry the Geo steps their plan used: the annotations move by them, unplanned.
     results = iter(compiled.process_many(items, geometry=True) if detection is not None else
                    compiled.process_many(items))
@@ -152,6 +151,7 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
             if cut is None:
                 objects = detection.for_image(img) if detection is not None else None
             for j, part in enumerate(parts):
+                mine = objects if part is None else part.objects
                 for v in variants_of(spec) if per_image[k] is None else per_image[k]:
                     r = got.get((j, v))
                     if r is not None:
@@ -162,16 +162,10 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                         h, w = (r.height, r.width) if r is not None else (img.header.height, img.header.width)
                     else:
                         payload, out_fmt, h, w = r.payload, fmt, r.height, r.width
-                    m = mixes.get((k, v))
-                    extra = {}
-                    if part is not None:
-                        extra["tile"] = part.tile.record_keys(cut.height, cut.width)
-                        if objects:
-                            extra["objects"] = objects.tile_variant(
-                                part.tile, v, h, w, replanned=r.replanned, steps=r.geometry, covers=r.covers,
-                                least=r.min_visibility, events=r.events)
-                    elif objects:
-                        extra["objects"] = objects.variant(
+                    m = mixes.get((k, j, v))
+                    extra = {"tile": part.tile.record_keys(cut.height, cut.width)} if part is not None else {}
+                    if mine:
+                        extra["objects"] = mine.variant(
                             spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
                             steps=r.geometry if r is not None else None, covers=r.covers if r is not None else None,
                             mixed=m, least=r.min_visibility if r is not None else 0.0,
@@ -182,6 +176,8 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                         encoded=payload, fmt=out_fmt, height=h, width=w, label=img.label, label_text=img.label_text,
                         filename=img.relpath, source_sha256=source_sha, variant=v, pipeline=spec.name,
                         pipeline_sha256=spec.sha256, **extra))
+                if part is not None and objects is not None:
+                    objects.add(part.objects)
         except AnnotationError as exc:
             # its objects cannot be written right (a singular warp, a mask that will not warp, a record whose
             # objects fail RecordObjects.check): the image goes, not the job. Any other exception is a bug in
@@ -193,6 +189,14 @@ def process_images(compiled: Compiled, spec: PipelineSpec, imgs, variants: list[
                                    objects=objects.counts() if objects else None,
                                    tiles=cut.counts if cut is not None else None)
     return [outcomes[k] for k in range(len(imgs))]
+
+
+def _sources(img: InputImage, data: bytes, cut, detection):
+    """(image, its bytes, the detection view its objects are found in) for each record source of an image: its
+    kept tiles, or itself."""
+    if cut is None:
+        return [(img, data, detection)]
+    return [(p.image, p.data, p.objects.det if p.objects is not None else detection) for p in cut.parts]
 
 
 def _tiles(spec: PipelineSpec, img: InputImage, data: bytes, detection: Detection | None):

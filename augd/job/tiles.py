@@ -7,13 +7,13 @@ empty one by a seeded draw of `tile.empty`; the whole image, shrunk, is one more
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from augd.engine.kernels import warp_np
-from augd.formats import ImageHeader
 from augd.io import InputImage
 from augd.job.mixing import as_bmp, decode_upright
 from augd.job.report import TileCounts
@@ -26,13 +26,17 @@ __all__ = ["Cut", "TilePart", "cut_tiles"]
 
 @dataclass(frozen=True)
 class TilePart:
-    """One kept tile, ready for the graph: its pixels as a BMP and its header, the boxes on it (box-aware ops draw
-    from them) and the path its seeds are keyed by."""
+    """One kept tile, ready for the graph: the tile as an image (its seed path, its header), its pixels as a BMP,
+    and in a detection job its objects as cut (augd.job.detection.ImageObjects.of_tile)."""
     tile: Tile
+    image: InputImage
     data: bytes
-    header: ImageHeader
-    boxes: tuple
-    seed_path: str
+    objects: object = None
+
+    @property
+    def boxes(self) -> tuple:
+        """Its objects' boxes in its pixels: what box-aware ops draw from."""
+        return self.objects.det.boxes(self.image) if self.objects is not None else ()
 
 
 @dataclass(frozen=True)
@@ -57,21 +61,24 @@ def cut_tiles(spec: PipelineSpec, img: InputImage, data: bytes, objects=None) ->
     tiles = tiles_of(spec.tile, h, w)
     for tile in tiles:
         path = tile.seed_path(img.relpath)
-        n, boxes = objects.tile_objects(tile) if objects is not None else (1, ())
+        mine = objects.of_tile(tile, dataclasses.replace(img, relpath=path)) if objects is not None else None
+        n = mine.held() if mine is not None else 1
         if not tile.full and n == 0:
             n_empty += 1
             if not coin(generator(image_seed(spec.seed, path, -1)), spec.tile.empty):
                 continue
             n_kept_empty += 1
         if tile.full:
-            full += 1
-            m = tile.step[0]
-            out = warp_np(pixels, m, tile.out_h, tile.out_w, "nearest", "bilinear")
+            out = warp_np(pixels, tile.step[0], tile.out_h, tile.out_w, "nearest", "bilinear")
         else:
-            held += n if objects is not None else 0
-            out = np.ascontiguousarray(pixels[tile.y0:tile.y1, tile.x0:tile.x1])
-        bmp, header = as_bmp(out)
-        parts.append(TilePart(tile, bmp, header, boxes, path))
+            out = pixels[tile.y0:tile.y1, tile.x0:tile.x1]
+        bmp, header = as_bmp(np.ascontiguousarray(out))
+        image = dataclasses.replace(img, relpath=path, size=len(bmp), header=header)
+        if mine is not None:
+            mine.img = image   # the tile as the graph decodes it (a partner op places it by its header)
+        full += tile.full
+        held += n if mine is not None and not tile.full else 0
+        parts.append(TilePart(tile, image, bmp, mine))
     counts = TileCounts(sum(not t.full for t in tiles), sum(not p.tile.full for p in parts), n_empty, n_kept_empty,
                         held, full)
     return Cut(tuple(parts), counts, time.perf_counter() - t0, h, w)

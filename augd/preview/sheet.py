@@ -263,14 +263,15 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels) -> list[PreviewRow]:
         t = part.tile
         pixels = cv2.imdecode(np.frombuffer(part.data, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
         title = f"whole x{t.scale:.3g}" if t.full else f"tile {t.index} at ({t.x0}, {t.y0})"
-        cells = [Tile(title, pixels, [f"{size((t.out_h, t.out_w))}", part.seed_path.rsplit("/", 1)[-1]])]
+        cells = [Tile(title, pixels, [f"{size((t.out_h, t.out_w))}", part.image.relpath.rsplit("/", 1)[-1]])]
         wanted = list(range(1, n + 1))
-        for v, r in zip(wanted, compiled.process_many([(part.data, part.seed_path, v, part.header) for v in wanted])):
+        items = [(part.data, part.image.relpath, v, part.image.header) for v in wanted]
+        for v, r in zip(wanted, compiled.process_many(items)):
             if isinstance(r, Exception):
                 cells.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
                 continue
             cells.append(Tile(f"v{v}  {size((r.height, r.width))}", _decode_record(
                 r.payload, spec.output.format, r.height, r.width),
-                describe_variant(compiled, part.seed_path, v, t.out_h, t.out_w), variant=v))
+                describe_variant(compiled, part.image.relpath, v, t.out_h, t.out_w), variant=v))
         rows.append(PreviewRow(path, rel, cells))
     return rows

@@ -248,10 +248,12 @@ def parse_doc(doc: YamlDoc) -> PipelineSpec:
         except SpecError as exc:
             errors.append(exc)
         errors += _partner_ops_lead(doc, ops)
-        if head is not None and head.tile is not None and ops and ops[0].kind is Kind.MIX:
-            errors.append(doc.error(("ops", 0, ops[0].name), f"{ops[0].name} and tile cannot be combined yet: a "
-                                    f"partner op lays out a canvas from whole images, and tile slices each image "
-                                    f"before the chain; drop one of them"))
+        if head is not None and head.tile is not None and ops and ops[0].kind is Kind.MIX and \
+                ops[0].name != "copy_paste":
+            errors.append(doc.error(("ops", 0, ops[0].name), f"{ops[0].name} and tile cannot be combined: tile "
+                                    f"slices each image before the chain, and {ops[0].name} would lay a tile among "
+                                    f"whole images; copy_paste is the partner op that works on tiles (it pastes "
+                                    f"partners' objects onto each tile)"))
     if errors:
         raise combine(errors)
     return PipelineSpec(name=head.name, description=head.description, seed=head.seed,
