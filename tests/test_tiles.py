@@ -358,3 +358,23 @@ def test_a_semantic_mask_is_cut_with_its_tile(tmp_path):
         got = tf.io.decode_png(r["image/segmentation/class/encoded"]).numpy()[..., 0]
         x, y, (th, tw) = r["augd/tile/x"], r["augd/tile/y"], r["pixels"].shape[:2]
         assert np.array_equal(got, mask[y:y + th, x:x + tw]), r["augd/tile/index"]
+
+
+def test_the_preview_of_tiles_with_pasted_objects_shows_the_records_augd_run_writes(tmp_path):
+    from augd.preview.sheet import preview_rows
+    _scenes(tmp_path / "voc", seed=5)
+    spec = parse_pipeline(_pipeline("{size: 400, overlap: 0.25, empty: 1.0}",
+                                    "  - copy_paste: {objects: [2, 2], size: small, copies: [2, 2], place: free}\n"
+                                    "  - random_flip_left_right: {}\n", variants=2), "tiles.yaml")
+    run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    rel = "JPEGImages/im0.png"
+    records = {(r["augd/tile/index"], r["augd/variant"]): r["pixels"] for r in _records(tmp_path / "out" / "voc")
+               if r["image/filename"] == rel}
+    rows = preview_rows(spec, [str(tmp_path / "voc" / rel)], relpaths=[rel], root=tmp_path / "voc")
+    named = 0
+    for row in rows[1:]:
+        index = int(row.tiles[0].title.split()[1])
+        for cell in row.tiles[1:]:
+            assert np.array_equal(cell.image, records[index, cell.variant]), (index, cell.variant)
+            named += any(line.startswith("+ ") for line in cell.lines)   # its partners, named
+    assert named >= 2

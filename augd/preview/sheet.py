@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from augd import defaults
+from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, check_header
@@ -146,7 +147,7 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
         mixing = (partners, detection, images)
         if spec.tile is not None:
             return [row for path, rel in zip(paths, rels) for row in _tiled_rows(compiled, spec, path, rel, n,
-                                                                                  max_pixels)]
+                                                                                  max_pixels, mixing)]
         return [_row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing)
                 for path, rel in zip(paths, rels)]
     finally:
@@ -230,10 +231,11 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
     return PreviewRow(path, rel, tiles)
 
 
-def _tiled_rows(compiled, spec, path, rel, n, max_pixels) -> list[PreviewRow]:
+def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {})) -> list[PreviewRow]:
     """A tiled pipeline's rows for one image: the image with every tile outlined, then up to MAX_TILES tiles
     spread over it (and the whole-image record), each as cut and its variants: the records `augd run` writes for
-    them (a classification job's: every tile kept)."""
+    them (without the job's annotations, `--root`: every tile kept, as a classification job keeps them). A
+    partner op (copy_paste) pastes the job's objects onto each tile, its partners named under it."""
     import cv2
 
     from augd.job.mixing import decode_upright
@@ -242,8 +244,13 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels) -> list[PreviewRow]:
         data, header = _source(path, max_pixels)
     except Rejected as exc:
         return [PreviewRow(path, rel, [Tile(rel, error=str(exc))])]
-    img = InputImage(rel, path, len(data), -1, "", header)
-    cut = cut_tiles(spec, img, data)
+    partners, detection, images = mixing
+    img = images.get(rel) or InputImage(rel, path, len(data), -1, "", header)
+    try:
+        objects = detection.for_image(img) if detection is not None and img.relpath in detection.annotations else None
+    except AnnotationError as exc:
+        return [PreviewRow(path, rel, [Tile(rel, error=str(exc))])]
+    cut = cut_tiles(spec, img, data, objects)
     if cut is None:
         return [PreviewRow(path, rel, [Tile(rel, error="OpenCV cannot decode it; a pipeline with tile: decodes "
                                                      "each image with OpenCV")])]
@@ -265,13 +272,17 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels) -> list[PreviewRow]:
         title = f"whole x{t.scale:.3g}" if t.full else f"tile {t.index} at ({t.x0}, {t.y0})"
         cells = [Tile(title, pixels, [f"{size((t.out_h, t.out_w))}", part.image.relpath.rsplit("/", 1)[-1]])]
         wanted = list(range(1, n + 1))
-        items = [(part.data, part.image.relpath, v, part.image.header) for v in wanted]
+        det = part.objects.det if part.objects is not None else detection
+        items, mixed = _mixed_items(compiled, spec, part.data, part.image.header, part.image.relpath, wanted,
+                                    (partners, det, {part.image.relpath: part.image} if partners else {}))
         for v, r in zip(wanted, compiled.process_many(items)):
             if isinstance(r, Exception):
                 cells.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
                 continue
             cells.append(Tile(f"v{v}  {size((r.height, r.width))}", _decode_record(
                 r.payload, spec.output.format, r.height, r.width),
-                describe_variant(compiled, part.image.relpath, v, t.out_h, t.out_w), variant=v))
+                mixed.get(v, []) + describe_variant(compiled, part.image.relpath, v, *(
+                    (items[v - 1][3].height, items[v - 1][3].width) if v in mixed else (t.out_h, t.out_w))),
+                variant=v))
         rows.append(PreviewRow(path, rel, cells))
     return rows
