@@ -12,6 +12,7 @@ folder); `relpaths=` (the CLI's `--root JOB_FOLDER`) gives the paths of images i
 """
 from __future__ import annotations
 
+import collections
 import os
 from dataclasses import dataclass, field
 
@@ -193,9 +194,11 @@ def _mixed_items(compiled, spec, data, header, rel, wanted, mixing):
             continue
         items.append((m.data, rel, v, m.header))
         op = compiled.program.mix
+        named = [p.relpath.rsplit("/", 1)[-1] + ("" if ok else " (unreadable)")
+                 for p, q, ok in zip(m.drawn.partners, m.drawn.mix.placements[1:], m.placed[1:]) if q is not None]
+        times = collections.Counter(named)   # copy_paste's copies name their partner once, counted
         lines[v] = op.describe(Decision(op.name, op.params, 0, True, True, mix=m.drawn.mix)) + \
-            ["+ " + p.relpath.rsplit("/", 1)[-1] + ("" if ok else " (unreadable)")
-             for p, q, ok in zip(m.drawn.partners, m.drawn.mix.placements[1:], m.placed[1:]) if q is not None]
+            [f"+ {p}" + (f" x{times[p]}" if times[p] > 1 else "") for p in dict.fromkeys(named)]
     return items, lines
 
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Regenerate docs/tiles.png: `augd preview` of the shipped detection-small-objects pipeline on a synthetic
+2000x1500 scene of small squares (a VOC job made here, its own images the partners: --root), so the sheet shows
+the image with its tiles outlined, then tiles spread over it and the whole image, each as cut and with two
+variants: the records `augd run` writes for them, small objects pasted onto them.
+
+    .venv/bin/python scripts/make_tiles_preview.py [OUT.png]
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from augd.preview import main as preview  # noqa: E402
+from tests.annotated import Img, Shape, voc_job  # noqa: E402
+
+COLOURS = {"car": (210, 40, 40), "person": (40, 170, 60), "boat": (40, 70, 210)}
+
+
+def scene(i: int) -> Img:
+    import numpy as np
+    rng = np.random.default_rng(i)
+    shapes, taken = [], []
+    while len(shapes) < 30:
+        s = int(rng.integers(14, 48))
+        x, y = int(rng.integers(0, 2000 - s)), int(rng.integers(0, 1500 - s))
+        if all(x + s + 6 <= a or c + 6 <= x or y + s + 6 <= b or d + 6 <= y for a, b, c, d in taken):
+            cls = list(COLOURS)[len(shapes) % 3]
+            shapes.append(Shape(cls, (x, y, x + s, y + s), COLOURS[cls]))
+            taken.append((x, y, x + s, y + s))
+    return Img(f"aerial_{i}.png", 1500, 2000, tuple(shapes), background=(205, 200, 185))
+
+
+def main() -> int:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "tiles.png"
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Path(tmp, "job")
+        voc_job(str(job), [scene(i) for i in range(4)])
+        return preview(["detection-small-objects", str(job / "JPEGImages" / "aerial_0.png"), "--root", str(job),
+                        "--tile", "200", "-n", "2", "-o", str(out)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
