@@ -61,6 +61,9 @@ OP_CASES = {
     "one_of": ({"ops": [{"invert": {}}, {"posterize": {"bits": 1}}]}, None, True),
     "some_of": ({"n": 1, "ops": [{"resize": {"size": [20, 20]}}, {"invert": {}}]}, None, True),
     "sequence": ({"ops": [{"random_rotation": {"degrees": [5, 5]}}, {"invert": {}}]}, None, True),
+    "identity": ({}, None, False),
+    "randaugment": ({"n": 2, "m": 15}, None, False),     # identity may be drawn twice
+    "trivial_augment": ({}, None, False),
 }
 
 
@@ -129,6 +132,9 @@ def test_p1_applies(name):
     for i in range(8):
         out = run([_op(name, p=1.0)], img, relpath=f"img{i}.png")
         changed.append(out.shape != img.shape or not np.array_equal(out, img))
+    if name == "identity":   # its whole point: the policies' "no change", exactly
+        assert not any(changed), changed
+        return
     assert all(changed) if always else any(changed), changed
 
 

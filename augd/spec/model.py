@@ -93,7 +93,7 @@ class OpNode:
 
     def to_dict(self) -> dict:
         body = self.params.model_dump(mode="json")
-        if self.kind is Kind.COMPOSITE:
+        if self.kind is Kind.COMPOSITE and not hasattr(REGISTRY[self.name], "expand"):   # a policy's: its own
             body["ops"] = [c.to_dict() for c in self.children]
         return {self.name: body}
 
@@ -172,6 +172,11 @@ def _parse_op(doc: YamlDoc, raw: Any, loc: tuple) -> OpNode:
     loc = loc + (name,)
     body = {} if body is None else body
     children: tuple[OpNode, ...] = ()
+    if cls.kind is Kind.COMPOSITE and hasattr(cls, "expand"):   # a policy writes its own children
+        if not isinstance(body, dict):
+            raise doc.error(loc, f"parameters of {name} must be a mapping; got {body!r}")
+        params = validate(cls.Params, doc, body, at=loc)
+        return OpNode(name=name, params=params, children=_parse_ops(doc, cls.expand(params), loc + ("(expanded)",)))
     if cls.kind is Kind.COMPOSITE:
         if isinstance(body, list):
             body = {"ops": body}
