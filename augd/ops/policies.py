@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from pydantic import Field
 
 from augd.ops.base import ColourOp, CompositeOp, Kind, OpParams, register_op
@@ -37,7 +38,6 @@ class Identity(ColourOp):
         return x
 
     def affine(self, params, mean):
-        import numpy as np
         return np.eye(3), np.zeros(3)
 
 
