@@ -52,10 +52,12 @@ def test_a_policy_draws_each_of_its_operations_and_the_preview_names_them(policy
                   and d.name not in ("one_of",)]
         seen.update({c.split(":")[0] for c in chosen})
         r = compiled.process(png(img), f"img{v}.png", 1)
-        outputs.add(r.payload[:4096])
+        outputs.add(hash(r.payload))
     names = _leaves(randaugment_ops(20) if "rand" in policy else trivial_augment_ops())
     assert set(seen) <= names and len(seen) >= 10, seen
-    assert len(outputs) >= 60, "different images draw different operations and magnitudes"
+    # RandAugment's magnitude is fixed (its draws: which op, which sign, a shift's or brightness' amount);
+    # TrivialAugment's is drawn from each op's whole range
+    assert len(outputs) >= (25 if "rand" in policy else 80), f"{len(outputs)} different images of 120"
     compiled.close()
 
 

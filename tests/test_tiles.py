@@ -306,7 +306,8 @@ def test_the_preview_of_a_tiled_pipeline_shows_the_tiles_and_the_records_augd_ru
     run_job(str(tmp_path / "job"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
     records = {(r["augd/tile/index"], r["augd/variant"]): r["pixels"] for r in _records(tmp_path / "out" / "job")}
     rows = preview_rows(spec, [str(tmp_path / "job" / "x.png")])
-    assert rows[0].tiles[0].image.shape[:2] == (600, 1300) and "21 tiles of 256×256" in " ".join(rows[0].tiles[0].lines)
+    overview = rows[0].tiles[0]
+    assert overview.image.shape[:2] == (600, 1300) and "21 tiles of 256×256" in " ".join(overview.lines)
     assert len(rows) == 1 + MAX_TILES + 1   # the overview, tiles spread over the image, the whole image
     for row in rows[1:]:
         index = -1 if row.tiles[0].title.startswith("whole") else int(row.tiles[0].title.split()[1])

@@ -41,9 +41,14 @@ class Identity(ColourOp):
         return np.eye(3), np.zeros(3)
 
 
-def _signed(op: str, key: str, value) -> dict:
-    """An op at +value or -value, one of the two (the policies' random sign)."""
-    return {"one_of": {"ops": [{op: {key: value}}, {op: {key: _negated(value)}}]}}
+def _affine(**params) -> dict:
+    """random_affine doing only what `params` say (its own default scale jitter off)."""
+    return {"random_affine": {"scale": [1.0, 1.0], **params}}
+
+
+def _signed(key: str, value) -> dict:
+    """An affine at +value or -value of `key`, one of the two (the policies' random sign)."""
+    return {"one_of": {"ops": [_affine(**{key: value}), _affine(**{key: _negated(value)})]}}
 
 
 def _negated(value):
@@ -66,14 +71,14 @@ def randaugment_ops(m: int) -> list[dict]:
     rotate, shift, enhance = round(30.0 * f, 4), round(150.0 / 331.0 * f, 4), round(0.9 * f, 4)
     return [
         {"identity": {}}, {"autocontrast": {}}, {"equalize": {}},
-        _signed("random_affine", "rotate", [rotate, rotate]),
+        _signed("rotate", [rotate, rotate]),
         {"solarize": {"threshold": int(round(255 * (1.0 - f)))}},
         _factor("random_color", enhance), {"posterize": {"bits": 8 - int(4 * f)}},
         _factor("random_contrast", enhance),
         {"random_brightness": {"max_delta": round(enhance / 2, 4)}},   # tf.image's additive brightness
         _factor("random_sharpness", enhance),
-        _signed("random_affine", "shear", [shear, shear]), _signed("random_affine", "shear_y", [shear, shear]),
-        {"random_affine": {"translate": [shift, 0.0]}}, {"random_affine": {"translate": [0.0, shift]}},
+        _signed("shear", [shear, shear]), _signed("shear_y", [shear, shear]),
+        _affine(translate=[shift, 0.0]), _affine(translate=[0.0, shift]),
     ]
 
 
@@ -85,15 +90,15 @@ def trivial_augment_ops() -> list[dict]:
     shift = round(32.0 / 224.0, 4)
     return [
         {"identity": {}}, {"autocontrast": {}}, {"equalize": {}},
-        {"random_affine": {"rotate": 135.0}},
+        _affine(rotate=135.0),
         {"one_of": {"ops": [{"solarize": {"threshold": t}} for t in range(0, 256, 17)]}},
         {"random_color": {"lower": 0.01, "upper": 1.99}},
         {"one_of": {"ops": [{"posterize": {"bits": b}} for b in range(2, 9)]}},
         {"random_contrast": {"lower": 0.01, "upper": 1.99}},
         {"random_brightness": {"max_delta": 0.495}},                  # tf.image's additive brightness
         {"random_sharpness": {"lower": 0.01, "upper": 1.99}},
-        {"random_affine": {"shear": shear}}, {"random_affine": {"shear_y": shear}},
-        {"random_affine": {"translate": [shift, 0.0]}}, {"random_affine": {"translate": [0.0, shift]}},
+        _affine(shear=shear), _affine(shear_y=shear),
+        _affine(translate=[shift, 0.0]), _affine(translate=[0.0, shift]),
     ]
 
 
