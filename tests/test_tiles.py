@@ -379,3 +379,31 @@ def test_the_preview_of_tiles_with_pasted_objects_shows_the_records_augd_run_wri
             assert np.array_equal(cell.image, records[index, cell.variant]), (index, cell.variant)
             named += any(line.startswith("+ ") for line in cell.lines)   # its partners, named
     assert named >= 2
+
+
+def test_the_daemons_sheet_of_a_tiled_job_shows_its_first_tile_from_that_tiles_plan(tmp_path):
+    """The status page's row (augd/preview/records.py) is drawn from the records: a tiled image's first kept tile,
+    its variants described from the tile's own seed and size."""
+    from augd.engine import Engine
+    from augd.formats import read_header
+    from augd.io import InputImage
+    from augd.job.images import process_images
+    from augd.preview.records import row_from_outcome
+    path = tmp_path / "x.png"
+    cv2.imwrite(str(path), np.random.default_rng(3).integers(0, 255, (300, 500, 3), np.uint8))
+    spec = parse_pipeline("name: t\nvariants: 2\noutput: {format: png}\ntile: {size: 256, overlap: 0.25}\n"
+                          "ops:\n  - random_rotation: {degrees: 10}\n", "t.yaml")
+    data = path.read_bytes()
+    img = InputImage("x.png", str(path), len(data), -1, "", read_header(data))
+    compiled = Engine().compile(spec)
+    outcome, = process_images(compiled, spec, [img])
+    row = row_from_outcome(spec, outcome)
+    assert row.tiles[0].title == "x.png tile 0" and row.tiles[0].image is not None
+    from augd.preview.sheet import format_decisions
+    cells = row.tiles[1:]
+    assert [c.variant for c in cells] == [1, 2]
+    for cell in cells:
+        assert cell.lines == format_decisions(compiled.explain("x.png#tile0", cell.variant, 256, 256))
+    assert any(c.lines != format_decisions(compiled.explain("x.png", c.variant, 300, 500)) for c in cells), \
+        "the whole image's plan would say otherwise"
+    compiled.close()

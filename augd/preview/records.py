@@ -58,11 +58,19 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
         h, w = w, h
     program = Program(spec.ops)
     tiles = [Tile(img.relpath, None, [f"input {size((h, w))}"])]   # dropped below unless v0 was written
+    seed_path, shown = img.relpath, None
     for rec in outcome.records:
         ex = decode_example(rec)
         v = ex["augd/variant"]
         if v > n:
             continue
+        if "augd/tile/index" in ex:   # a tiled job: its first kept tile's records, drawn from that tile's plan
+            if shown is None:
+                shown = _tile_of(spec, ex)
+                seed_path, (h, w) = shown.seed_path(img.relpath), (shown.out_h, shown.out_w)
+                tiles[0] = Tile(f"{img.relpath} tile {shown.index}", None, [f"tile {size((h, w))}"])
+            if ex["augd/tile/index"] != shown.index:
+                continue
         payload = ex.get("image/encoded", ex.get("image/raw", b""))
         if ex["image/format"] == "raw":
             pixels = np.frombuffer(payload, np.uint8).reshape(ex["image/height"], ex["image/width"], 3)
@@ -71,9 +79,9 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
             pixels = None if bgr is None else bgr[:, :, ::-1]
         thumb = None if pixels is None else letterbox(pixels, tile)
         if v == 0:
-            tiles[0] = Tile(img.relpath, thumb, [f"input {size((h, w))}", "v0: written"])
+            tiles[0] = Tile(tiles[0].title, thumb, [*tiles[0].lines, "v0: written"])
         else:
-            lines = format_decisions(program.explain(image_seed(spec.seed, img.relpath, v), h, w))
+            lines = format_decisions(program.explain(image_seed(spec.seed, seed_path, v), h, w))
             tiles.append(Tile(f"v{v}  {size((ex['image/height'], ex['image/width']))}", thumb, lines, variant=v))
     if tiles[0].image is None and len(tiles) > 1:
         # The original is not written (keep_original: false), and the sheet is drawn from the records alone: no
@@ -82,6 +90,14 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
         tiles[0] = Tile(f"{img.relpath}: {tiles[0].title}", tiles[0].image, [*first.lines, *tiles[0].lines],
                         variant=tiles[0].variant)
     return PreviewRow(img.relpath, img.relpath, tiles)
+
+
+def _tile_of(spec, ex: dict):
+    """The augd.spec.tile.Tile a tiled record was cut from, by its keys."""
+    from augd.spec.tile import tiles_of
+    index = ex["augd/tile/index"]
+    return next(t for t in tiles_of(spec.tile, ex["augd/tile/source_height"], ex["augd/tile/source_width"])
+                if t.index == index)
 
 
 def sheet_png(spec, rows: list[PreviewRow], *, variants: int = 3, tile: int = 160) -> bytes:
