@@ -11,10 +11,12 @@ import cv2
 import numpy as np
 import pytest
 
+from augd.defaults import ExecutorKind
 from augd.errors import SpecError
 from augd.io.lite import iter_records
 from augd.io.records import parse_example
 from augd.job import JobOptions, run_job
+from augd.job.executors import traits
 from augd.spec import parse_pipeline
 from augd.spec.tile import TileSpec, tiles_of
 from tests.annotated import Img, Shape, voc_job
@@ -407,3 +409,34 @@ def test_the_daemons_sheet_of_a_tiled_job_shows_its_first_tile_from_that_tiles_p
     assert any(c.lines != format_decisions(compiled.explain("x.png", c.variant, 300, 500)) for c in cells), \
         "the whole image's plan would say otherwise"
     compiled.close()
+
+
+@pytest.fixture(scope="module")
+def tiled_threads(tmp_path_factory):
+    """A tiled detection job with small objects pasted onto its tiles, run on threads: (job folder, spec, shard
+    bytes by name, manifest)."""
+    root = tmp_path_factory.mktemp("tiled-executors")
+    _scenes(root / "voc", seed=7)
+    spec = parse_pipeline(_pipeline("{size: 320, overlap: 0.2, empty: 0.5, full_image: 256}",
+                                    "  - copy_paste: {objects: [1, 2], size: small, copies: [1, 2], place: free}\n"
+                                    + OPS, variants=2), "tiles.yaml")
+    run_job(str(root / "voc"), spec, str(root / "threads"), JobOptions(workers=2, executor="threads"))
+    out = root / "threads" / "voc"
+    return root / "voc", spec, {p.name: p.read_bytes() for p in out.glob("*.tfrecord*")}, \
+        json.loads((out / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("kind", [k.value for k in ExecutorKind
+                                  if k.value not in ("auto", "threads")])
+def test_every_executor_writes_a_tiled_jobs_bytes(tiled_threads, tmp_path, kind):
+    """Seeds per tile: the tiles, their variants and the objects pasted onto them are the same on every executor
+    (the registry's: an executor added to ExecutorKind runs here too)."""
+    why = traits(kind).missing(kind)
+    if why:
+        pytest.skip(why)
+    job, spec, shards, manifest = tiled_threads
+    run_job(str(job), spec, str(tmp_path), JobOptions(workers=2, executor=kind))
+    out = tmp_path / "voc"
+    assert {p.name: p.read_bytes() for p in out.glob("*.tfrecord*")} == shards
+    got = json.loads((out / "manifest.json").read_text())
+    assert (got["tiles"], got["annotations"]) == (manifest["tiles"], manifest["annotations"])
