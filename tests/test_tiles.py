@@ -440,3 +440,16 @@ def test_every_executor_writes_a_tiled_jobs_bytes(tiled_threads, tmp_path, kind)
     assert {p.name: p.read_bytes() for p in out.glob("*.tfrecord*")} == shards
     got = json.loads((out / "manifest.json").read_text())
     assert (got["tiles"], got["annotations"]) == (manifest["tiles"], manifest["annotations"])
+
+
+def test_an_image_none_of_whose_tiles_is_kept_is_listed_as_a_negative_with_the_reason(tmp_path):
+    imgs = [Img("full.png", 300, 400, (Shape("red", (40, 40, 80, 80), COLOURS["red"]),)), Img("empty.png", 300, 400)]
+    voc_job(str(tmp_path / "voc"), imgs)
+    spec = parse_pipeline(_pipeline("{size: 256, overlap: 0.2, empty: 0}"), "tiles.yaml")
+    res = run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    (gone,) = res.report.inputs.rejected_files
+    assert (gone.relpath, gone.reason) == ("JPEGImages/empty.png", "negative")
+    assert "none of its 4 tiles holds an object" in gone.message and "tile.empty (0" in gone.message
+    m = json.loads((tmp_path / "out" / "voc" / "manifest.json").read_text())
+    assert (m["tiles"]["tiles"], m["tiles"]["kept"], m["tiles"]["empty"], m["tiles"]["empty_kept"]) == (8, 2, 6, 0)
+    assert m["records"]["written"] == 2 * 2   # its 2 kept tiles, each as cut and augmented once

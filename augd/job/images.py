@@ -207,6 +207,11 @@ def _tiles(spec: PipelineSpec, img: InputImage, data: bytes, detection: Detectio
         return None, None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
             img.relpath, RejectReason.BAD_ANNOTATION, str(exc)))
     cut = cut_tiles(spec, img, data, objects)
+    if cut is not None and not cut.parts:
+        return None, None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+            img.relpath, RejectReason.NEGATIVE, f"none of its {cut.counts.tiles} tiles holds an object, and "
+            f"tile.empty ({spec.tile.empty:g}: the share of empty tiles kept) kept none of them; raise it to keep "
+            f"more negatives"), tiles=cut.counts)
     if cut is None:
         return None, None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
             img.relpath, RejectReason.UNDECODABLE, f"OpenCV cannot decode this {img.header.format} image, or decodes "

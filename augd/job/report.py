@@ -392,8 +392,8 @@ class Tally:
                 self.negatives += res.objects.negative
                 self.points_in += res.objects.points_in
                 self.points_out += res.objects.points_out
-            if res.tiles is not None:
-                self.tiles.update(vars(res.tiles))
+        if res.tiles is not None:   # a negative whose tiles were all dropped counts its tiles too
+            self.tiles.update(vars(res.tiles))
         for k, v in res.stage_seconds.items():
             self.stages[k] += v
         p.done += 1
