@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate docs/tiles.png: `augd preview` of the shipped detection-small-objects pipeline on a synthetic
+"""Regenerate docs/tiles.jpg: `augd preview` of the shipped detection-small-objects pipeline on a synthetic
 2000x1500 scene of small squares (a VOC job made here, its own images the partners: --root), so the sheet shows
 the image with its tiles outlined, then tiles spread over it and the whole image, each as cut and with two
 variants: the records `augd run` writes for them, small objects pasted onto them.
@@ -36,10 +36,18 @@ def scene(i: int) -> Img:
 
 
 def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "tiles.png"
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "tiles.jpg"
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(tmp, "job")
         voc_job(str(job), [scene(i) for i in range(4)])
+        for path in (job / "JPEGImages").glob("*.png"):   # ground-like texture: equalize and friends act as on photos
+            import cv2
+            import numpy as np
+            img = cv2.imread(str(path)).astype(np.float32)
+            yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]].astype(np.float32)
+            shade = 18 * np.sin(xx / 170.0)[..., None] * np.cos(yy / 230.0)[..., None]
+            noise = np.random.default_rng(len(str(path))).normal(0, 7, img.shape)
+            cv2.imwrite(str(path), np.clip(img + shade + noise, 0, 255).astype(np.uint8))
         return preview(["detection-small-objects", str(job / "JPEGImages" / "aerial_0.png"), "--root", str(job),
                         "--tile", "200", "-n", "2", "-o", str(out)])
 
