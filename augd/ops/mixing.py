@@ -139,8 +139,7 @@ class CopyPaste(PartnerOp):
     set pastes box crops), scaled and placed at random (Ghiasi et al., CVPR 2021). Detection jobs only. For small
     objects (Kisantal et al. 2019: +7.1 % relative AP on COCO's small ones): `size` picks objects of a size,
     `copies` pastes each several times, `place: free` only where no object of the image is hidden."""
-    example = ("- copy_paste: {objects: [1, 3], scale: [0.5, 1.5], partners: rare}\n"
-               "- copy_paste: {objects: [2, 4], size: small, copies: [2, 4], place: free, scale: [0.8, 1.25]}")
+    example = "- copy_paste: {objects: [1, 3], size: small, copies: [1, 3], place: free, partners: rare}"
     needs_boxes = True
 
     class Params(PartnerParams):
