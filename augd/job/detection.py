@@ -118,14 +118,18 @@ def _check_labels(ann: Annotation, img: InputImage, label_map) -> None:
 class ImageObjects:
     """One image's annotation and the objects each of its variants' records carry."""
 
-    def __init__(self, det: Detection, img: InputImage, ann: Annotation):
+    def __init__(self, det: Detection, img: InputImage, ann: Annotation, *, size: tuple[int, int] | None = None,
+                 mask=None):
+        """`size` and `mask` (its semantic mask's pixels): a tile's, given (of_tile); else the image's own, its
+        mask read from the annotation's file."""
         self.det, self.img, self.ann = det, img, ann
-        self.h, self.w = upright(img)
-        self.mask = None if ann.mask is None else read_mask(ann.mask, (self.h, self.w), ann.source or ann.mask,
-                                                            max_pixels=det.max_pixels)
+        self.h, self.w = size or upright(img)
+        self.mask = mask if mask is not None else None if ann.mask is None else read_mask(
+            ann.mask, (self.h, self.w), ann.source or ann.mask, max_pixels=det.max_pixels)
         self.instances = any(o.polygons or o.rle for o in ann.objects)
         self.out: collections.Counter = collections.Counter()
         self.dropped: collections.Counter = collections.Counter()   # by reason (targets.DROP_REASONS)
+        self.cut: collections.Counter = collections.Counter()       # a tile's: what its edge cut off, by reason
         self.points_out = 0
 
     def variant(self, spec: PipelineSpec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
@@ -171,12 +175,9 @@ class ImageObjects:
                                   min_keypoints=s.value("min_keypoints"), size=(self.h, self.w),
                                   box_rotation=s.value("box_rotation"), rotation=kp.rotation if kp else None)
         ann = Annotation(ann.objects, None, self.ann.source or self.img.relpath)
-        child = ImageObjects.__new__(ImageObjects)
-        child.det = dataclasses.replace(self.det, annotations=collections.ChainMap({image.relpath: ann},
-                                                                                   self.det.annotations))
-        child.img, child.ann, child.h, child.w, child.mask = image, ann, tile.out_h, tile.out_w, seg
-        child.instances = any(o.polygons or o.rle for o in ann.objects)
-        child.out, child.dropped, child.points_out = collections.Counter(), collections.Counter(), 0
+        det = dataclasses.replace(self.det, annotations=collections.ChainMap({image.relpath: ann},
+                                                                             self.det.annotations))
+        child = ImageObjects(det, image, ann, size=(tile.out_h, tile.out_w), mask=seg)
         child.cut = cut
         return child
 
