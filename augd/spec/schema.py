@@ -14,7 +14,7 @@ def pipeline_schema() -> dict:
         cls = REGISTRY[name]
         params = cls.Params.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(params.pop("$defs", {}))
-        if cls.kind is Kind.COMPOSITE:
+        if cls.kind is Kind.COMPOSITE and not hasattr(cls, "expand"):   # a policy writes its own children
             params.setdefault("properties", {})["ops"] = {"type": "array", "items": {"$ref": "#/$defs/op"}}
             params["required"] = ["ops"]
             body = {"anyOf": [params, {"type": "array", "items": {"$ref": "#/$defs/op"}}]}
