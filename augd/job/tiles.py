@@ -33,11 +33,6 @@ class TilePart:
     data: bytes
     objects: object = None
 
-    @property
-    def boxes(self) -> tuple:
-        """Its objects' boxes in its pixels: what box-aware ops draw from."""
-        return self.objects.det.boxes(self.image) if self.objects is not None else ()
-
 
 @dataclass(frozen=True)
 class Cut:

@@ -136,11 +136,8 @@ def tiles_of(spec: TileSpec, h: int, w: int) -> tuple[Tile, ...]:
     return tuple(out)
 
 
-def tiles_of_header(spec: TileSpec | None, height: int, width: int, orientation: int = 1) -> tuple[Tile, ...]:
-    """tiles_of for an image as its header gives it (EXIF orientations 5-8 swap the stored sides); no `tile:`:
-    the whole image as one tile. What batching, memory and the cost model count; the job cuts from the decoded
-    size."""
+def tiles_of_header(spec: TileSpec, height: int, width: int, orientation: int = 1) -> tuple[Tile, ...]:
+    """tiles_of for an image as its header gives it (EXIF orientations 5-8 swap the stored sides): what batching,
+    memory and the cost model count; the job cuts from the decoded size."""
     h, w = (width, height) if orientation in (5, 6, 7, 8) else (height, width)
-    if spec is None:
-        return (Tile(0, 0, 0, w, h, h, w),)
     return tiles_of(spec, max(1, h), max(1, w))
