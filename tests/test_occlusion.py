@@ -121,6 +121,19 @@ def test_a_one_pixel_remnant_beside_a_patch_does_not_count_and_a_wholly_erased_o
     assert uncover(Annotation(objects=(a,)), hidden, 0.3, 3)[1] == {"covered": 1}, "25 of 100 rows show: under 0.3"
 
 
+@pytest.mark.parametrize("min_size", [2, 3, 4])
+def test_what_shows_beside_a_cover_keeps_its_place_at_every_min_size(min_size):
+    """The thin-remnant rule's opening keeps what it keeps where it is: an even square (min_size 2, the default)
+    once moved the kept part one pixel right and down, so a box cut by a strip lost a row and a column it shows."""
+    obj = Object("a", (72.0, 77.0, 112.0, 109.0))
+    for strip, want in (((100.0, 77.0, 112.0, 109.0), (72.0, 77.0, 100.0, 109.0)),
+                        ((72.0, 77.0, 84.0, 109.0), (84.0, 77.0, 112.0, 109.0)),
+                        ((72.0, 97.0, 112.0, 109.0), (72.0, 77.0, 112.0, 97.0))):
+        out, _, _ = transform(Annotation(objects=(obj,)), [], covers=((0, strip),), size=(160, 240),
+                              min_size=min_size)
+        assert out.objects[0].box == want, (min_size, strip, out.objects[0].box)
+
+
 def test_black_patches_are_the_od_apis_squares_and_the_plan_knows_each_one():
     """random_black_patches as the OD API draws them: squares of side int(ratio x the shorter side), each there
     with `probability`, wholly inside the image; the plan's covers are exactly the black pixels the graph wrote."""

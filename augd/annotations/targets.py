@@ -371,8 +371,12 @@ def _opened(visible: np.ndarray, min_size: float) -> np.ndarray:
     if k < 2 or not visible.any():
         return visible
     import cv2
-    return cv2.morphologyEx(visible.astype(np.uint8), cv2.MORPH_OPEN, np.ones((k, k), np.uint8),
-                            borderType=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
+    # An erosion and a dilation whose anchors mirror each other: cv2.morphologyEx's opening by an even square
+    # anchors both at its centre and moves what it keeps one pixel right and down.
+    square, a = np.ones((k, k), np.uint8), k // 2
+    kept = cv2.erode(visible.astype(np.uint8), square, anchor=(a, a), borderType=cv2.BORDER_CONSTANT, borderValue=0)
+    return cv2.dilate(kept, square, anchor=(k - 1 - a, k - 1 - a), borderType=cv2.BORDER_CONSTANT,
+                      borderValue=0).astype(bool)
 
 
 def _uncovered(obj: Object, hidden: np.ndarray, min_visibility: float, min_size: float = 1.0,
