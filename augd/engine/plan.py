@@ -101,7 +101,7 @@ class Seeded:
     @classmethod
     def at(cls, i: int, f: int, op: SeededOp, geo_before: int) -> tuple[Seeded, int, int]:
         """The step whose ints start at i and floats at f, and the ints and floats it takes."""
-        n = 4 * op.holes() if op.covers else 0
+        n = op.region_size() if op.covers or op.uses_boxes else 0
         return cls(op, i, slice(i + 1, i + 3), slice(f, f + n) if n else None, geo_before), 3, n
 
 
@@ -129,6 +129,7 @@ class Decision:
     in_size: tuple = ()                # geometry: the (h, w) it was drawn for
     out_size: tuple = ()               # geometry: the (h, w) it gives when applied
     chosen: tuple = ()                 # composites: the names of the children chosen, in order
+    picked: tuple = ()                 # composites: their indices among its children
     mix: object = None                 # partner ops: the augd.ops.base.Mix drawn
     partners: tuple = ()               # partner ops: the partners' relative paths, in placement order
 
@@ -149,7 +150,8 @@ class Program:
         self.tree = [leaf for n in nodes if (leaf := self._add(n)) is not None]
         self.leads_with_geometry = bool(self.steps) and isinstance(self.steps[0], Geo)
         #: some op draws from the image's boxes: plan() then needs them (detection jobs pass them)
-        self.uses_boxes = any(isinstance(leaf.op, GeometryOp) and leaf.op.uses_boxes for leaf in _leaves(self.tree))
+        self.uses_boxes = any(isinstance(leaf.op, (GeometryOp, SeededOp)) and leaf.op.uses_boxes
+                              for leaf in _leaves(self.tree))
 
     def _add(self, node: OpNode) -> _Leaf | None:
         """The one dispatch on an op's contract: where its per-image values live and which step runs it."""
@@ -215,9 +217,7 @@ class Program:
         if covers is not None:
             for s in self.steps:
                 if isinstance(s, Seeded) and s.region is not None and ints[s.on]:
-                    rects = floats[s.region].reshape(-1, 4)
-                    covers.extend((s.geo_before, tuple(float(v) for v in r)) for r in rects
-                                  if r[2] > r[0] and r[3] > r[1])   # a hole left out is all zeros
+                    covers.extend((s.geo_before, r) for r in s.op.hidden(floats[s.region]))
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:
@@ -297,7 +297,7 @@ class Program:
                 ints[step.on] = on
                 ints[step.seed] = tf_seed(rng)
                 if step.region is not None:   # drawn for the canvas the graph's op will see
-                    floats[step.region] = leaf.op.region(rng, int(round(size[0])), int(round(size[1])))
+                    floats[step.region] = _region(leaf.op, rng, size, boxes, on)
 
     # ---- description (read-only) ----
 
@@ -327,7 +327,8 @@ class Program:
             if leaf.children:
                 picks = leaf.op.choose(rng, len(leaf.children))
                 chosen = tuple(c.name for c, k in zip(leaf.node.children, picks) if k)
-                out.append(Decision(name, params, depth, active, on, chosen=chosen))
+                out.append(Decision(name, params, depth, active, on, chosen=chosen,
+                                    picked=tuple(k for k, pick in enumerate(picks) if pick)))
                 for child, pick in zip(leaf.children, picks):
                     self._explain((child,), depth + 1, on and pick, rng, floats, ints, geo, size, out, boxes)
                 continue
@@ -351,7 +352,7 @@ class Program:
                 drawn = tuple(tf_seed(rng))   # the stateless seed of a graph-side draw
                 values = tuple(int(v) for v in ints[slot.seed])
                 if slot.region is not None:
-                    region = tuple(float(v) for v in leaf.op.region(rng, int(round(size[0])), int(round(size[1]))))
+                    region = tuple(float(v) for v in _region(leaf.op, rng, size, boxes, on))
                     if region != tuple(float(v) for v in floats[slot.region]):
                         raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
             if drawn != values or bool(ints[slot.on]) != on:
@@ -402,6 +403,12 @@ def _sample(op: GeometryOp, rng, size, boxes):
     if op.uses_source:
         extra["source"] = (size[2], size[3])
     return op.sample(rng, size[0], size[1], **extra)
+
+
+def _region(op: SeededOp, rng, size, boxes, on: bool):
+    """op.region for the current (h, w); an op acting inside boxes also gets them (None where it does not apply)."""
+    extra = {"boxes": boxes[0] if on and boxes is not None else None} if op.uses_boxes else {}
+    return op.region(rng, int(round(size[0])), int(round(size[1])), **extra)
 
 
 def _clip(boxes: np.ndarray, h: float, w: float) -> np.ndarray:

@@ -29,6 +29,7 @@ from augd.io import InputImage, RejectedInput, is_url
 from augd.job.mixing import placement_steps, upright
 from augd.job.report import ObjectCounts
 from augd.labels import LabelMapError
+from augd.ops.boxes import InBoxes
 from augd.ops.sampling import image_seed
 from augd.spec import Annotations, PipelineSpec
 
@@ -358,7 +359,35 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
                         reason=FailureReason.BAD_LABELS) from None
     if layout is None:
         return None
+    _refuse_moves_inside_boxes(layout, spec, input_dir)
     return Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
+
+
+def _moving_inside_boxes(nodes) -> list[str]:
+    """The in_boxes operations of a chain (its policies' and composites' children too) that move pixels."""
+    out = []
+    for node in nodes:
+        if node.name == "in_boxes" and node.params.p > 0 and InBoxes(node.params).moves_pixels:
+            out.append(node.params.op)
+        out += _moving_inside_boxes(node.children)
+    return out
+
+
+def _refuse_moves_inside_boxes(layout, spec: PipelineSpec, where: str) -> None:
+    """JobFailed (bad_pipeline) when the chain moves pixels inside boxes (in_boxes: rotate, shear, translate, flip)
+    and the annotations have masks or keypoints, which such a move leaves where they were."""
+    moving = _moving_inside_boxes(spec.ops)
+    if not moving:
+        return
+    has = next((f"{rel} has {what}" for rel, ann in sorted(layout.annotations.items()) for what in (
+        "a semantic mask" if ann.mask is not None else None,
+        next(("instance masks" for o in ann.objects if o.polygons or o.rle is not None), None),
+        next(("keypoints" for o in ann.objects if o.keypoints), None)) if what), None)
+    if has:
+        raise JobFailed(f"{where}: in_boxes {', '.join(sorted(set(moving)))} moves the pixels inside each box but not "
+                        f"the masks or keypoints, and {has}: drop it (autoaugment v2 and v3 do not move pixels "
+                        f"inside boxes; in_boxes equalize and solarize do not either), or its masks and keypoints",
+                        reason=FailureReason.BAD_PIPELINE)
 
 
 def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=frozenset()):
@@ -391,6 +420,7 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
     if job.layout is None:
         return job.scan, None, job.scratch
     layout = job.layout
+    _refuse_moves_inside_boxes(layout, spec, input_dir)
     detection = Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
     return job.scan, detection, job.scratch
 

@@ -1,8 +1,8 @@
 """The op library. Importing it registers every op; TensorFlow loads only when a graph is traced."""
 from augd.ops.base import (REGISTRY, ColourOp, CompositeOp, Domain, GeometryOp, Kind, Mix, Op, OpParams, PartnerOp,
                            Placement, SeededOp, register_op)
-from augd.ops import (colour, compose, enhance, filters, geometry, jitter, mixing, pads,  # noqa: F401 (registration)
-                      perspective, pixel, policies)
+from augd.ops import (boxes, colour, compose, enhance, filters, geometry, jitter, mixing,  # noqa: F401 (registration)
+                      pads, perspective, pixel, policies)
 
 __all__ = ["REGISTRY", "ColourOp", "CompositeOp", "Domain", "GeometryOp", "Kind", "Mix", "Op", "OpParams", "PartnerOp",
            "Placement", "SeededOp",

@@ -234,14 +234,29 @@ class SeededOp(Op):
         for TF's stateless kernels."""
         raise NotImplementedError
 
+    #: True: region() is called as region(rng, h, w, boxes=...), the image's boxes as the chain before it moved
+    #: them, (N, 4) float64 (xmin, ymin, xmax, ymax) in pixel edges of its input, or None (no boxes, or the op does
+    #: not apply); ops acting inside boxes (augd.ops.boxes). Implies covers (its values reach apply()).
+    uses_boxes: ClassVar[bool] = False
+
     def holes(self) -> int:
         """How many rectangles region() draws (covers=True only): its plan's slots, 4 floats each."""
         return 1
+
+    def region_size(self) -> int:
+        """How many floats region() returns: 4 per hole, unless the op lays out more."""
+        return 4 * self.holes()
 
     def region(self, rng, h: int, w: int) -> tuple[float, ...]:
         """The rectangles this image's op covers, in whole pixels of its h x w input (covers=True only): holes()
         times (x0, y0, x1, y1), zeros for a hole it leaves out."""
         raise NotImplementedError
+
+    def hidden(self, values) -> list[tuple[float, float, float, float]]:
+        """The rectangles of region()'s `values` whose pixels this op overwrites: what the annotations lose by the
+        occlusion rule. Its holes, the empty ones (all zeros) left out."""
+        rects = np.asarray(values, np.float64).reshape(-1, 4)
+        return [tuple(float(v) for v in r) for r in rects if r[2] > r[0] and r[3] > r[1]]
 
     def describe(self, drawn) -> list[str]:
         # Its random values are drawn in the graph from a stateless seed: the plan knows only that it applied.

@@ -49,6 +49,33 @@ class RandomColor(ColourOp):
         return _np_clip(cv2.addWeighted(x, f, grey, 1.0 - f, 0.0, dst=x))
 
 
+@register_op("random_brightness_scale", Kind.COLOUR)
+class RandomBrightnessScale(ColourOp):
+    """Multiply every value by a factor in [lower, upper]: 0 black, 1 unchanged (PIL.ImageEnhance.Brightness;
+    AutoAugment's Brightness). random_brightness adds instead, as tf.image does."""
+    class Params(FactorRange):
+        pass
+
+    label = "brightness"
+    n_params = 1
+
+    def describe(self, drawn):
+        return [f"{self.label} ×{drawn.values[0]:.2f}"]
+
+    def draw(self, rng):
+        return (uniform(rng, self.params.lower, self.params.upper),)
+
+    def apply_tf(self, image, params):
+        return _clip(image * params[0])
+
+    def affine(self, params, mean):
+        return params[0] * np.eye(3), _ZERO3
+
+    def apply_np(self, x, params):
+        x *= np.float32(params[0])
+        return _np_clip(x)
+
+
 @register_op("random_sharpness", Kind.COLOUR)
 class RandomSharpness(ColourOp):
     """Blend with a smoothed copy by a factor in [lower, upper]: 0 smoothed, 1 unchanged, above 1 sharper

@@ -143,6 +143,10 @@ class RandomRotation90(GeometryOp):
         return [self.label]
 
 
+#: random_affine's parameters added after its first form: drawn last and serialized only when set
+_LATER_AFFINE = ("shear_y", "shift_x", "shift_y")
+
+
 @register_op("random_affine", Kind.GEOMETRY)
 class RandomAffine(GeometryOp):
     """Scale, shear, rotate and translate about the centre in one matrix; size kept."""
@@ -156,14 +160,19 @@ class RandomAffine(GeometryOp):
         shear_y: range_of(-80.0, 80.0, symmetric=True) = Field((0.0, 0.0), description="y shear angle range, "
                                                                                        "degrees")
         rotate: range_of(-360.0, 360.0, symmetric=True) = Field((0.0, 0.0), description="angle range, degrees")
+        shift_x: range_of(-8192.0, 8192.0, symmetric=True) = Field((0.0, 0.0), description="x shift range in "
+                                                                   "pixels, added to translate's ([v, v]: exactly v)")
+        shift_y: range_of(-8192.0, 8192.0, symmetric=True) = Field((0.0, 0.0), description="y shift range in "
+                                                                   "pixels, added to translate's")
         fill: Fill = fill_field()
 
         @model_serializer(mode="wrap")
         def _without_default(self, handler):
-            # absent when unset: a pipeline without it keeps its serialized form and sha256
+            # absent when unset: a pipeline without them keeps its serialized form and sha256
             out = handler(self)
-            if tuple(self.shear_y) == (0.0, 0.0):
-                out.pop("shear_y", None)
+            for key in _LATER_AFFINE:
+                if tuple(getattr(self, key)) == (0.0, 0.0):
+                    out.pop(key, None)
             return out
 
     @property
@@ -177,8 +186,10 @@ class RandomAffine(GeometryOp):
         rot = uniform(rng, *pr.rotate) * (math.pi / 180.0)
         tx = uniform(rng, -pr.translate[0], pr.translate[0]) * w
         ty = uniform(rng, -pr.translate[1], pr.translate[1]) * h
-        # drawn last and only when set: a chain without shear_y draws what it always drew
+        # drawn last and only when set: a chain without them draws what it always drew
         shy = math.tan(uniform(rng, *pr.shear_y) * (math.pi / 180.0)) if tuple(pr.shear_y) != (0.0, 0.0) else 0.0
+        tx += uniform(rng, *pr.shift_x) if tuple(pr.shift_x) != (0.0, 0.0) else 0.0
+        ty += uniform(rng, *pr.shift_y) if tuple(pr.shift_y) != (0.0, 0.0) else 0.0
         fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, 0, 0], [shy, 1, 0], [0, 0, 1]])
                                                @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
                                                @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)
@@ -204,7 +215,8 @@ class RandomAffine(GeometryOp):
         centre = np.array([(iw - 1.0) / 2.0, (ih - 1.0) / 2.0])
         tx, ty = fwd[:2, 2] - centre + a @ centre
         out = [f"{self.label} ×{scale:.2f} rot {signed(math.degrees(rot), 1)}°"]
-        if tuple(pr.shear) != (0.0, 0.0) or tuple(pr.translate) != (0.0, 0.0) or tuple(pr.shear_y) != (0.0, 0.0):
+        if (tuple(pr.shear), tuple(pr.translate)) != ((0.0, 0.0), (0.0, 0.0)) or any(
+                tuple(getattr(pr, key)) != (0.0, 0.0) for key in _LATER_AFFINE):
             y = f",{signed(math.degrees(math.atan(shy)), 1)}°" if tuple(pr.shear_y) != (0.0, 0.0) else ""
             out.append(f"  shear {signed(math.degrees(math.atan(shx)), 1)}°{y} shift {signed(tx, 0)},{signed(ty, 0)}")
         return out

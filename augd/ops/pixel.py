@@ -198,6 +198,7 @@ def _in_holes(image, region):
     (x1 <= x0) none."""
     shape = tf.shape(image)
     rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])
+    rects = tf.boolean_mask(rects, rects[:, 2] > rects[:, 0])   # only the drawn ones: one H x W plane each
     ys = tf.range(tf.cast(shape[0], tf.float32))[:, None, None]
     xs = tf.range(tf.cast(shape[1], tf.float32))[None, :, None]
     return tf.reduce_any((ys >= rects[:, 1]) & (ys < rects[:, 3]) & (xs >= rects[:, 0]) & (xs < rects[:, 2]),

@@ -1,5 +1,6 @@
-"""Learned and searched-free augmentation policies over augd's ops: `randaugment: {n, m}` (Cubuk et al. 2020) and
-`trivial_augment: {}` (Müller & Hutter 2021), and `identity`, the no-op both draw among.
+"""Learned and search-free augmentation policies over augd's ops: `autoaugment: {policy: v0-v3}` (AutoAugment for
+detection, Zoph et al. 2019), `randaugment: {n, m}` (Cubuk et al. 2020) and `trivial_augment: {}` (Müller & Hutter
+2021), and `identity`, the no-op RandAugment and TrivialAugment draw among.
 
 A policy is a composite whose children it writes itself from its parameters (`expand`): the spec parses them as
 if they were in the YAML, so they are ordinary ops, fused and box-aware as ever (rotations, shears and shifts move
@@ -10,13 +11,14 @@ writes which ones each variant drew. The ops and magnitudes are torchvision's (`
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
 from augd.ops.base import ColourOp, CompositeOp, Kind, OpParams, register_op
 
-__all__ = ["Identity", "RandAugment", "TrivialAugment"]
+__all__ = ["AUTOAUGMENT", "AutoAugment", "Identity", "RandAugment", "TrivialAugment"]
 
 #: torchvision's magnitude bins (0 .. 30): RandAugment's m is one of them
 BINS = 30
@@ -142,3 +144,153 @@ class TrivialAugment(CompositeOp):
 
     def describe(self, drawn):
         return [f"{self.label} → {', '.join(drawn.chosen) if drawn.chosen else 'nothing'}"]
+
+
+#: AutoAugment's detection policies (the OD API's autoaugment_utils.py, policy_v0 .. policy_v3): sub-policies of
+#: (operation, probability, level 0-10), one sub-policy drawn per image, its operations applied in order
+AUTOAUGMENT = {
+    "v0": [
+        [("TranslateX_BBox", 0.6, 4), ("Equalize", 0.8, 10)],
+        [("TranslateY_Only_BBoxes", 0.2, 2), ("Cutout", 0.8, 8)],
+        [("Sharpness", 0.0, 8), ("ShearX_BBox", 0.4, 0)],
+        [("ShearY_BBox", 1.0, 2), ("TranslateY_Only_BBoxes", 0.6, 6)],
+        [("Rotate_BBox", 0.6, 10), ("Color", 1.0, 6)],
+    ],
+    "v2": [
+        [("Color", 0.0, 6), ("Cutout", 0.6, 8), ("Sharpness", 0.4, 8)],
+        [("Rotate_BBox", 0.4, 8), ("Sharpness", 0.4, 2), ("Rotate_BBox", 0.8, 10)],
+        [("TranslateY_BBox", 1.0, 8), ("AutoContrast", 0.8, 2)],
+        [("AutoContrast", 0.4, 6), ("ShearX_BBox", 0.8, 8), ("Brightness", 0.0, 10)],
+        [("SolarizeAdd", 0.2, 6), ("Contrast", 0.0, 10), ("AutoContrast", 0.6, 0)],
+        [("Cutout", 0.2, 0), ("Solarize", 0.8, 8), ("Color", 1.0, 4)],
+        [("TranslateY_BBox", 0.0, 4), ("Equalize", 0.6, 8), ("Solarize", 0.0, 10)],
+        [("TranslateY_BBox", 0.2, 2), ("ShearY_BBox", 0.8, 8), ("Rotate_BBox", 0.8, 8)],
+        [("Cutout", 0.8, 8), ("Brightness", 0.8, 8), ("Cutout", 0.2, 2)],
+        [("Color", 0.8, 4), ("TranslateY_BBox", 1.0, 6), ("Rotate_BBox", 0.6, 6)],
+        [("Rotate_BBox", 0.6, 10), ("BBox_Cutout", 1.0, 4), ("Cutout", 0.2, 8)],
+        [("Rotate_BBox", 0.0, 0), ("Equalize", 0.6, 6), ("ShearY_BBox", 0.6, 8)],
+        [("Brightness", 0.8, 8), ("AutoContrast", 0.4, 2), ("Brightness", 0.2, 2)],
+        [("TranslateY_BBox", 0.4, 8), ("Solarize", 0.4, 6), ("SolarizeAdd", 0.2, 10)],
+        [("Contrast", 1.0, 10), ("SolarizeAdd", 0.2, 8), ("Equalize", 0.2, 4)],
+    ],
+    "v3": [
+        [("Posterize", 0.8, 2), ("TranslateX_BBox", 1.0, 8)],
+        [("BBox_Cutout", 0.2, 10), ("Sharpness", 1.0, 8)],
+        [("Rotate_BBox", 0.6, 8), ("Rotate_BBox", 0.8, 10)],
+        [("Equalize", 0.8, 10), ("AutoContrast", 0.2, 10)],
+        [("SolarizeAdd", 0.2, 2), ("TranslateY_BBox", 0.2, 8)],
+        [("Sharpness", 0.0, 2), ("Color", 0.4, 8)],
+        [("Equalize", 1.0, 8), ("TranslateY_BBox", 1.0, 8)],
+        [("Posterize", 0.6, 2), ("Rotate_BBox", 0.0, 10)],
+        [("AutoContrast", 0.6, 0), ("Rotate_BBox", 1.0, 6)],
+        [("Equalize", 0.0, 4), ("Cutout", 0.8, 10)],
+        [("Brightness", 1.0, 2), ("TranslateY_BBox", 1.0, 6)],
+        [("Contrast", 0.0, 2), ("ShearY_BBox", 0.8, 0)],
+        [("AutoContrast", 0.8, 10), ("Contrast", 0.2, 10)],
+        [("Rotate_BBox", 1.0, 10), ("Cutout", 1.0, 10)],
+        [("SolarizeAdd", 0.8, 6), ("Equalize", 0.8, 8)],
+    ],
+}
+AUTOAUGMENT["v1"] = AUTOAUGMENT["v0"] + [
+    [("Color", 0.0, 0), ("ShearX_Only_BBoxes", 0.8, 4)],
+    [("ShearY_Only_BBoxes", 0.8, 2), ("Flip_Only_BBoxes", 0.0, 10)],
+    [("Equalize", 0.6, 10), ("TranslateX_BBox", 0.2, 2)],
+    [("Color", 1.0, 10), ("TranslateY_Only_BBoxes", 0.4, 6)],
+    [("Rotate_BBox", 0.8, 10), ("Contrast", 0.0, 10)],
+    [("Cutout", 0.2, 2), ("Brightness", 0.8, 10)],
+    [("Color", 1.0, 6), ("Equalize", 1.0, 2)],
+    [("Cutout_Only_BBoxes", 0.4, 6), ("TranslateY_Only_BBoxes", 0.8, 2)],
+    [("Color", 0.2, 8), ("Rotate_BBox", 0.8, 10)],
+    [("Sharpness", 0.4, 4), ("TranslateY_Only_BBoxes", 0.0, 4)],
+    [("Sharpness", 1.0, 4), ("SolarizeAdd", 0.4, 4)],
+    [("Rotate_BBox", 1.0, 8), ("Sharpness", 0.2, 8)],
+    [("ShearY_BBox", 0.6, 10), ("Equalize_Only_BBoxes", 0.6, 8)],
+    [("ShearX_BBox", 0.2, 6), ("TranslateY_Only_BBoxes", 0.2, 10)],
+    [("SolarizeAdd", 0.6, 8), ("Brightness", 0.8, 10)],
+]
+
+#: the OD API's hyperparameters (its autoaugment hparams): pixels and fractions at level 10
+_TRANSLATE, _CUTOUT, _TRANSLATE_BOX, _CUTOUT_BOX, _CUTOUT_FRACTION = 250, 100, 120, 50, 0.75
+_GREY = 128   # what the OD API's moves and holes leave: replace = [128, 128, 128]
+_LEVELS = 10.0
+
+
+def _grey_affine(key: str, v: float) -> list[dict]:
+    return [{"random_affine": {"scale": [1.0, 1.0], key: [v, v], "fill": _GREY}},
+            {"random_affine": {"scale": [1.0, 1.0], key: [-v, -v], "fill": _GREY}}]
+
+
+def autoaugment_op(name: str, prob: float, level: int) -> dict:
+    """One operation of an AutoAugment sub-policy as augd's op, with the OD API's level-to-argument mapping.
+    Whole-image moves are random_affine about the centre (the OD API shears about the top-left corner, which also
+    shifts the image); the boxes, masks and keypoints move with them and lose what leaves the image by the
+    occlusion rule. `*_Only_BBoxes` act on each box with prob / 3 (the OD API's scaling), the op itself always.
+    Posterize keeps 4 + level * 4 / 10 bits, the paper's range (the OD API's code keeps level * 4 / 10: none at
+    level 2, a black image). Contrast is tf.image's (each channel about its mean; PIL's uses the grey mean)."""
+    f = level / _LEVELS
+    factor = round(f * 1.8 + 0.1, 4)
+    enhancers = {"Color": "random_color", "Contrast": "random_contrast", "Sharpness": "random_sharpness",
+                 "Brightness": "random_brightness_scale"}
+    moves = {"TranslateX_BBox": ("shift_x", f * _TRANSLATE), "TranslateY_BBox": ("shift_y", f * _TRANSLATE),
+             "ShearX_BBox": ("shear", math.degrees(math.atan(f * 0.3))),
+             "ShearY_BBox": ("shear_y", math.degrees(math.atan(f * 0.3))), "Rotate_BBox": ("rotate", f * 30.0)}
+    inside = {"Rotate_Only_BBoxes": ("rotate", f * 30.0), "ShearX_Only_BBoxes": ("shear_x", f * 0.3),
+              "ShearY_Only_BBoxes": ("shear_y", f * 0.3), "TranslateX_Only_BBoxes": ("translate_x", f * _TRANSLATE_BOX),
+              "TranslateY_Only_BBoxes": ("translate_y", f * _TRANSLATE_BOX), "Flip_Only_BBoxes": ("flip", 0.0),
+              "Solarize_Only_BBoxes": ("solarize", float(int(f * 256))), "Equalize_Only_BBoxes": ("equalize", 0.0)}
+    if name in moves:
+        key, v = moves[name]
+        return {"one_of": {"ops": _grey_affine(key, round(v, 4)), "p": prob}} if v else {"identity": {"p": prob}}
+    if name in inside:
+        op, v = inside[name]
+        return {"in_boxes": {"op": op, "value": round(v, 4), "box_p": round(prob / 3.0, 6), "fill": _GREY}}
+    if name in enhancers:
+        return {enhancers[name]: {"lower": factor, "upper": factor, "p": prob}}
+    simple = {"Equalize": ("equalize", {}), "AutoContrast": ("autocontrast", {}),
+              "Solarize": ("solarize", {"threshold": int(f * 256)}),
+              "SolarizeAdd": ("solarize_add", {"addition": int(f * 110), "threshold": 128}),
+              "Posterize": ("posterize", {"bits": 4 + int(f * 4)})}
+    if name in simple:
+        op, params = simple[name]
+        return {op: {**params, "p": prob}}
+    if name == "Cutout":
+        size = 2 * int(f * _CUTOUT)
+        return {"cutout": {"size": size, "fill": _GREY, "p": prob}} if size else {"identity": {"p": prob}}
+    if name == "BBox_Cutout":
+        fraction = round(f * _CUTOUT_FRACTION, 4)
+        return ({"box_cutout": {"boxes": "one", "fraction": fraction, "fill": _GREY, "p": prob}} if fraction else
+                {"identity": {"p": prob}})
+    if name == "Cutout_Only_BBoxes":
+        return {"box_cutout": {"boxes": "each", "size": max(2 * int(f * _CUTOUT_BOX), 1),
+                               "box_p": round(prob / 3.0, 6), "fill": _GREY}}
+    raise KeyError(f"AutoAugment operation {name!r} unknown")
+
+
+@register_op("autoaugment", Kind.COMPOSITE)
+class AutoAugment(CompositeOp):
+    """AutoAugment for detection (Zoph et al. 2019): one sub-policy of the chosen policy drawn per image, its
+    operations applied in order, each with its own probability, box-aware throughout (some act only inside
+    boxes). v0 is the paper's; v1-v3 the OD API's others. Its children are written by augd (`expand`)."""
+    example = "- autoaugment: {policy: v0}"
+    label = "autoaugment"
+
+    class Params(OpParams):
+        policy: Literal["v0", "v1", "v2", "v3"] = Field("v0", description="the published policy (the OD API's "
+                                                                          "policy_v0 .. policy_v3)")
+
+    @staticmethod
+    def expand(params) -> list[dict]:
+        """The children: one sequence per sub-policy."""
+        return [{"sequence": {"ops": [autoaugment_op(*op) for op in sub]}} for sub in AUTOAUGMENT[params.policy]]
+
+    def choose(self, rng, n):
+        k = min(int(rng.random() * n), n - 1)
+        return [i == k for i in range(n)]
+
+    def describe(self, drawn):
+        picked = getattr(drawn, "picked", ())
+        if not picked:
+            return [f"{self.label} {self.params.policy}"]
+        sub = AUTOAUGMENT[self.params.policy][picked[0]]
+        ops = ", ".join(f"{name} {p:g}/{level}" for name, p, level in sub)
+        return [f"{self.label} {self.params.policy} #{picked[0] + 1}: {ops}"]

@@ -23,6 +23,7 @@ from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, check_header
+from augd.job.detection import source_boxes
 from augd.ops import REGISTRY
 from augd.ops._tf import tf
 from augd.ops.words import size
@@ -77,10 +78,11 @@ def format_decisions(decisions) -> list[str]:
     return lines
 
 
-def describe_variant(compiled, relpath: str, variant: int, height: int, width: int) -> list[str]:
+def describe_variant(compiled, relpath: str, variant: int, height: int, width: int, boxes=None) -> list[str]:
     """The drawn parameters of one variant as short lines, from the plan the job's graph receives for
-    (relpath, variant) on an upright height × width image (augd.engine.Compiled.explain)."""
-    return format_decisions(compiled.explain(relpath, variant, height, width))
+    (relpath, variant) on an upright height × width image (augd.engine.Compiled.explain), given the image's boxes
+    where it has some (box-aware ops draw from them)."""
+    return format_decisions(compiled.explain(relpath, variant, height, width, boxes))
 
 
 # ---- tiles: the engine's own pixels ----
@@ -159,14 +161,14 @@ def preview_rows(spec, image_paths, *, variants: int | None = None, relpaths=Non
 def _partners(compiled, spec, paths, rels, max_pixels, root=None):
     """(Partners, Detection or None, the job's images by relpath, the plan's scratch folder) for a chain led by a
     partner op. With `root`, the job's own plan: its splits' pools and annotations, so each tile is the record `augd
-    run` writes; without, the sheet's images are the partners (one split). (None, None, {}, None) for any other
-    chain."""
-    if compiled.program.mix is None:
-        return None, None, {}, None
+    run` writes; without, the sheet's images are the partners (one split). With `root`, any chain gets the job's
+    annotations too (each variant's boxes are drawn); without, (None, None, {}, None) for a chain without one."""
     if root is not None:
         from augd.job.units import plan_job
         plan = plan_job(os.fspath(root), spec, None, max_pixels)
         return plan.partners, plan.detection, {i.relpath: i for i in plan.images}, plan.scratch
+    if compiled.program.mix is None:
+        return None, None, {}, None
     from augd.job.mixing import Partners
     pool = []
     for path, rel in zip(paths, rels):
@@ -217,9 +219,13 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         original = "v0: the file's own bytes"
     else:
         original = f"v0: re-encoded as {spec.output.format}"
-    tiles = [Tile(rel, upright, [f"input {size((h, w))}", original])]
+    objects = _objects(mixing, rel)
+    tiles = [Tile(rel, upright if objects is None else _with_boxes(upright, objects.ann.objects),
+                  [f"input {size((h, w))}", original])]
     wanted = list(range(1, n + 1))
     items, mixed = _mixed_items(compiled, spec, data, header, rel, wanted, mixing)
+    boxes = source_boxes(objects.ann) if objects is not None and compiled.program.uses_boxes else None
+    items = [it + (boxes,) if v not in mixed and boxes is not None else it for v, it in zip(wanted, items)]
     results = compiled.process_many(items)
     for v, item, r in zip(wanted, items, results):
         if isinstance(r, Exception):
@@ -229,9 +235,41 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         # The graph plans from the decoded upright size (re-planning if the header disagreed): so does this; a
         # mixed variant's steps ran on its canvas.
         ih, iw = (item[3].height, item[3].width) if v in mixed else (h, w)
-        tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels,
-                          mixed.get(v, []) + describe_variant(compiled, rel, v, ih, iw), variant=v))
+        lines = mixed.get(v, []) + describe_variant(compiled, rel, v, ih, iw, None if v in mixed else boxes)
+        if objects is not None and v not in mixed:   # the record's own boxes, as augd run writes them
+            try:
+                rec = objects.variant(spec, compiled.program, v, r.height, r.width)
+            except AnnotationError as exc:
+                lines.append(str(exc))
+            else:
+                pixels = _with_boxes(pixels, [np.multiply(b, (r.width, r.height) * 2) for b in rec.boxes])
+                lines.append(f"{len(rec.boxes)} box(es)")
+        tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
     return PreviewRow(path, rel, tiles)
+
+
+def _objects(mixing, rel: str):
+    """The image's ImageObjects in the job's annotations (`--root` on a detection job), else None."""
+    _, detection, images = mixing
+    img = images.get(rel)
+    if detection is None or img is None or rel not in detection.annotations:
+        return None
+    try:
+        return detection.for_image(img)
+    except AnnotationError:
+        return None
+
+
+def _with_boxes(pixels: np.ndarray, boxes) -> np.ndarray:
+    """A copy of the pixels with each box (an Object's, or (xmin, ymin, xmax, ymax) in pixel edges) outlined."""
+    import cv2
+    out = np.ascontiguousarray(pixels).copy()
+    line = max(1, round(max(out.shape[:2]) / 300))
+    for b in boxes:
+        x0, y0, x1, y1 = getattr(b, "box", b)
+        cv2.rectangle(out, (int(round(x0)), int(round(y0))), (int(round(x1)) - 1, int(round(y1)) - 1),
+                      (255, 230, 0), line)
+    return out
 
 
 def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {})) -> list[PreviewRow]:
