@@ -247,3 +247,11 @@ def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
     (_, _, scale), (_, _, crop_pad), (_, _, coloured) = late.steps
     assert scale.verdict == "exact" and crop_pad.verdict == "approximate" and "resized" in crop_pad.note
     assert coloured.verdict == "approximate" and "pad_color [10, 20, 30]" in coloured.note
+
+
+def test_autoaugment_image_becomes_the_same_policy():
+    from augd.spec.odapi import OPTIONS
+    c = OPTIONS["autoaugment_image"]({"policy_name": "v2"}, [])
+    assert c.verdict == "approximate" and c.ops == [{"autoaugment": {"policy": "v2"}}] and "centre" in c.note
+    assert OPTIONS["autoaugment_image"]({}, []).ops == [{"autoaugment": {"policy": "v0"}}]   # the proto's default
+    assert OPTIONS["autoaugment_image"]({"policy_name": "test"}, []).verdict == "missing"

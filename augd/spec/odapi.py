@@ -290,6 +290,15 @@ def _jitter(op: str, defaults: dict, note: str):
     return convert
 
 
+def _autoaugment(v, _msgs) -> Conversion:
+    policy = str(_p(v, "policy_name", "v0"))
+    if policy not in ("v0", "v1", "v2", "v3"):
+        return Conversion(MISSING, note=f"policy_name {policy!r}: augd has v0, v1, v2 and v3")
+    return Conversion(APPROXIMATE, [{"autoaugment": {"policy": policy}}], note="the same sub-policies and levels; "
+                      "shears turn about the centre, not the corner; posterize keeps the paper's 4-8 bits; contrast "
+                      "is per channel; boxes lose what moves, holes and shifts hide (the API keeps them whole)")
+
+
 def _missing(note: str):
     return lambda _v, _m: Conversion(MISSING, note=note)
 
@@ -337,7 +346,7 @@ OPTIONS: dict[str, Converter] = {
     "convert_class_logits_to_softmax": _training("a label transform"),
     "random_absolute_pad_image": _absolute_pad,
     "random_self_concat_image": _missing("joins the image with itself"),
-    "autoaugment_image": _missing("AutoAugment's detection policy (issue 44)"),
+    "autoaugment_image": _autoaugment,
     "drop_label_probabilistically": _training("a label transform"),
     "remap_labels": _training("a label transform"),
     "random_jpeg_quality": _jpeg,
