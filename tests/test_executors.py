@@ -279,7 +279,8 @@ def test_closing_a_pool_with_busy_workers_does_not_wait_for_them(job):
 
 def test_a_detection_job_on_worker_processes_writes_the_bytes_threads_write(tmp_path):
     """A VOC job with boxes, semantic masks and a negative: its annotations reach every worker with the job's
-    first batch, and the records (boxes, masks) are byte-identical to the threads executor's."""
+    first batch, and the records (boxes, masks) are byte-identical to the threads executor's, box-aware ops (holes
+    and a solarize inside the boxes the crop and rotation moved) included."""
     from tests.annotated import Img, voc_job
     red, blue = (230, 30, 30), (30, 30, 230)
     images = [Img(f"im{i}.{'jpg' if i % 2 else 'png'}", 48 + 2 * i, 64,
@@ -288,7 +289,9 @@ def test_a_detection_job_on_worker_processes_writes_the_bytes_threads_write(tmp_
     images.append(Img("empty.png", 40, 40, split="train"))
     voc_job(str(tmp_path / "job"), images, masks="P", annotate={i.name for i in images} - {"empty.png"})
     det = parse_pipeline("name: det\nseed: 5\nvariants: 2\noutput: {format: png, shards: 2}\nops:\n"
-                         "  - random_crop: {size: [40, 48], area: [0.5, 1.0]}\n  - random_rotation: {degrees: 10}\n",
+                         "  - random_crop: {size: [40, 48], area: [0.5, 1.0]}\n  - random_rotation: {degrees: 10}\n"
+                         "  - box_cutout: {boxes: each, size: 8, box_p: 0.7}\n"
+                         "  - in_boxes: {op: solarize, value: 100, box_p: 0.5}\n",
                          "det.yaml")
     outs = {}
     for executor in ("threads", "processes"):
