@@ -114,21 +114,24 @@ class FactorRange(OpParams):
             raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
 
 
-@register_op("random_contrast", Kind.COLOUR)
-class RandomContrast(ColourOp):
-    """Scale each channel's distance from its mean by a factor in [lower, upper] (tf.image.random_contrast)."""
-    class Params(FactorRange):
-        pass
-
-    label = "contrast"
+class FactorOp(ColourOp):
+    """A colour op that draws one multiplicative factor from its [lower, upper] (FactorRange): contrast, saturation
+    and PIL's enhancers. Its describe is the factor drawn."""
+    Params = FactorRange
     n_params = 1
-    needs_mean = True
 
     def describe(self, drawn):
         return [f"{self.label} ×{drawn.values[0]:.2f}"]
 
     def draw(self, rng):
         return (uniform(rng, self.params.lower, self.params.upper),)
+
+
+@register_op("random_contrast", Kind.COLOUR)
+class RandomContrast(FactorOp):
+    """Scale each channel's distance from its mean by a factor in [lower, upper] (tf.image.random_contrast)."""
+    label = "contrast"
+    needs_mean = True
 
     def apply_tf(self, image, params):
         mean = tf.reduce_mean(image, axis=[0, 1], keepdims=True)
@@ -148,19 +151,9 @@ class RandomContrast(ColourOp):
 
 
 @register_op("random_saturation", Kind.COLOUR)
-class RandomSaturation(ColourOp):
+class RandomSaturation(FactorOp):
     """Multiply HSV saturation by a factor in [lower, upper] (tf.image.random_saturation)."""
-    class Params(FactorRange):
-        pass
-
     label = "saturation"
-    n_params = 1
-
-    def describe(self, drawn):
-        return [f"{self.label} ×{drawn.values[0]:.2f}"]
-
-    def draw(self, rng):
-        return (uniform(rng, self.params.lower, self.params.upper),)
 
     def apply_tf(self, image, params):
         return _clip(tf.image.adjust_saturation(image, params[0]))

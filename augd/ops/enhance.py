@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Kind, OpParams, range_of, register_op
-from augd.ops.colour import _LUMA_ROWS, _ZERO3, LUMA, FactorRange, _clip, _np_clip
+from augd.ops.colour import _LUMA_ROWS, _ZERO3, LUMA, FactorOp, _clip, _np_clip
 from augd.ops.sampling import uniform
 
 #: PIL's smoothing kernel for ImageEnhance.Sharpness (ImageFilter.SMOOTH): its blend partner
@@ -19,20 +19,10 @@ _SMOOTH = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0
 
 
 @register_op("random_color", Kind.COLOUR)
-class RandomColor(ColourOp):
+class RandomColor(FactorOp):
     """Blend with the image's own grey (luma) by a factor in [lower, upper]: 0 grey, 1 unchanged, above 1 more
     colourful (PIL.ImageEnhance.Color; AutoAugment's Color)."""
-    class Params(FactorRange):
-        pass
-
     label = "color"
-    n_params = 1
-
-    def describe(self, drawn):
-        return [f"{self.label} ×{drawn.values[0]:.2f}"]
-
-    def draw(self, rng):
-        return (uniform(rng, self.params.lower, self.params.upper),)
 
     def apply_tf(self, image, params):
         grey = tf.image.rgb_to_grayscale(image)
@@ -50,20 +40,10 @@ class RandomColor(ColourOp):
 
 
 @register_op("random_brightness_scale", Kind.COLOUR)
-class RandomBrightnessScale(ColourOp):
+class RandomBrightnessScale(FactorOp):
     """Multiply every value by a factor in [lower, upper]: 0 black, 1 unchanged (PIL.ImageEnhance.Brightness;
     AutoAugment's Brightness). random_brightness adds instead, as tf.image does."""
-    class Params(FactorRange):
-        pass
-
     label = "brightness"
-    n_params = 1
-
-    def describe(self, drawn):
-        return [f"{self.label} ×{drawn.values[0]:.2f}"]
-
-    def draw(self, rng):
-        return (uniform(rng, self.params.lower, self.params.upper),)
 
     def apply_tf(self, image, params):
         return _clip(image * params[0])
@@ -77,20 +57,10 @@ class RandomBrightnessScale(ColourOp):
 
 
 @register_op("random_sharpness", Kind.COLOUR)
-class RandomSharpness(ColourOp):
+class RandomSharpness(FactorOp):
     """Blend with a smoothed copy by a factor in [lower, upper]: 0 smoothed, 1 unchanged, above 1 sharper
     (PIL.ImageEnhance.Sharpness: its 3x3 smoothing kernel, the one-pixel border left as it is)."""
-    class Params(FactorRange):
-        pass
-
     label = "sharpness"
-    n_params = 1
-
-    def describe(self, drawn):
-        return [f"{self.label} ×{drawn.values[0]:.2f}"]
-
-    def draw(self, rng):
-        return (uniform(rng, self.params.lower, self.params.upper),)
 
     def apply_tf(self, image, params):
         h, w = tf.shape(image)[0], tf.shape(image)[1]
