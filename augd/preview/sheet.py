@@ -23,7 +23,6 @@ from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, check_header
-from augd.job.detection import source_boxes
 from augd.ops import REGISTRY
 from augd.ops._tf import tf
 from augd.ops.words import size
@@ -219,6 +218,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         original = "v0: the file's own bytes"
     else:
         original = f"v0: re-encoded as {spec.output.format}"
+    from augd.job.detection import source_boxes
     objects = _objects(mixing, rel)
     tiles = [Tile(rel, upright if objects is None else _with_boxes(upright, objects.ann.objects),
                   [f"input {size((h, w))}", original])]
