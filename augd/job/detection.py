@@ -379,15 +379,15 @@ def _refuse_moves_inside_boxes(layout, spec: PipelineSpec, where: str) -> None:
     moving = _moving_inside_boxes(spec.ops)
     if not moving:
         return
-    has = next((f"{rel} has {what}" for rel, ann in sorted(layout.annotations.items()) for what in (
-        "a semantic mask" if ann.mask is not None else None,
-        next(("instance masks" for o in ann.objects if o.polygons or o.rle is not None), None),
-        next(("keypoints" for o in ann.objects if o.keypoints), None)) if what), None)
-    if has:
-        raise JobFailed(f"{where}: in_boxes {', '.join(sorted(set(moving)))} moves the pixels inside each box but not "
-                        f"the masks or keypoints, and {has}: drop it (autoaugment v2 and v3 do not move pixels "
-                        f"inside boxes; in_boxes equalize and solarize do not either), or its masks and keypoints",
-                        reason=FailureReason.BAD_PIPELINE)
+    for rel, ann in sorted(layout.annotations.items()):
+        has = ("a semantic mask" if ann.mask is not None else
+               "instance masks" if any(o.polygons or o.rle is not None for o in ann.objects) else
+               "keypoints" if any(o.keypoints for o in ann.objects) else None)
+        if has:
+            raise JobFailed(f"{where}: in_boxes {', '.join(sorted(set(moving)))} moves the pixels inside each box but "
+                            f"not the masks or keypoints, and {rel} has {has}: drop it (autoaugment v2 and v3 do not "
+                            f"move pixels inside boxes; in_boxes equalize and solarize do not either), or its masks "
+                            f"and keypoints", reason=FailureReason.BAD_PIPELINE)
 
 
 def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=frozenset()):

@@ -226,7 +226,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
     items, mixed = _mixed_items(compiled, spec, data, header, rel, wanted, mixing)
     boxes = source_boxes(objects.ann) if objects is not None and compiled.program.uses_boxes else None
     items = [it + (boxes,) if v not in mixed and boxes is not None else it for v, it in zip(wanted, items)]
-    results = compiled.process_many(items)
+    results = compiled.process_many(items, geometry=objects is not None)   # with the steps the annotations take
     for v, item, r in zip(wanted, items, results):
         if isinstance(r, Exception):
             tiles.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
@@ -238,7 +238,8 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         lines = mixed.get(v, []) + describe_variant(compiled, rel, v, ih, iw, None if v in mixed else boxes)
         if objects is not None and v not in mixed:   # the record's own boxes, as augd run writes them
             try:
-                rec = objects.variant(spec, compiled.program, v, r.height, r.width)
+                rec = objects.variant(spec, compiled.program, v, r.height, r.width, replanned=r.replanned,
+                                      steps=r.geometry, covers=r.covers, least=r.min_visibility, events=r.events)
             except AnnotationError as exc:
                 lines.append(str(exc))
             else:
