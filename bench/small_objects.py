@@ -19,20 +19,10 @@ COLOURS = {"car": (220, 40, 40), "person": (40, 190, 60), "boat": (40, 60, 220)}
 
 
 def scene(root: Path) -> None:
-    from tests.annotated import Img, Shape, voc_job
+    from tests.annotated import Img, scattered_squares, voc_job
     rng = np.random.default_rng(44)
-    imgs = []
-    for i in range(2):
-        shapes, taken = [], []
-        while len(shapes) < 12:
-            s = int(rng.integers(16, 61))
-            x, y = int(rng.integers(0, 3000 - s)), int(rng.integers(0, 2000 - s))
-            if all(x + s + 8 <= a or c + 8 <= x or y + s + 8 <= b or d + 8 <= y for a, b, c, d in taken):
-                cls = list(COLOURS)[len(shapes) % 3]
-                shapes.append(Shape(cls, (x, y, x + s, y + s), COLOURS[cls]))
-                taken.append((x, y, x + s, y + s))
-        imgs.append(Img(f"big{i}.jpg", 2000, 3000, tuple(shapes), background=(200, 200, 190)))
-    voc_job(str(root), imgs)
+    voc_job(str(root), [Img(f"big{i}.jpg", 2000, 3000, scattered_squares(rng, 12, 2000, 3000, (16, 60), 8, COLOURS),
+                            background=(200, 200, 190)) for i in range(2)])
 
 
 def main(argv=None) -> int:

@@ -16,23 +16,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from augd.preview import main as preview  # noqa: E402
-from tests.annotated import Img, Shape, voc_job  # noqa: E402
+from tests.annotated import Img, scattered_squares, voc_job  # noqa: E402
 
 COLOURS = {"car": (210, 40, 40), "person": (40, 170, 60), "boat": (40, 70, 210)}
 
 
 def scene(i: int) -> Img:
     import numpy as np
-    rng = np.random.default_rng(i)
-    shapes, taken = [], []
-    while len(shapes) < 30:
-        s = int(rng.integers(14, 48))
-        x, y = int(rng.integers(0, 2000 - s)), int(rng.integers(0, 1500 - s))
-        if all(x + s + 6 <= a or c + 6 <= x or y + s + 6 <= b or d + 6 <= y for a, b, c, d in taken):
-            cls = list(COLOURS)[len(shapes) % 3]
-            shapes.append(Shape(cls, (x, y, x + s, y + s), COLOURS[cls]))
-            taken.append((x, y, x + s, y + s))
-    return Img(f"aerial_{i}.png", 1500, 2000, tuple(shapes), background=(205, 200, 185))
+    shapes = scattered_squares(np.random.default_rng(i), 30, 1500, 2000, (14, 47), 6, COLOURS)
+    return Img(f"aerial_{i}.png", 1500, 2000, shapes, background=(205, 200, 185))
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 __all__ = ["Img", "Shape", "box_of", "boxes", "classes_of", "coco_job", "decoded", "draw", "masks_job",
-           "region_box", "rle_compress", "rle_counts", "voc_job", "yolo_job"]
+           "region_box", "rle_compress", "rle_counts", "scattered_squares", "voc_job", "yolo_job"]
 
 BACKGROUND = (255, 255, 255)
 
@@ -49,6 +49,22 @@ class Img:
 
     def objects(self) -> list[Shape]:
         return [s if isinstance(s, Shape) else Shape(*s) for s in self.shapes]
+
+
+def scattered_squares(rng, n: int, h: int, w: int, sides: tuple[int, int], gap: int,
+                      colours: dict) -> tuple[Shape, ...]:
+    """n squares, each of a side drawn from [sides[0], sides[1]] at a uniform place inside an h x w image, at least
+    `gap` px from every other (each square its own connected region), their classes taking turns through `colours`
+    (class -> RGB): small objects scattered over a large image, drawn from the numpy Generator `rng`."""
+    shapes: list[Shape] = []
+    while len(shapes) < n:
+        s = int(rng.integers(sides[0], sides[1] + 1))
+        x, y = int(rng.integers(0, w - s + 1)), int(rng.integers(0, h - s + 1))
+        if all(x + s + gap <= b[0] or b[2] + gap <= x or y + s + gap <= b[1] or b[3] + gap <= y
+               for b in (t.geom for t in shapes)):
+            cls = list(colours)[len(shapes) % len(colours)]
+            shapes.append(Shape(cls, (x, y, x + s, y + s), colours[cls]))
+    return tuple(shapes)
 
 
 def box_of(shape: Shape) -> tuple[float, float, float, float]:

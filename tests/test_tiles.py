@@ -19,7 +19,7 @@ from augd.job import JobOptions, run_job
 from augd.job.executors import traits
 from augd.spec import parse_pipeline
 from augd.spec.tile import TileSpec, tiles_of
-from tests.annotated import Img, Shape, voc_job
+from tests.annotated import Img, Shape, scattered_squares, voc_job
 
 COLOURS = {"red": (230, 30, 30), "green": (30, 210, 30), "blue": (30, 30, 230)}
 MIN_VISIBILITY = 0.3
@@ -32,14 +32,9 @@ def _scenes(root, n_objects: int = 12, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     images, truth = [], {}
     for i, (h, w) in enumerate(SIZES):
-        placed: list = []
-        while len(placed) < n_objects:
-            s = int(rng.integers(16, 61))
-            x, y = int(rng.integers(0, w - s + 1)), int(rng.integers(0, h - s + 1))
-            if all(x + s + 4 <= b[0] or b[2] + 4 <= x or y + s + 4 <= b[1] or b[3] + 4 <= y for _, b in placed):
-                placed.append((list(COLOURS)[len(placed) % 3], (x, y, x + s, y + s)))
-        images.append(Img(f"im{i}.png", h, w, tuple(Shape(c, b, COLOURS[c]) for c, b in placed)))
-        truth[f"JPEGImages/im{i}.png"] = (h, w, placed)
+        shapes = scattered_squares(rng, n_objects, h, w, (16, 60), 4, COLOURS)
+        images.append(Img(f"im{i}.png", h, w, shapes))
+        truth[f"JPEGImages/im{i}.png"] = (h, w, [(t.cls, t.geom) for t in shapes])
     voc_job(str(root), images)
     return truth
 
