@@ -8,13 +8,12 @@ records `augd run augd/samples/detection` writes with those pipelines, partners 
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from augd.preview import main as preview  # noqa: E402
+from stacked_previews import stacked_previews  # noqa: E402
 
 JOB = REPO / "augd" / "samples" / "detection"
 OPS = {"mosaic": "mosaic: {size: [240, 320]}", "mixup": "mixup: {}", "cutmix": "cutmix: {area: [0.2, 0.4]}",
@@ -22,23 +21,11 @@ OPS = {"mosaic": "mosaic: {size: [240, 320]}", "mixup": "mixup: {}", "cutmix": "
 
 
 def main() -> int:
-    import cv2
-    import numpy as np
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "mixing.png"
-    sheets = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, op in OPS.items():
-            pipe, png = Path(tmp, f"{name}.yaml"), Path(tmp, f"{name}.png")
-            pipe.write_text(f"name: preview-{name.replace('_', '-')}\nseed: 4\nvariants: 3\n"
-                            f"ops:\n  - {op}\n  - random_flip_left_right: {{}}\n")
-            rc = preview([str(pipe), str(JOB / "JPEGImages" / "scene_001.jpg"), "--root", str(JOB), "--tile", "180",
-                          "-o", str(png)])
-            if rc:
-                return rc
-            sheets.append(cv2.imread(str(png)))
-    width = max(s.shape[1] for s in sheets)
-    sheet = np.vstack([cv2.copyMakeBorder(s, 0, 0, 0, width - s.shape[1], cv2.BORDER_CONSTANT) for s in sheets])
-    return 0 if cv2.imwrite(str(out), sheet, [cv2.IMWRITE_PNG_COMPRESSION, 9]) else 1
+    pipelines = {name: f"name: preview-{name.replace('_', '-')}\nseed: 4\nvariants: 3\n"
+                       f"ops:\n  - {op}\n  - random_flip_left_right: {{}}\n" for name, op in OPS.items()}
+    return stacked_previews(pipelines, [str(JOB / "JPEGImages" / "scene_001.jpg"), "--root", str(JOB), "--tile",
+                                        "180"], out)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,12 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from augd.preview import main as preview  # noqa: E402
+from stacked_previews import stacked_previews  # noqa: E402
 
 IMAGE = REPO / "augd" / "samples" / "demo" / "animals_food" / "chelsea_0.jpg"
 OPS = {
@@ -34,22 +33,10 @@ OPS = {
 
 
 def main() -> int:
-    import cv2
-    import numpy as np
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "ops-44.png"
-    sheets = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, op in OPS.items():
-            pipe, png = Path(tmp, f"{name}.yaml"), Path(tmp, f"{name}.png")
-            pipe.write_text(f"name: preview-{name.replace('_', '-')}\nseed: 4\nvariants: 3\nops:\n  - {op}\n")
-            rc = preview([str(pipe), str(IMAGE), "--tile", "150", "-o", str(png)])
-            if rc:
-                return rc
-            sheets.append(cv2.imread(str(png)))
-    width = max(s.shape[1] for s in sheets)
-    sheet = np.vstack([cv2.copyMakeBorder(s, 0, 0, 0, width - s.shape[1], cv2.BORDER_CONSTANT) for s in sheets])
-    return 0 if cv2.imwrite(str(out), sheet, [cv2.IMWRITE_JPEG_QUALITY, 85] if out.suffix == ".jpg" else
-                            [cv2.IMWRITE_PNG_COMPRESSION, 9]) else 1
+    pipelines = {name: f"name: preview-{name.replace('_', '-')}\nseed: 4\nvariants: 3\nops:\n  - {op}\n"
+                 for name, op in OPS.items()}
+    return stacked_previews(pipelines, [str(IMAGE), "--tile", "150"], out)
 
 
 if __name__ == "__main__":
