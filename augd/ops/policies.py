@@ -43,6 +43,12 @@ class Identity(ColourOp):
         return np.eye(3), np.zeros(3)
 
 
+def _one_uniformly(rng, n: int) -> list[bool]:
+    """One child of n, each as likely (the policies' draw of an operation or a sub-policy)."""
+    k = min(int(rng.random() * n), n - 1)
+    return [i == k for i in range(n)]
+
+
 def _affine(**params) -> dict:
     """random_affine doing only what `params` say (its own default scale jitter off)."""
     return {"random_affine": {"scale": [1.0, 1.0], **params}}
@@ -139,8 +145,7 @@ class TrivialAugment(CompositeOp):
         return trivial_augment_ops()
 
     def choose(self, rng, n):
-        k = min(int(rng.random() * n), n - 1)
-        return [i == k for i in range(n)]
+        return _one_uniformly(rng, n)
 
     def describe(self, drawn):
         return [f"{self.label} → {', '.join(drawn.chosen) if drawn.chosen else 'nothing'}"]
@@ -284,8 +289,7 @@ class AutoAugment(CompositeOp):
         return [{"sequence": {"ops": [autoaugment_op(*op) for op in sub]}} for sub in AUTOAUGMENT[params.policy]]
 
     def choose(self, rng, n):
-        k = min(int(rng.random() * n), n - 1)
-        return [i == k for i in range(n)]
+        return _one_uniformly(rng, n)
 
     def describe(self, drawn):
         picked = getattr(drawn, "picked", ())
