@@ -14,6 +14,7 @@ from PIL import Image
 
 from augd.annotations import Annotation, Object
 from augd.annotations.geometry import rasterise, rle_encode
+from augd.annotations.occlusion import Rule
 from augd.annotations.targets import KEPT, instance_masks, transform
 from augd.engine import image_seed
 from tests.helpers import build, compiled, png, spec_for
@@ -304,8 +305,8 @@ def test_rasterise_is_exact_at_pixel_centres():
 
 
 def test_clipping_truncates_and_visibility_and_size_drop():
-    """A crop that cuts the red box in half: truncated, and dropped under min_visibility 0.6; a 0.5 px box is
-    dropped under min_size 1."""
+    """A crop that cuts the red box in half: truncated, and under min_visibility 0.6 ignored (it shows: weight 0)
+    or, with low_visibility drop, dropped; a 0.5 px box is dropped under min_size 1."""
     crop = np.array([[1.0, 0.0, 30.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # output x = input x - 30.5
     steps = [(crop, 96.0, 80.0)]
     ann = Annotation(objects=(Object("red", RED), Object("tiny", (60.0, 10.0, 60.5, 20.0))))
@@ -313,9 +314,11 @@ def test_clipping_truncates_and_visibility_and_size_drop():
     assert warped is None and dropped == {"small": 1} and moved.extra[KEPT] == (0,)
     red = moved.objects[0]
     assert red.truncated and red.box == (0.0, RED[1], RED[2] - 30.5, RED[3])
-    _, _, dropped = transform(ann, steps, min_visibility=0.6)
+    ignored, _, dropped = transform(ann, steps, rule=Rule(min_visibility=0.6))
+    assert dropped == {"small": 1} and ignored.objects[0].ignored == "cut" and ignored.objects[0].box == red.box
+    _, _, dropped = transform(ann, steps, rule=Rule(min_visibility=0.6, low_visibility="drop"))
     assert dropped == {"cut": 1, "small": 1}
-    kept, _, dropped = transform(ann, steps, min_size=0.25)
+    kept, _, dropped = transform(ann, steps, rule=Rule(min_size=0.25))
     assert not dropped and not kept.objects[1].truncated
 
 

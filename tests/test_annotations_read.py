@@ -272,6 +272,7 @@ def test_coco_files_must_agree_on_names_and_ids(tmp_path, val_categories, words)
 
 
 def test_polygons_within_the_slack_are_clipped_like_boxes(tmp_path):
+    from augd.annotations.occlusion import Rule
     from augd.annotations.targets import transform
     poly = ((-0.5, 2.0), (30.8, 2.0), (15.0, 20.5))    # passes the 30x20 image's border by under a pixel
     coco_job(str(tmp_path), [Img(f"{k}.png", 20, 30, [("dog", poly, RED)]) for k in "ab"])
@@ -282,8 +283,10 @@ def test_polygons_within_the_slack_are_clipped_like_boxes(tmp_path):
     (obj,) = job.annotations["images/a.png"].objects
     xs, ys = [p[0] for p in obj.polygons[0]], [p[1] for p in obj.polygons[0]]
     assert obj.box == (0.0, 2.0, 30.0, 20.0) == (min(xs), min(ys), max(xs), max(ys)) and not obj.truncated
-    out, _, dropped = transform(job.annotations["images/a.png"], [(np.eye(3), 20.0, 30.0)], min_visibility=0.999)
+    out, _, dropped = transform(job.annotations["images/a.png"], [(np.eye(3), 20.0, 30.0)],
+                                rule=Rule(min_visibility=0.999))
     assert not dropped and not out.objects[0].truncated and out.objects[0].box == obj.box
+    assert not out.objects[0].ignored   # the identity keeps the whole polygon: nothing under the rule
     assert job.rejected == {"images/b.png": "instances.json: annotations[1] (id 2, dog): its polygons lie outside "
                                             "the 30x20 image (on its border at most)"}
 

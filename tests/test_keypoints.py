@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
+from augd.annotations.occlusion import Rule
 from augd.annotations import AnnotationError, Object
 from augd.annotations.model import KeypointSchema, flip_from_names
 from augd.annotations.targets import transform
@@ -202,8 +203,11 @@ def test_a_point_pushed_off_the_canvas_is_not_visible_and_stays_gone():
     # off the canvas after the first step, back over it after the second: gone, as its pixels are
     out, _, _ = transform(ann, [_shift(10.0), _shift(-10.0)], flip=(0, 1, 2))
     assert out.objects[0].keypoints == ((12.0, 12.0, 2), (0.0, 0.0, 0), (0.0, 0.0, 0))
-    # min_keypoints drops an object left with too few labelled points
-    out, _, dropped = transform(ann, [_shift(10.0)], flip=(0, 1, 2), min_keypoints=2)
+    # an object left with fewer labelled points than min_keypoints still shows: ignored (weight 0), its points as
+    # they are; with low_visibility drop, dropped
+    out, _, dropped = transform(ann, [_shift(10.0)], flip=(0, 1, 2), rule=Rule(min_keypoints=2))
+    assert not dropped and out.objects[0].ignored == "keypoints" and out.objects[0].keypoints[0] == (22.0, 12.0, 2)
+    out, _, dropped = transform(ann, [_shift(10.0)], flip=(0, 1, 2), rule=Rule(min_keypoints=2, low_visibility="drop"))
     assert out.objects == () and dropped == {"keypoints": 1}
 
 

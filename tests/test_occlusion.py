@@ -1,8 +1,8 @@
 """One occlusion rule, judged by the pixels: a cutout (`random_erasing`, `random_black_patches`, `coarse_dropout`)
 hides part of an object, before or after other geometry, and the object's box becomes the extent of what still shows
 (remnants thinner than `min_size` do not count), its mask loses what was hidden, and an object showing less than
-`min_visibility` of itself is dropped. Scenes: solid rectangles of one colour each on white, PNG output (no JPEG
-blur), the cutout black."""
+`min_visibility` of itself is ignored (written with weight 0), one showing nothing dropped. Scenes: solid rectangles
+of one colour each on white, PNG output (no JPEG blur), the cutout black."""
 from __future__ import annotations
 
 import cv2
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from augd.annotations import Annotation, Object
-from augd.annotations.targets import transform, uncover
+from augd.annotations.occlusion import Rule
+from augd.annotations.targets import transform
 from augd.job import JobOptions, run_job
 from augd.spec import parse_pipeline
 from tests.annotated import Img, Shape, voc_job
@@ -58,67 +59,91 @@ def _extent(mask: np.ndarray):
     return (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1) if len(xs) else None
 
 
-def _agrees(box, pixels, colour) -> bool:
+def _agrees(box, pixels, colour, sliver: bool = False) -> bool:
     """The box is the extent of the colour's pixels that count, within 2 px: a remnant as thick as min_size
-    give or take the resampling's pixel may count or not (a warped cutout's edge moves by one)."""
-    return any((seen := _extent(_shown(pixels, colour, k))) is not None and np.abs(np.array(seen) - box).max() <= 2
-               for k in (MIN_SIZE - 1, MIN_SIZE, MIN_SIZE + 1))
+    give or take the resampling's pixel may count or not (a warped cutout's edge moves by one). `sliver`: an
+    ignored object, often a wedge between a turned edge and a cover's that narrows past min_size so slowly that
+    half a pixel of resampling moves its end by many rows: each side lies between where the pixels of parts
+    min_size - 1 and min_size + 1 thick end (within 2 px)."""
+    seen = [_extent(_shown(pixels, colour, k)) for k in (MIN_SIZE - 1, MIN_SIZE, MIN_SIZE + 1)]
+    if not sliver:
+        return any(e is not None and np.abs(np.array(e) - box).max() <= 2 for e in seen)
+    ends = np.array([e for e in seen if e is not None])
+    return len(ends) > 0 and bool(((ends.min(0) - 2 <= box) & (box <= ends.max(0) + 2)).all())
 
 
 @pytest.mark.parametrize("chain", sorted(CHAINS))
-def test_a_cutout_shrinks_boxes_to_what_shows_and_drops_what_it_hides(tmp_path, chain):
+def test_a_cutout_shrinks_boxes_to_what_shows_and_ignores_what_it_hides_too_much(tmp_path, chain):
     areas = _scenes(tmp_path / "voc")
     spec = parse_pipeline("name: occ\nseed: 3\nvariants: 8\nkeep_original: false\noutput: {format: png, shards: 1}\n"
                           f"annotations: {{min_size: {MIN_SIZE}, min_visibility: {MIN_VISIBILITY}}}\n"
                           "ops:\n" + CHAINS[chain], "occ.yaml")
     res = run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
-    kept = dropped = disagree = 0
+    kept = ignored = dropped = disagree = 0
     wrong = []
     for r in read_records(tmp_path / "out" / "voc"):
         pixels = r["pixels"]
         h, w = pixels.shape[:2]
         names = [t.decode() for t in r["image/object/class/text"]]
+        why = [t.decode() for t in r["augd/object/ignored"]] or [""] * len(names)
+        weights = list(r["image/object/weight"]) or [1.0] * len(names)
         boxes = np.stack([r[f"image/object/bbox/{k}"] for k in ("xmin", "ymin", "xmax", "ymax")], -1) * [w, h, w, h]
         for cls, colour in COLOURS.items():
             shown = _shown(pixels, colour)
             share = shown.sum() / areas[r["image/filename"].decode(), cls]
+            where = (r["image/filename"], r["augd/variant"], cls)
             if cls not in names:
                 dropped += 1
-                if share > MIN_VISIBILITY + 0.05:   # clearly over min_visibility: it should have been kept
-                    wrong.append((r["image/filename"], r["augd/variant"], cls, "dropped", round(share, 3)))
+                if share > 0.02:   # more of it shows than a warped cover's edge leaves: kept or ignored it
+                    wrong.append((*where, "dropped", round(share, 3)))
                 continue
-            kept += 1
-            if share < MIN_VISIBILITY - 0.05:
-                wrong.append((r["image/filename"], r["augd/variant"], cls, "kept", round(share, 3)))
-            box = boxes[names.index(cls)]
-            if not _agrees(box, pixels, colour):
+            k = names.index(cls)
+            if why[k]:
+                ignored += 1
+                if share > MIN_VISIBILITY + 0.05 or weights[k] != 0.0 or why[k] != "covered":
+                    wrong.append((*where, "ignored", why[k], weights[k], round(share, 3)))
+            else:
+                kept += 1
+                if share < MIN_VISIBILITY - 0.05 or weights[k] != 1.0:
+                    wrong.append((*where, "kept", weights[k], round(share, 3)))
+            if not _agrees(boxes[k], pixels, colour, sliver=bool(why[k])):
                 disagree += 1
-                wrong.append((r["image/filename"], r["augd/variant"], cls, box.round(1).tolist(), _extent(shown)))
-    print(f"\n{chain}: boxes in {3 * 6 * 8}, out {kept}, dropped {dropped} "
-          f"(manifest: {res.report.annotations.dropped}), disagreeing with their pixels {disagree}")
-    by_reason = res.report.annotations.dropped
-    assert kept + dropped == 3 * 6 * 8 and dropped == sum(by_reason.values())
-    assert by_reason.get("covered", 0) > 0 and set(by_reason) <= {"covered", "cut", "small", "outside"}, by_reason
-    assert dropped > 0 and not wrong, wrong
+                wrong.append((*where, boxes[k].round(1).tolist(), _extent(shown)))
+    a = res.report.annotations
+    print(f"\n{chain}: objects in {3 * 6 * 8}, kept {kept}, ignored {ignored} ({a.ignored}), dropped {dropped} "
+          f"({a.dropped}), disagreeing with their pixels {disagree}")
+    assert kept + ignored + dropped == 3 * 6 * 8 and dropped == sum(a.dropped.values())
+    assert ignored == sum(a.ignored.values()) and set(a.ignored) <= {"covered"}, a.ignored
+    assert set(a.dropped) <= {"covered", "small", "outside"}, a.dropped
+    assert ignored > 0 and not wrong, wrong
 
 
 def test_a_one_pixel_remnant_beside_a_patch_does_not_count_and_a_wholly_erased_object_goes():
     """Cutouts drawn by hand (Program.covers' form): one leaves a 1-px L of a box and its top 25 px (the box
-    becomes those 25 px), one covers an object whole (dropped), one misses (unchanged)."""
+    becomes those 25 px), one covers an object whole (dropped), one misses (unchanged). A paste's cover is a
+    raster (what a mix's later sources hide): the same rule, and under min_visibility the three fates."""
     a, b, c = Object("a", (10.0, 10.0, 60.0, 110.0)), Object("b", (80.0, 20.0, 120.0, 60.0)), \
         Object("c", (140.0, 10.0, 180.0, 40.0))
     covers = ((0, (11.0, 35.0, 70.0, 120.0)), (0, (75.0, 15.0, 125.0, 65.0)))   # a: 1-px column left of the patch
     ann = Annotation(objects=(a, b, c))
-    out, _, gone = transform(ann, [], covers=covers, size=(120, 200), min_size=3)
+    out, _, gone = transform(ann, [], covers=covers, size=(120, 200), rule=Rule(min_size=3))
     assert gone == {"covered": 1} and [o.name for o in out.objects] == ["a", "c"]
     assert out.objects[0].box == (10.0, 10.0, 60.0, 35.0) and out.objects[0].truncated
     assert out.objects[1] == c
-    loose, _, _ = transform(ann, [], covers=covers, size=(120, 200), min_size=1)
+    loose, _, _ = transform(ann, [], covers=covers, size=(120, 200), rule=Rule(min_size=1))
     assert loose.objects[0].box == (10.0, 10.0, 60.0, 110.0), "at min_size 1 the 1-px column still counts"
     hidden = np.zeros((120, 200), bool)
     hidden[35:, 11:] = True
-    assert uncover(Annotation(objects=(a,)), hidden, 0.0, 3)[0].objects[0].box == (10.0, 10.0, 60.0, 35.0)
-    assert uncover(Annotation(objects=(a,)), hidden, 0.3, 3)[1] == {"covered": 1}, "25 of 100 rows show: under 0.3"
+    one = Annotation(objects=(a,))
+    pasted = dict(covers=((0, hidden),), size=(120, 200))
+    assert transform(one, [], rule=Rule(min_size=3), **pasted)[0].objects[0].box == (10.0, 10.0, 60.0, 35.0)
+    for low, fate in (("drop", {"covered": 1}), ("ignore", "covered"), ("keep", "")):   # 25 of 100 rows show
+        got, _, gone = transform(one, [], rule=Rule(min_visibility=0.3, min_size=3, low_visibility=low), **pasted)
+        if low == "drop":
+            assert gone == fate and not got.objects
+        else:
+            assert not gone and got.objects[0].ignored == fate and got.objects[0].box == (10.0, 10.0, 60.0, 35.0)
+            assert got.objects[0].visible == pytest.approx(0.25)
 
 
 @pytest.mark.parametrize("min_size", [2, 3, 4])
@@ -130,7 +155,7 @@ def test_what_shows_beside_a_cover_keeps_its_place_at_every_min_size(min_size):
                         ((72.0, 77.0, 84.0, 109.0), (84.0, 77.0, 112.0, 109.0)),
                         ((72.0, 97.0, 112.0, 109.0), (72.0, 77.0, 112.0, 97.0))):
         out, _, _ = transform(Annotation(objects=(obj,)), [], covers=((0, strip),), size=(160, 240),
-                              min_size=min_size)
+                              rule=Rule(min_size=min_size))
         assert out.objects[0].box == want, (min_size, strip, out.objects[0].box)
 
 

@@ -376,33 +376,38 @@ def test_a_crop_without_size_keeps_its_window_unresampled_and_the_boxes_on_their
     assert len(sizes) > 1   # each window its own size
 
 
-def test_each_crop_drops_objects_under_its_own_min_visibility_in_a_job(tmp_path):
+def test_each_crop_ignores_objects_under_its_own_min_visibility_in_a_job(tmp_path):
     """The OD API's per-crop overlap_thresh: in one_of two crops, each crop's own min_visibility (0.75, 0.15) over
     the job's 0; judged by the pixels (an unresampled window: each colour's pixels are its object's share), the
-    crop a record went through told by its size (random_crop_to_aspect_ratio's is fixed)."""
+    crop a record went through told by its size (random_crop_to_aspect_ratio's is fixed). An object under its
+    crop's threshold is ignored (weight 0), where the API drops it; low_visibility: drop does as the API."""
     from augd.job.run import JobOptions, run_job
     from augd.spec import parse_pipeline
     areas = {(rel, cls): (b[2] - b[0]) * (b[3] - b[1]) for rel, objs in ssd_job(tmp_path / "voc").items()
              for cls, b in objs}
-    spec = parse_pipeline(
-        "name: floors\nseed: 5\nvariants: 16\nkeep_original: false\noutput: {format: png, shards: 1}\n"
-        "annotations: {min_visibility: 0, min_size: 0}\nops:\n  - one_of:\n      ops:\n"
-        "        - random_crop: {area: [0.1, 0.5], aspect: [0.5, 2.0], sampler: tf, min_visibility: 0.75}\n"
-        "        - random_crop_to_aspect_ratio: {aspect_ratio: 0.4, min_visibility: 0.15}\n", "floors.yaml")
-    res = run_job(str(tmp_path / "voc"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
-    seen = {0.75: [0, 0], 0.15: [0, 0]}   # floor -> [kept, dropped] among objects partly in the window
-    wrong = []
-    for r in read_records(tmp_path / "out" / "voc"):
-        pixels, names = r["pixels"], [t.decode() for t in r["image/object/class/text"]]
-        floor = 0.15 if pixels.shape[:2] == (280, 112) else 0.75    # round(280 x 0.4) wide, the image's height
-        for cls, colour in JOB_COLOURS.items():
-            share = (strength(pixels, colour) > 80).sum() / areas[r["image/filename"].decode(), cls]
-            if share == 0.0 or share >= 1.0:
-                continue
-            kept = cls in names
-            seen[floor][0 if kept else 1] += 1
-            if kept != (share >= floor):
-                wrong.append((r["image/filename"], r["augd/variant"], cls, floor, round(share, 3), kept))
-    assert not wrong, wrong
-    assert all(k and d for k, d in seen.values()), seen    # each crop kept some remnants and dropped others
-    assert res.report.annotations.dropped.get("cut", 0) == sum(d for _, d in seen.values())
+    for low in ("ignore", "drop"):
+        spec = parse_pipeline(
+            "name: floors\nseed: 5\nvariants: 16\nkeep_original: false\noutput: {format: png, shards: 1}\n"
+            f"annotations: {{min_visibility: 0, min_size: 0, low_visibility: {low}}}\nops:\n  - one_of:\n"
+            "      ops:\n"
+            "        - random_crop: {area: [0.1, 0.5], aspect: [0.5, 2.0], sampler: tf, min_visibility: 0.75}\n"
+            "        - random_crop_to_aspect_ratio: {aspect_ratio: 0.4, min_visibility: 0.15}\n", "floors.yaml")
+        res = run_job(str(tmp_path / "voc"), spec, str(tmp_path / low), JobOptions(workers=1, executor="threads"))
+        seen = {0.75: [0, 0], 0.15: [0, 0]}   # floor -> [kept, under] among objects partly in the window
+        wrong = []
+        for r in read_records(tmp_path / low / "voc"):
+            pixels, names = r["pixels"], [t.decode() for t in r["image/object/class/text"]]
+            why = [t.decode() for t in r["augd/object/ignored"]] or [""] * len(names)
+            floor = 0.15 if pixels.shape[:2] == (280, 112) else 0.75    # round(280 x 0.4) wide, the image's height
+            for cls, colour in JOB_COLOURS.items():
+                share = (strength(pixels, colour) > 80).sum() / areas[r["image/filename"].decode(), cls]
+                if share == 0.0 or share >= 1.0:
+                    continue
+                fate = "dropped" if cls not in names else why[names.index(cls)] or "kept"
+                seen[floor][0 if fate == "kept" else 1] += 1
+                if fate != ("kept" if share >= floor else "cut" if low == "ignore" else "dropped"):
+                    wrong.append((r["image/filename"], r["augd/variant"], cls, floor, round(share, 3), fate))
+        assert not wrong, (low, wrong)
+        assert all(k and d for k, d in seen.values()), seen    # each crop kept some remnants and not others
+        under = (res.report.annotations.ignored if low == "ignore" else res.report.annotations.dropped).get("cut", 0)
+        assert under == sum(d for _, d in seen.values())

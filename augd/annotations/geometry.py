@@ -16,8 +16,9 @@ import numpy as np
 
 from augd.annotations.rle import rle_encode
 
-__all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "clip_polygon", "corners", "edge9", "edge_map", "extent",
-           "forward", "mask_extent", "mirrors", "move_points", "rasterise", "rle_encode", "rle_outline", "warp_mask"]
+__all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "as_polygon", "clip_polygon", "corners", "edge9",
+           "edge_map", "extent", "forward", "mask_extent", "mirrors", "move_points", "rasterise", "rle_encode",
+           "rle_outline", "warp_mask"]
 
 #: A Geo step: (matrix output centre -> input centre, out_h, out_w), as Program.geometry returns them.
 Step = tuple[np.ndarray, float, float]
@@ -119,6 +120,30 @@ def corners(box) -> Points:
     return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
 
 
+def as_polygon(shape) -> Points:
+    """A cover's shape as a polygon: a rectangle (x0, y0, x1, y1) as its 4 corners, a polygon ((x, y), ...) as it
+    is (an op that hides more than rectangles, such as in_boxes' turned corners, says so)."""
+    if len(shape) and isinstance(shape[0], (tuple, list)):
+        return [(float(x), float(y)) for x, y in shape]
+    return corners(shape)
+
+
+def _inside(pt, shape) -> bool:
+    """Whether a point lies in a cover: a rectangle's [x0, x1) x [y0, y1), a polygon (even-odd rule), or a raster
+    (HxW bool: its pixel holding the point)."""
+    if isinstance(shape, np.ndarray):
+        r, c = int(np.floor(pt[1])), int(np.floor(pt[0]))
+        return 0 <= r < shape.shape[0] and 0 <= c < shape.shape[1] and bool(shape[r, c])
+    if not (len(shape) and isinstance(shape[0], (tuple, list))):
+        x0, y0, x1, y1 = shape
+        return x0 <= pt[0] < x1 and y0 <= pt[1] < y1
+    x, y, hit, pts = pt[0], pt[1], False, list(shape)
+    for (ax, ay), (bx, by) in zip(pts, pts[1:] + pts[:1]):
+        if (ay <= y) != (by <= y) and x < ax + (y - ay) * (bx - ax) / (by - ay):
+            hit = not hit
+    return hit
+
+
 def forward(polys, maps, steps) -> tuple[list, list, bool]:
     """(clipped polygons, unclipped polygons, cut?) after every step."""
     clipped = [[(float(x), float(y)) for x, y in p] for p in polys]
@@ -138,8 +163,9 @@ def forward(polys, maps, steps) -> tuple[list, list, bool]:
 def move_points(points, maps, steps, covers=()) -> list:
     """Each point after every step, or None once a step's canvas ([0, w] x [0, h], edges included: a flip maps
     0 to w) does not hold it, or a cover takes it: cut off, it stays gone even if a later step would bring its
-    position back. `covers`: (k, (x0, y0, x1, y1)): a rectangle overwritten after the first k steps (in edge
-    units of step k-1's output, the source's for k = 0), holding the points with x0 <= x < x1, y0 <= y < y1."""
+    position back. `covers`: (k, shape): a rectangle (x0, y0, x1, y1), a polygon ((x, y), ...) or a raster (an HxW
+    bool array of step k-1's output) overwritten after the first k steps (in edge units of step k-1's output, the
+    source's for k = 0), holding the points with x0 <= x < x1, y0 <= y < y1 (a rectangle's), or inside it."""
     at: dict[int, list] = {}
     for k, rect in covers:
         at.setdefault(k, []).append(rect)
@@ -147,7 +173,7 @@ def move_points(points, maps, steps, covers=()) -> list:
     for x, y in points:
         pt = (float(x), float(y))
         for k in range(len(steps) + 1):
-            if any(x0 <= pt[0] < x1 and y0 <= pt[1] < y1 for x0, y0, x1, y1 in at.get(k, ())):
+            if any(_inside(pt, shape) for shape in at.get(k, ())):
                 pt = None
                 break
             if k == len(steps):

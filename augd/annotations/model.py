@@ -56,6 +56,10 @@ class Object:
     polygons: tuple[Polygon, ...] = ()  # COCO polygon segmentation: the box becomes the transformed polygon's extent
     rle: dict | None = None             # COCO RLE segmentation ({"size": [h, w], "counts": ...}), an instance mask
     keypoints: tuple[Keypoint, ...] = ()  # the job's KeypointSchema's points in its order, or () (none for its class)
+    #: the share of the object as annotated that still shows after augd's transforms (augd.annotations.occlusion)
+    visible: float = 1.0
+    #: why the object is ignored (occlusion.IGNORE_REASONS: it shows, but under the rule), or "" (kept)
+    ignored: str = ""
 
 
 @dataclass(frozen=True)

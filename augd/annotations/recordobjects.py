@@ -11,6 +11,7 @@ from collections import Counter
 
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
+from augd.annotations.occlusion import IGNORE_REASONS
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import NeedMoreData, read_header
@@ -21,7 +22,7 @@ __all__ = ["MASK_KEY", "ObjectReader"]
 
 BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
 _OBJECT_LISTS = ("image/object/class/label", "image/object/class/text", "image/object/difficult",
-                 "image/object/truncated", "image/object/is_crowd")
+                 "image/object/truncated", "image/object/is_crowd", "image/object/weight", "augd/object/ignored")
 MASK_KEY = "image/segmentation/class/encoded"   # DeepLab's semantic mask PNG
 
 
@@ -69,6 +70,7 @@ class ObjectReader:
         points = self._keypoints(ex, n, h, w, where)
         flags = [_as_list(ex.get(k, [])) or [0] * n for k in ("image/object/difficult", "image/object/truncated",
                                                                 "image/object/is_crowd")]
+        ignored = _ignored(ex, n, where)
         objects = []
         for k in range(n):
             x0, y0, x1, y1 = (float(_as_list(ex[key])[k]) for key in BOX_KEYS)
@@ -78,8 +80,10 @@ class ObjectReader:
                 raise AnnotationError(f"{where}: object {k + 1} ({names[k]}): box xmin {x0:g} ymin {y0:g} xmax {x1:g} "
                                       f"ymax {y1:g} (normalized) has a max below its min")
             box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
+            why = ignored[k]
             objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
-                                  rle=masks[k] if masks else None, keypoints=points[k] if points else ()))
+                                  rle=masks[k] if masks else None, keypoints=points[k] if points else (),
+                                  ignored=why, visible=0.0 if why else 1.0))
         extra = {"where": tuple(f"object {k + 1} ({names[k]})" for k in range(n))}
         if isinstance(ex.get("image/height"), int) and isinstance(ex.get("image/width"), int):
             extra["size"] = (ex["image/height"], ex["image/width"])
@@ -177,6 +181,27 @@ def _px(v: float, size: int) -> float:
     8000 px a side), so an integer (VOC) or two-decimal (COCO) coordinate comes back exactly and an augd output
     re-read gives the boxes its source gave."""
     return round(float(v) * size, 3)
+
+
+def _ignored(ex: dict, n: int, where: str) -> list[str]:
+    """Why each object of a record is ignored ("" for one that is not): augd's own augd/object/ignored, or a weight
+    of 0 in image/object/weight (an OD API record's "learn it neither way"), then "input". Such an object stays
+    ignored through the chain (Object.visible 0: under any min_visibility)."""
+    why = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+           for v in _as_list(ex.get("augd/object/ignored", []))]
+    weights = _as_list(ex.get("image/object/weight", []))
+    out = []
+    for k in range(n):
+        w = weights[k] if weights else 1.0
+        if not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0.0:
+            raise AnnotationError(f"{where}: image/object/weight of object {k + 1} is {w!r}; a weight is a finite "
+                                  f"number >= 0")
+        reason = why[k] if why else ""
+        if reason and reason not in IGNORE_REASONS:
+            raise AnnotationError(f"{where}: augd/object/ignored of object {k + 1} is {reason[:40]!r}; allowed: "
+                                  f"{', '.join(IGNORE_REASONS)} or empty")
+        out.append(reason or ("input" if w == 0.0 else ""))
+    return out
 
 
 def _as_list(v) -> list:

@@ -27,24 +27,12 @@ import numpy as np
 from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, edge9, extent, forward, mask_extent,
                                        mirrors, move_points, rasterise, rle_outline, warp_mask)
 from augd.annotations.model import Annotation, AnnotationError, Object
+from augd.annotations.occlusion import (DROP_REASONS, HIDDEN, IGNORE_REASONS, KEPT, Rule, hidden_by, hide_in_masks,
+                                        thick_box, uncovered)
 from augd.annotations.rle import rle_decode, rle_encode
 
-__all__ = ["DROP_REASONS", "HIDDEN", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK", "SHAPES",
-           "WEIGHTS", "Moved", "Shape", "hidden_by", "hide_in_masks", "instance_masks", "transform", "uncover"]
-
-#: transform() writes the indices (into the input's objects) of the objects it kept under this key of the output
-#: annotation's `extra`, so a caller can pair them with instance_masks() of the input annotation.
-KEPT = "augd/kept_objects"
-#: ... and under this one the output's HxW bool mask of the pixels its covers overwrote (None: none), so that a
-#: caller takes them off the objects' instance masks too.
-HIDDEN = "augd/hidden_pixels"
-
-#: Why an object was dropped (the manifest's annotations.objects.dropped_by_reason), checked in this order:
-#: outside: no part of it left on the canvas; cut: what a crop or warp left is under min_visibility of it;
-#: small: a side of what is left is under min_size px; covered: a cutout or paste hides it, or all but less than
-#: min_visibility of it (remnants thinner than min_size not counting); keypoints: fewer than min_keypoints
-#: labelled points left.
-DROP_REASONS = ("outside", "cut", "small", "covered", "keypoints")
+__all__ = ["DROP_REASONS", "HIDDEN", "IGNORE_REASONS", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK",
+           "SHAPES", "WEIGHTS", "Moved", "Rule", "Shape", "hidden_by", "hide_in_masks", "instance_masks", "transform"]
 
 Box = tuple[float, float, float, float]
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
@@ -185,9 +173,10 @@ class _SemanticMask:
 
 
 class _Weights:
-    """Each object's weight, 1 or its image's share of a blend (mixup: augd/job/mixing.py); it rides along with
-    its object unchanged."""
-    name, keys = "weights", ("image/object/weight",)
+    """Each object's fate in its record (augd.annotations.occlusion): its weight (0 when it is ignored, else 1 or
+    its image's share of a blend: mixup, augd/job/mixing.py), is_crowd (COCO's iscrowd, or ignored: "ignore it in
+    evaluation") and augd's own word on why it is ignored; they ride along with the object."""
+    name, keys = "weights", ("image/object/weight", "image/object/is_crowd", "augd/object/ignored")
 
 
 SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
@@ -201,65 +190,49 @@ WEIGHTS = _Weights()
 KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
-def _keep(obj: Object, moved: Moved, min_visibility: float, min_size: float) -> tuple[Object | str, float]:
-    """(the object with its new box, or the DROP_REASONS reason too little of it is left; the share of it the
-    canvases left)."""
-    box, whole = moved.box, area(moved.whole)
-    if box is None or whole <= 0.0:
-        return "outside", 0.0
-    visible = min(area(box) / whole, 1.0)
-    if visible <= 0.0:
-        return "outside", visible
-    if visible < min_visibility:
-        return "cut", visible
-    if min(box[2] - box[0], box[3] - box[1]) < min_size:
-        return "small", visible
-    return dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes), visible
-
-
-def _move(obj: Object, maps, steps, min_visibility: float, min_size: float, points, hidden,
-          ellipse: bool = False) -> Object | str:
-    """One object in the output's coordinates, or the reason it is dropped (DROP_REASONS). `points`: (mirrored,
-    flip or None for no swap, min_keypoints, covers); `hidden`: the output's pixels the covers overwrote;
-    `ellipse`: a box alone moves as its inscribed ellipse (the steps turn, and box_rotation says so)."""
+def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = False) -> Object | str:
+    """One object in the output's coordinates (kept, or ignored: occlusion.Rule.fate), or the reason it is dropped
+    (DROP_REASONS). `points`: (mirrored, flip or None for no swap, covers, rotation, events); `hidden`: the output's
+    pixels the covers overwrote; `ellipse`: a box alone moves as its inscribed ellipse (the steps turn, and
+    box_rotation says so)."""
     shape = next(s for s in SHAPES if s.carries(obj))
     if ellipse and shape is SHAPES[-1]:
         shape = ELLIPSE
     moved = shape.move(obj, maps, steps)
-    new, share = _keep(obj, moved, min_visibility, min_size)
-    if isinstance(new, str):
-        return new
+    box, whole = moved.box, area(moved.whole)
+    if box is None or whole <= 0.0 or area(box) <= 0.0:
+        return "outside"
+    if min(box[2] - box[0], box[3] - box[1]) < rule.min_size:
+        return "small"
+    new = dataclasses.replace(obj, box=box, truncated=obj.truncated or moved.cut, **moved.changes)
+    share, reason, covered = obj.visible * min(area(box) / whole, 1.0), "cut", False
     if hidden is not None:   # of what the canvases left, the covers may hide more
-        new = _uncovered(new, hidden, min_visibility / share, min_size, points=False, region=moved.region)
-        if new is None:
+        got = uncovered(new, hidden, rule, region=moved.region)
+        if got is None:
             return "covered"
-    if not obj.keypoints:
-        return new
-    mirrored, flip, least, covers, rotation, events = points
-    moved = KEYPOINTS.move(obj.keypoints, maps, steps, mirrored, flip or range(len(obj.keypoints)), covers, rotation,
-                           events)
-    if sum(p[2] > 0 for p in moved) < least:
-        return "keypoints"
-    return dataclasses.replace(new, keypoints=moved)
+        covered = got[0] is not new     # what shows of it is then what the cover's rule left
+        new, shown = got
+        reason = "cut" if share < rule.min_visibility else "covered"
+        share *= shown
+    if obj.keypoints:
+        mirrored, flip, covers, rotation, events = points
+        new = dataclasses.replace(new, keypoints=KEYPOINTS.move(obj.keypoints, maps, steps, mirrored,
+                                                                flip or range(len(obj.keypoints)), covers, rotation,
+                                                                events))
+        if share >= rule.min_visibility and sum(p[2] > 0 for p in new.keypoints) < rule.min_keypoints:
+            reason = "keypoints"
+    under = reason == "keypoints"
+    ignoring = rule.ignores(share, under)
+    if (moved.cut or ignoring) and not covered:   # what a canvas left of it shows where it is min_size thick
+        box = thick_box(new, moved.region, rule.min_size, rule.seen if ignoring else 0.0)
+        if box is None:
+            return "small"
+        new = dataclasses.replace(new, box=box)
+    return rule.fate(new, share, reason, under)
 
 
-def hidden_by(covers, maps, steps, size: tuple[int, int]) -> np.ndarray | None:
-    """The output's HxW bool mask of the pixels the covers overwrote (None: no cover): each cover's rectangle
-    (k, (x0, y0, x1, y1)), overwritten after the first k steps, through the steps after it and rasterised at
-    pixel centres, as the pixels it filled moved. `size`: the output's (h, w) when there are no steps."""
-    if not covers:
-        return None
-    oh, ow = (int(round(steps[-1][1])), int(round(steps[-1][2]))) if steps else size
-    out = np.zeros((oh, ow), bool)
-    for k, (x0, y0, x1, y1) in covers:
-        clipped, _, _ = forward((((x0, y0), (x1, y0), (x1, y1), (x0, y1)),), maps[k:], steps[k:])
-        out |= rasterise([p for p in clipped if len(p) >= 3], oh, ow).astype(bool)
-    return out
-
-
-def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float = 0.0, min_size: float = 1.0,
-              mask: np.ndarray | None = None, flip: Sequence[int] | None = None, min_keypoints: int = 0,
-              covers=(), size: tuple[int, int] | None = None,
+def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), mask: np.ndarray | None = None,
+              flip: Sequence[int] | None = None, covers=(), size: tuple[int, int] | None = None,
               box_rotation: str = "corners", rotation: Sequence[int] | None = None,
               events: Sequence[str] = ()) -> tuple[Annotation, np.ndarray | None, Counter]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped by
@@ -268,20 +241,19 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     Each object's box (its 4 corners; its polygons when it has any, for a tight box; the outline of its RLE
     mask, whose box is then the extent of the warped mask) goes through every step and is clipped to that
     step's canvas; its new box is the axis-aligned extent of what is left, `truncated` is set when clipping cut
-    it. An object is dropped when nothing is left, when the visible box is under `min_visibility` of the box of
-    the whole transformed object, or when a side of it is under `min_size` px. Kept objects carry their
-    clipped polygons and their warped RLE mask in output coordinates; `extra[KEPT]` lists their input indices.
-    `mask` (HxW uint8 class indices of the source) is warped with nearest-neighbour sampling, 255 outside.
-    `covers` (Program.covers: the cutouts' rectangles) hide what they overwrite by the one occlusion rule
-    (uncover's): an object's box becomes the extent of its part still showing (remnants thinner than `min_size`
-    do not count), its mask loses those pixels, the keypoints under them are no longer labelled, and one left
-    with less than `min_visibility` of itself is dropped; `size`: the source's (h, w), needed for covers when
-    there are no steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says; an object with
-    fewer than `min_keypoints` labelled points left is dropped too. `box_rotation`: "ellipse" moves a box alone
-    as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners. `rotation`,
-    `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order (_Keypoints)."""
+    it. `covers` (Program.covers: what the cutouts overwrote) hide what they overwrite by the one occlusion rule
+    (augd.annotations.occlusion): an object's box becomes the extent of its part still showing, its mask loses
+    those pixels, the keypoints under them are no longer labelled. Then `rule` decides each object's fate: kept,
+    ignored (`ignored` set to its IGNORE_REASONS reason: it shows, but under min_visibility of itself, or with
+    fewer than min_keypoints points) or dropped (DROP_REASONS). Objects written carry their clipped polygons and
+    their warped RLE mask in output coordinates, and `visible`, the share of them as annotated still showing;
+    `extra[KEPT]` lists their input indices. `mask` (HxW uint8 class indices of the source) is warped with
+    nearest-neighbour sampling, 255 outside; `size`: the source's (h, w), needed for covers when there are no
+    steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says. `box_rotation`: "ellipse" moves
+    a box alone as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners.
+    `rotation`, `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
-    points = (mirrors(steps), None if flip is None else tuple(flip), min_keypoints, tuple(covers),
+    points = (mirrors(steps), None if flip is None else tuple(flip), tuple(covers),
               None if rotation is None else tuple(rotation), tuple(events))
     hidden = hidden_by(covers, maps, steps, size) if covers and ann.objects else None
     if hidden is not None and not hidden.any():
@@ -289,7 +261,7 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     kept, objects, dropped = [], [], Counter()
     ellipse = box_rotation == "ellipse" and _turns(steps)
     for k, obj in enumerate(ann.objects):
-        new = _move(obj, maps, steps, min_visibility, min_size, points, hidden, ellipse)
+        new = _move(obj, maps, steps, rule, points, hidden, ellipse)
         if isinstance(new, str):
             dropped[new] += 1
         else:
@@ -299,20 +271,6 @@ def transform(ann: Annotation, steps: Sequence[Step], *, min_visibility: float =
     out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
     warped = None if mask is None else SEMANTIC_MASK.move(mask, steps)
     return out, warped, dropped
-
-
-def hide_in_masks(masks: list[np.ndarray], objects, hidden: np.ndarray | None) -> list[np.ndarray]:
-    """The survivors' instance masks (instance_masks of the source, kept ones) without what the covers hid
-    (transform's extra[HIDDEN]) nor what their box, the extent of what counts, left out: a mask and its box
-    agree. Unchanged without a cover."""
-    if hidden is None:
-        return masks
-    for m, obj in zip(masks, objects):
-        c0, r0, c1, r1 = _pixels(obj.box, *m.shape)
-        inside = np.zeros(m.shape, bool)
-        inside[r0:r1, c0:c1] = True
-        m[hidden | ~inside] = 0
-    return masks
 
 
 def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
@@ -334,82 +292,3 @@ def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> li
             src = rasterise([corners(obj.box)], h, w)
         out.append((warp_mask(src, steps, fill=0) > 0).astype(np.uint8))
     return out
-
-
-def uncover(ann: Annotation, hidden: np.ndarray, min_visibility: float = 0.0,
-            min_size: float = 1.0) -> tuple[Annotation, Counter]:
-    """(the annotation with what `hidden` (its image's HxW bool: the pixels a paste covers) hides taken off each
-    object, objects dropped by reason: all "covered"). An object with polygons or an RLE mask keeps the pixels
-    still showing (as an RLE mask: its box becomes their extent); a box alone keeps the extent of its pixels still
-    showing (its own edges where they show). Remnants thinner than `min_size` pixels (a 1-px strip beside a
-    patch) do not count as showing. One with nothing left, or less than `min_visibility` of it (pixels), is
-    dropped; one cut becomes truncated, and its keypoints under the paste are no longer labelled. `extra[KEPT]`
-    lists the survivors' input indices, as transform's does."""
-    kept, objects = [], []
-    for k, obj in enumerate(ann.objects):
-        new = _uncovered(obj, hidden, min_visibility, min_size)
-        if new is not None:
-            kept.append(k)
-            objects.append(new)
-    out = dataclasses.replace(ann, objects=tuple(objects), extra={**ann.extra, KEPT: tuple(kept)})
-    gone = len(ann.objects) - len(objects)
-    return out, Counter({"covered": gone} if gone else {})
-
-
-def _pixels(box, h: int, w: int) -> tuple[int, int, int, int]:
-    """The rows and columns whose pixel centres lie inside a box in pixel edges: (c0, r0, c1, r1), half-open."""
-    return (min(max(int(np.ceil(box[0] - 0.5)), 0), w), min(max(int(np.ceil(box[1] - 0.5)), 0), h),
-            min(max(int(np.ceil(box[2] - 0.5)), 0), w), min(max(int(np.ceil(box[3] - 0.5)), 0), h))
-
-
-def _opened(visible: np.ndarray, min_size: float) -> np.ndarray:
-    """The pixels of `visible` (2-D bool: an object's window) that belong to a part at least `min_size` pixels
-    thick both ways: a morphological opening by a square of that side, outside the window counting as hidden (a
-    2-px strip along the object's own edge is thin; a whole object of at least that size is its own opening).
-    Below 2 pixels, everything counts."""
-    k = int(np.ceil(min_size))
-    if k < 2 or not visible.any():
-        return visible
-    import cv2
-    # An erosion and a dilation whose anchors mirror each other: cv2.morphologyEx's opening by an even square
-    # anchors both at its centre and moves what it keeps one pixel right and down.
-    square, a = np.ones((k, k), np.uint8), k // 2
-    kept = cv2.erode(visible.astype(np.uint8), square, anchor=(a, a), borderType=cv2.BORDER_CONSTANT, borderValue=0)
-    return cv2.dilate(kept, square, anchor=(k - 1 - a, k - 1 - a), borderType=cv2.BORDER_CONSTANT,
-                      borderValue=0).astype(bool)
-
-
-def _uncovered(obj: Object, hidden: np.ndarray, min_visibility: float, min_size: float = 1.0,
-               points: bool = True, region: tuple = ()) -> Object | None:
-    """The object with what `hidden` hides taken off (see uncover), None when too little of it shows.
-    `points`: False leaves its keypoints to the caller (transform moves them itself); `region`: where a box
-    alone lies when it is no longer upright (its rotated corners), else its box."""
-    h, w = hidden.shape
-    c0, r0, c1, r1 = _pixels(obj.box, h, w)
-    under = hidden[r0:r1, c0:c1]
-    if not under.any():
-        return obj
-
-    def shown(p) -> bool:
-        return p[2] > 0 and not hidden[min(max(int(p[1]), 0), h - 1), min(max(int(p[0]), 0), w - 1)]
-
-    kp = {"keypoints": tuple(p if shown(p) else (0.0, 0.0, 0) for p in obj.keypoints)} if points else {}
-    if obj.polygons or obj.rle is not None or region:
-        src = rasterise(obj.polygons or region, h, w) if obj.polygons or obj.rle is None else rle_decode(obj.rle)
-        full = int(src.sum())
-        src[hidden] = 0
-        src[r0:r1, c0:c1] = _opened(src[r0:r1, c0:c1] > 0, min_size)
-        box = mask_extent(src)
-        if box is None or not full or src.sum() / full < max(min_visibility, 1e-9):
-            return None
-        if obj.polygons or obj.rle is not None:
-            return dataclasses.replace(obj, box=box, polygons=(), rle=rle_encode(src), truncated=True, **kp)
-        return dataclasses.replace(obj, box=box, truncated=True, **kp)   # a box alone stays a box
-    visible = _opened(~under, min_size)
-    if not visible.any() or visible.mean() < min_visibility:
-        return None
-    rows, cols = np.flatnonzero(visible.any(axis=1)), np.flatnonzero(visible.any(axis=0))
-    x0, y0, x1, y1 = obj.box
-    box = (max(x0, float(c0 + cols[0])), max(y0, float(r0 + rows[0])), min(x1, float(c0 + cols[-1] + 1)),
-           min(y1, float(r0 + rows[-1] + 1)))
-    return dataclasses.replace(obj, box=box, truncated=True, **kp)

@@ -32,6 +32,7 @@ import numpy as np
 from augd.engine.kernels import box_shrink_matrix
 from augd.ops import REGISTRY, ColourOp, CompositeOp, GeometryOp, Op, PartnerOp, SeededOp
 from augd.ops.base import Fill, Interpolation
+from augd.ops.boxes import left_empty, outline, within
 from augd.ops.sampling import coin, generator, tf_seed
 from augd.spec import OpNode
 
@@ -215,9 +216,14 @@ class Program:
             geometry.extend((geo[k][0].copy(), float(round(geo[k][3])), float(round(geo[k][4])))
                             for k in sorted(geo))
         if covers is not None:
+            moved: dict = {}    # (geo step, box) -> where the moves inside it left its own content
             for s in self.steps:
                 if isinstance(s, Seeded) and s.region is not None and ints[s.on]:
                     covers.extend((s.geo_before, r) for r in s.op.hidden(floats[s.region]))
+                    for rect, move in s.op.moves(floats[s.region]):
+                        key = (s.geo_before, rect)
+                        moved[key] = within(move(moved.get(key, outline(rect))), rect)
+            covers.extend((k, piece) for (k, rect), kept in moved.items() for piece in left_empty(rect, kept))
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:

@@ -25,11 +25,16 @@ TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/file
 KEYPOINT_KEYS = ("image/object/keypoint/x", "image/object/keypoint/y", "image/object/keypoint/visibility",
                  "image/object/keypoint/num")
 
-#: The Object Detection API's per-object keys (detection records): always read back as lists, one value per
-#: object, class texts as str.
+#: The per-object keys of an ignored object's record (docs/records.md: it shows, under the occlusion rule): weight
+#: 0 in the OD API's image/object/weight (ignored in its loss), is_crowd 1 (COCO's and Model Garden's "ignore in
+#: evaluation"), and augd's own key saying why ("" for a kept object).
+IGNORE_KEYS = ("image/object/weight", "image/object/is_crowd", "augd/object/ignored")
+
+#: The Object Detection API's per-object keys (detection records), and augd's: always read back as lists, one
+#: value per object, class texts and ignore reasons as str.
 OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
                "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
-               "image/object/difficult", "image/object/truncated", "image/object/mask", "image/object/weight",
+               "image/object/difficult", "image/object/truncated", "image/object/mask", *IGNORE_KEYS,
                *KEYPOINT_KEYS)
 
 #: A mixed record's keys (partner ops: mosaic, mixup, cutmix), always read back as lists: its partners'
@@ -298,7 +303,7 @@ def feature_value(key: str, values: list):
     """A feature's Python value, the same from both readers: one value bare, several as a list, text keys as str;
     the per-object keys always as a list."""
     if key in OBJECT_KEYS or key in MIX_KEYS:
-        if key in ("image/object/class/text", "augd/partners", "augd/mix/text"):
+        if key in ("image/object/class/text", "augd/object/ignored", "augd/partners", "augd/mix/text"):
             return [v.decode("utf-8", "surrogateescape") for v in values]
         return list(values)
     value = values[0] if len(values) == 1 else values

@@ -49,6 +49,8 @@ DETECTION_FEATURES = {
     "image/object/truncated": tf.io.VarLenFeature(tf.int64),
     "image/object/mask": tf.io.VarLenFeature(tf.string),
     "image/object/weight": tf.io.VarLenFeature(tf.float32),
+    "image/object/is_crowd": tf.io.VarLenFeature(tf.int64),
+    "augd/object/ignored": tf.io.VarLenFeature(tf.string),
     "image/object/keypoint/x": tf.io.VarLenFeature(tf.float32),
     "image/object/keypoint/y": tf.io.VarLenFeature(tf.float32),
     "image/object/keypoint/visibility": tf.io.VarLenFeature(tf.int64),
@@ -70,14 +72,19 @@ class RecordObjects:
     segmentation: bytes | None = None         # the semantic mask PNG, or None
     num_keypoints: int = 0                    # K of a keypoint job (0: no keypoint keys)
     keypoints: tuple = ()                     # per object, K (x, y, visibility), x and y NORMALIZED
-    weights: tuple[float, ...] = ()           # per object (image/object/weight: mixup's shares), or () for none
+    #: per object (image/object/weight): 0 for an ignored one, a blend's share (mixup), else 1; () for none
+    weights: tuple[float, ...] = ()
+    ignored: tuple[str, ...] = ()             # per object: why it is ignored, "" for a kept one; () when none is
+    crowd: tuple[int, ...] = ()               # per object (image/object/is_crowd): COCO's iscrowd or ignored; or ()
 
     @classmethod
     def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
                      segmentation: bytes | None = None, num_keypoints: int = 0, weights=()) -> "RecordObjects":
         """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
         normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`). A keypoint
-        job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0)."""
+        job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0). `weights`: each
+        object's (a blend's shares), or () for 1; an ignored object's is 0 whatever it was, and a record holding
+        one says why (`ignored`) and marks it is_crowd (`crowd`, as it marks COCO's crowds)."""
         def norm(v, size):
             return min(max(float(v) / size, 0.0), 1.0)
         none = ((0.0, 0.0, 0),) * num_keypoints
@@ -88,7 +95,7 @@ class RecordObjects:
                          norm(o.box[3], height)) for o in objects),
             labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
             difficult=tuple(int(o.difficult) for o in objects), truncated=tuple(int(o.truncated) for o in objects),
-            masks=tuple(masks), segmentation=segmentation, weights=tuple(float(v) for v in weights))
+            masks=tuple(masks), segmentation=segmentation, **_ignore_keys(objects, weights))
 
     def check(self) -> None:
         """ValueError naming the object when the record would not say what the annotations say."""
@@ -96,8 +103,9 @@ class RecordObjects:
         for name in ("labels", "texts", "difficult", "truncated"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"RecordObjects: {len(getattr(self, name))} {name} for {n} boxes")
-        if self.weights and len(self.weights) != n:
-            raise ValueError(f"RecordObjects: {len(self.weights)} weights for {n} boxes")
+        for name in ("weights", "ignored", "crowd"):
+            if getattr(self, name) and len(getattr(self, name)) != n:
+                raise ValueError(f"RecordObjects: {len(getattr(self, name))} {name} for {n} boxes")
         if self.masks and len(self.masks) != n:
             raise ValueError(f"RecordObjects: {len(self.masks)} instance masks for {n} boxes")
         for k, box in enumerate(self.boxes):
@@ -117,6 +125,18 @@ class RecordObjects:
             if label < 1:
                 raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): label {label} is not a label "
                                  "map id (ids start at 1)")
+
+
+def _ignore_keys(objects, weights) -> dict:
+    """RecordObjects' weights, ignored and crowd for these objects (see from_objects)."""
+    out: dict = {"weights": tuple(float(v) for v in weights)}
+    if any(o.ignored for o in objects):
+        out["weights"] = tuple(0.0 if o.ignored else float(weights[k]) if weights else 1.0
+                               for k, o in enumerate(objects))
+        out["ignored"] = tuple(o.ignored for o in objects)
+    if any(o.crowd or o.ignored for o in objects):
+        out["crowd"] = tuple(int(o.crowd or bool(o.ignored)) for o in objects)
+    return out
 
 
 def _text(s: str) -> bytes:
@@ -202,6 +222,10 @@ def _add_objects(f, objects: RecordObjects) -> None:
     f["image/object/class/text"].bytes_list.value.extend(_text(t) for t in objects.texts)
     if objects.weights:
         f["image/object/weight"].float_list.value.extend(objects.weights)
+    if objects.crowd:
+        f["image/object/is_crowd"].int64_list.value.extend(objects.crowd)
+    if objects.ignored:
+        f["augd/object/ignored"].bytes_list.value.extend(_text(t) for t in objects.ignored)
     if objects.masks:
         f["image/object/mask"].bytes_list.value.extend(objects.masks)
     if objects.num_keypoints:

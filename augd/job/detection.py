@@ -21,7 +21,8 @@ from augd.annotations.geometry import corners, warp_mask
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.layout import read_job
 from augd.annotations.masks import mask_png, read_mask
-from augd.annotations.targets import HIDDEN, KEPT, SEMANTIC_MASK, hide_in_masks, instance_masks, transform, uncover
+from augd.annotations.occlusion import HIDDEN, KEPT, Rule, hide_in_masks
+from augd.annotations.targets import SEMANTIC_MASK, instance_masks, transform
 from augd.annotations.tree import IMAGE_EXTENSIONS, extension
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
@@ -45,6 +46,7 @@ class Detection:
     annotations: dict[str, Annotation]    # image relpath -> its annotation, for the images kept
     max_pixels: int = defaults.MAX_PIXELS  # the job's: a larger semantic mask is a bad annotation
     keypoints: KeypointSchema | None = None  # the format's, with `keypoint_flip` applied; None: no keypoints
+    rule: Rule = Rule()                   # what each object's fate is judged by (rule_of: the settings and output)
 
     @property
     def format(self) -> str:
@@ -129,7 +131,9 @@ class ImageObjects:
             ann.mask, (self.h, self.w), ann.source or ann.mask, max_pixels=det.max_pixels)
         self.instances = any(o.polygons or o.rle for o in ann.objects)
         self.out: collections.Counter = collections.Counter()
-        self.dropped: collections.Counter = collections.Counter()   # by reason (targets.DROP_REASONS)
+        self.dropped: collections.Counter = collections.Counter()   # by reason (occlusion.DROP_REASONS)
+        self.ignored: collections.Counter = collections.Counter()   # written with weight 0, by reason
+        self.ignored_out: collections.Counter = collections.Counter()   # ... by class name
         self.cut: collections.Counter = collections.Counter()       # a tile's: what its edge cut off, by reason
         self.points_out = 0
 
@@ -171,9 +175,8 @@ class ImageObjects:
         image's. `image`: the tile as an image (its seed path, its header); a partner op finds its objects under
         that path in the child's view of the job's annotations."""
         s, kp = self.det.settings, self.det.keypoints
-        ann, seg, cut = transform(self._reaching(tile), [tile.step], min_visibility=s.value("min_visibility"),
-                                  min_size=s.value("min_size"), mask=self.mask, flip=kp.flip if kp else None,
-                                  min_keypoints=s.value("min_keypoints"), size=(self.h, self.w),
+        ann, seg, cut = transform(self._reaching(tile), [tile.step], rule=self.det.rule, mask=self.mask,
+                                  flip=kp.flip if kp else None, size=(self.h, self.w),
                                   box_rotation=s.value("box_rotation"), rotation=kp.rotation if kp else None)
         ann = Annotation(ann.objects, None, self.ann.source or self.img.relpath)
         det = dataclasses.replace(self.det, annotations=collections.ChainMap({image.relpath: ann},
@@ -195,6 +198,8 @@ class ImageObjects:
         self.dropped.update(tile.cut)
         self.dropped.update(tile.dropped)
         self.out.update(tile.out)
+        self.ignored.update(tile.ignored)
+        self.ignored_out.update(tile.ignored_out)
         self.points_out += tile.points_out
 
     def _reaching(self, tile) -> Annotation:
@@ -205,23 +210,24 @@ class ImageObjects:
 
     def _written(self, ann, seg, masks, out_h, out_w, weights=()):
         self.out.update(o.name for o in ann.objects)
+        self.ignored.update(o.ignored for o in ann.objects if o.ignored)
+        self.ignored_out.update(o.name for o in ann.objects if o.ignored)
         self.points_out += _labelled(ann)
         kp = self.det.keypoints
         return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath,
                                len(kp.names) if kp else 0, weights)
 
     def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True, least: float = 0.0, events=()):
-        """(the annotation through `steps`, its semantic mask, its objects' instance masks). `ann`: this image's
-        annotation as a mix left it (augd.annotations.targets.uncover), its objects' masks from it; `masks`:
+        """(the annotation through `steps`, its semantic mask, its objects' instance masks). `ann`: the objects to
+        move, if not all of this image's (a mix's pasted object alone), their masks from them; `masks`:
         instance masks even for an annotation without polygons or RLE (a mix with one that has them);
         `semantic`: False leaves the semantic mask out (None); `least`: the steps' own min_visibility (a crop's),
         applied where it is above the job's; `events`: their mirrors and quarter turns, in order."""
         s = self.det.settings
         kp = self.det.keypoints
         src = self.ann if ann is None else ann
-        out, seg, dropped = transform(src, steps, min_visibility=max(s.value("min_visibility"), least),
-                                      min_size=s.value("min_size"), mask=self.mask if semantic else None,
-                                      flip=kp.flip if kp else None, min_keypoints=s.value("min_keypoints"),
+        out, seg, dropped = transform(src, steps, rule=self.det.rule.stricter(least),
+                                      mask=self.mask if semantic else None, flip=kp.flip if kp else None,
                                       covers=covers, size=(self.h, self.w), box_rotation=s.value("box_rotation"),
                                       rotation=kp.rotation if kp else None, events=events)
         self.dropped.update(dropped)
@@ -237,7 +243,7 @@ class ImageObjects:
 
     def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool, least: float = 0.0, events=()):
         """The RecordObjects of a variant made on a mix's canvas: each placed source's objects through its tile
-        and then the steps after the partner op (a paste hides what it lands on: augd.annotations.targets.uncover);
+        and then the steps after the partner op (a paste hides what it lands on: a cover on the canvas);
         a blend's objects weighted by their image's share (image/object/weight); the semantic masks laid on the
         canvas as the pixels are (a blend's: the heavier image's where both have one), then moved once."""
         mix, drawn = mixed.drawn.mix, mixed.drawn
@@ -248,15 +254,13 @@ class ImageObjects:
         shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps
         objects, masks, weights = [], [], []
         for k, p, part in parts:
-            # a pasted object alone (copy_paste), or the whole source; what later pastes hide, taken off
+            # a pasted object alone (copy_paste), or the whole source; what later pastes hide is a cover on the
+            # canvas (after its two placement steps), judged with the rest of the chain's by the one rule
             ann = part.ann if p.obj < 0 else dataclasses.replace(part.ann, objects=(part.ann.objects[p.obj],))
             hidden = mixed.hidden(k)
-            if hidden is not None and hidden.any():
-                ann, gone = uncover(ann, _in_source(hidden, p, part.h, part.w),
-                                    self.det.settings.value("min_visibility"), self.det.settings.value("min_size"))
-                part.dropped.update(gone)
+            pasted = ((2, hidden),) if hidden is not None and hidden.any() else ()
             part_steps = placement_steps(p, mix) + list(steps)
-            moved, _, got = part._moved(part_steps, shifted, ann, any_masks, semantic=False, least=least,
+            moved, _, got = part._moved(part_steps, pasted + shifted, ann, any_masks, semantic=False, least=least,
                                         events=events)
             objects += moved.objects
             masks += got
@@ -272,7 +276,7 @@ class ImageObjects:
         """What the image adds to the manifest's annotations block."""
         return ObjectCounts(dict(collections.Counter(o.name for o in self.ann.objects)), dict(self.out),
                             dict(self.dropped), not self.ann.objects and self.ann.mask is None, _labelled(self.ann),
-                            self.points_out)
+                            self.points_out, dict(self.ignored), dict(self.ignored_out))
 
 
 def _labelled(ann: Annotation) -> int:
@@ -301,12 +305,6 @@ def _canvas_mask(mix, parts, steps, alphas):
     return SEMANTIC_MASK.move(canvas, steps) if steps else canvas
 
 
-def _in_source(hidden, p, h: int, w: int):
-    """Canvas pixels (bool) seen in the h x w source placed by `p` (nearest)."""
-    to_canvas = np.array([[1, 0, p.rect[0]], [0, 1, p.rect[1]], [0, 0, 1]], np.float64) @ np.linalg.inv(p.matrix)
-    return warp_mask(hidden.astype(np.uint8), [(to_canvas, h, w)], fill=0) > 0
-
-
 def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0,
                     weights=()):
     from augd.io.records import RecordObjects
@@ -315,6 +313,19 @@ def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, wher
                                       masks=tuple(mask_png(m) for m in masks),
                                       segmentation=mask_png(seg) if seg is not None else None,
                                       num_keypoints=num_keypoints, weights=weights)
+
+
+#: The least thickness of a remnant beside a cover (or of what shows of an ignored object) that still counts as
+#: showing, by the output's format: JPEG's 4:2:0 chroma averages each 2x2 block, so a strip of colour needs 3 px to
+#: hold a whole block, and keep its hue, wherever it falls; lossless formats keep what min_size keeps.
+STRIP = {"jpeg": 3.0}
+
+
+def rule_of(settings: Annotations, fmt: str) -> Rule:
+    """The job's occlusion rule: its annotations settings, and what its output format keeps of a thin strip."""
+    return Rule(min_visibility=settings.value("min_visibility"), min_size=settings.value("min_size"),
+                min_keypoints=settings.value("min_keypoints"), low_visibility=settings.value("low_visibility"),
+                strip=STRIP.get(fmt, 0.0))
 
 
 def fixed_label_map(settings: Annotations, input_dir: str):
@@ -360,7 +371,8 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
     if layout is None:
         return None
     _refuse_moves_inside_boxes(layout, spec, input_dir)
-    return Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
+    return Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir),
+                     rule_of(settings, spec.output.format))
 
 
 def _moving_inside_boxes(nodes) -> list[str]:
@@ -421,7 +433,8 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
         return job.scan, None, job.scratch
     layout = job.layout
     _refuse_moves_inside_boxes(layout, spec, input_dir)
-    detection = Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir))
+    detection = Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir),
+                          rule_of(settings, spec.output.format))
     return job.scan, detection, job.scratch
 
 

@@ -40,8 +40,9 @@ def _annotation_report(detection: Detection, tally: Tally, rejected, negatives_r
     return AnnotationReport(
         format=detection.format, label_map=jobfolder.LABEL_MAP_FILE,
         classes=tuple(ClassObjects(detection.label_map.id_of(n, jobfolder.LABEL_MAP_FILE), n, tally.objects_in[n],
-                                   tally.objects_out[n]) for n in names),
-        dropped=dict(tally.dropped), negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
+                                   tally.objects_out[n], tally.ignored_out[n]) for n in names),
+        dropped=dict(tally.dropped), ignored=dict(tally.ignored), low_visibility=detection.rule.low_visibility,
+        negatives_kept=tally.negatives, negatives_rejected=negatives_rejected,
         bad_annotations=sum(r.reason == RejectReason.BAD_ANNOTATION for r in rejected),
         repaired={k: v for k, v in detection.layout.repaired.items() if k in detection.annotations},
         keypoints=None if detection.keypoints is None else {

@@ -163,14 +163,16 @@ class Timing:
 @dataclass(frozen=True)
 class ObjectCounts:
     """One written image of a detection job: its objects per class name in its annotation and in its records
-    (every variant), the boxes the transforms dropped by reason (augd.annotations.targets.DROP_REASONS), and
-    whether it is a negative."""
+    (every variant: kept and ignored), the objects the transforms dropped and those its records ignore by reason
+    (augd.annotations.occlusion's DROP_REASONS, IGNORE_REASONS), and whether it is a negative."""
     objects_in: dict[str, int]
     objects_out: dict[str, int]
     dropped: dict[str, int]
     negative: bool
     points_in: int = 0                 # a keypoint job's labelled keypoints in its annotation, and in its records
     points_out: int = 0
+    ignored: dict[str, int] = field(default_factory=dict)          # by reason
+    ignored_out: dict[str, int] = field(default_factory=dict)      # by class name (part of objects_out)
 
 
 @dataclass(frozen=True)
@@ -194,37 +196,47 @@ class TileCounts:
 
 @dataclass(frozen=True)
 class ClassObjects:
-    """One class of a detection job's label map: its id (1-based), name, and objects read and written."""
+    """One class of a detection job's label map: its id (1-based), name, objects read and written (kept and
+    ignored), and of those written the ones ignored."""
     id: int
     name: str
     objects_in: int
     objects_out: int
+    objects_ignored: int = 0
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "name": self.name, "objects_in": self.objects_in, "objects_out": self.objects_out}
+        return {"id": self.id, "name": self.name, "objects_in": self.objects_in, "objects_out": self.objects_out,
+                "objects_ignored": self.objects_ignored}
 
 
 @dataclass(frozen=True)
 class AnnotationReport:
-    """A detection job's annotations: the format read, objects per class, boxes dropped by the transforms,
-    negatives kept or rejected, and images rejected for a bad annotation (listed in inputs.rejected_files)."""
+    """A detection job's annotations: the format read, objects per class, objects the transforms dropped and those
+    the records ignore (weight 0) by reason, what low_visibility made of those under the rule, negatives kept or
+    rejected, and images rejected for a bad annotation (listed in inputs.rejected_files)."""
     format: str
     label_map: str                     # the file in the output folder
     classes: tuple[ClassObjects, ...]
-    dropped: dict[str, int]            # by reason (augd.annotations.targets.DROP_REASONS)
+    dropped: dict[str, int]            # by reason (augd.annotations.occlusion.DROP_REASONS)
     negatives_kept: int
     negatives_rejected: int
     bad_annotations: int
     keypoints: dict | None = None      # a keypoint job's schema (KeypointSchema.to_dict) and labelled points
     #: image relpath -> its near misses repaired, by reason (augd.annotations.repair)
     repaired: dict = field(default_factory=dict)
+    ignored: dict[str, int] = field(default_factory=dict)   # by reason (augd.annotations.occlusion.IGNORE_REASONS)
+    low_visibility: str = "ignore"     # the job's annotations.low_visibility: what those under the rule became
 
     def to_dict(self) -> dict:
+        out_ = sum(c.objects_out for c in self.classes)
         out = {"format": self.format, "label_map": self.label_map,
                "classes": [c.to_dict() for c in self.classes],
-               "objects": {"in": sum(c.objects_in for c in self.classes),
-                           "out": sum(c.objects_out for c in self.classes), "dropped": sum(self.dropped.values()),
-                           "dropped_by_reason": dict(sorted(self.dropped.items()))},
+               "objects": {"in": sum(c.objects_in for c in self.classes), "out": out_,
+                           "kept": out_ - sum(self.ignored.values()), "ignored": sum(self.ignored.values()),
+                           "ignored_by_reason": dict(sorted(self.ignored.items())),
+                           "dropped": sum(self.dropped.values()),
+                           "dropped_by_reason": dict(sorted(self.dropped.items())),
+                           "low_visibility": self.low_visibility},
                "negatives": {"kept": self.negatives_kept, "rejected": self.negatives_rejected},
                "bad_annotations": self.bad_annotations,
                "repairs": summary(self.repaired)}
@@ -340,6 +352,8 @@ class Tally:
     objects_in: collections.Counter = field(default_factory=collections.Counter)    # detection jobs: by class
     objects_out: collections.Counter = field(default_factory=collections.Counter)
     dropped: collections.Counter = field(default_factory=collections.Counter)       # by reason
+    ignored: collections.Counter = field(default_factory=collections.Counter)       # by reason
+    ignored_out: collections.Counter = field(default_factory=collections.Counter)   # by class
     negatives: int = 0
     points_in: int = 0
     points_out: int = 0
@@ -389,6 +403,8 @@ class Tally:
                 self.objects_in.update(res.objects.objects_in)
                 self.objects_out.update(res.objects.objects_out)
                 self.dropped.update(res.objects.dropped)
+                self.ignored.update(res.objects.ignored)
+                self.ignored_out.update(res.objects.ignored_out)
                 self.negatives += res.objects.negative
                 self.points_in += res.objects.points_in
                 self.points_out += res.objects.points_out

@@ -252,11 +252,19 @@ class SeededOp(Op):
         times (x0, y0, x1, y1), zeros for a hole it leaves out."""
         raise NotImplementedError
 
-    def hidden(self, values) -> list[tuple[float, float, float, float]]:
-        """The rectangles of region()'s `values` whose pixels this op overwrites: what the annotations lose by the
-        occlusion rule. Its holes, the empty ones (all zeros) left out."""
+    def hidden(self, values) -> list[tuple]:
+        """What of region()'s `values` this op overwrites, in pixel edges of its input: what the annotations lose
+        by the occlusion rule. Rectangles (x0, y0, x1, y1), or polygons ((x, y), ...) for an op that hides more
+        than rectangles (in_boxes' turned corners). By default its holes, the empty ones (all zeros) left out."""
         rects = np.asarray(values, np.float64).reshape(-1, 4)
         return [tuple(float(v) for v in r) for r in rects if r[2] > r[0] and r[3] > r[1]]
+
+    def moves(self, values) -> list[tuple]:
+        """Where this op moves pixels within rectangles of its input (in_boxes: a shift, turn, shear or flip inside
+        each box), as (the rectangle (x0, y0, x1, y1), a function taking a polygon ((x, y), ...) inside it to where
+        its pixels land). What the moves leave empty hides what stood there: the plan composes an image's moves
+        per rectangle and reports the rest of it as covers (augd.ops.boxes.left_empty). None by default."""
+        return []
 
     def describe(self, drawn) -> list[str]:
         # Its random values are drawn in the graph from a stateless seed: the plan knows only that it applied.

@@ -22,7 +22,7 @@ from augd.ops.pixel import Equalize, _in_holes
 from augd.ops.sampling import coin
 from augd.ops.words import signed
 
-__all__ = ["BoxCutout", "Cutout", "InBoxes", "MAX_BOXES"]
+__all__ = ["BoxCutout", "Cutout", "InBoxes", "MAX_BOXES", "left_empty", "outline", "within"]
 
 #: the most boxes one image's op acts on (its plan's slots); boxes past it are left as they are
 MAX_BOXES = 100
@@ -61,6 +61,84 @@ def _picked(rng, boxes, h, w, p: float) -> list:
     return [rects[k] for k in order]
 
 
+def _mover(op: str, value: float, rect):
+    """The function taking points inside a box (pixel edges) to where in_boxes' operation moves its pixels: each
+    output pixel reads where the op's matrix takes it (about the box's centre), so content moves by the inverse."""
+    x0, y0, x1, y1 = rect
+    cx, cy = (x0 + x1) / 2.0, (y0 + y1) / 2.0
+    if op == "translate_x":
+        return lambda poly: [(x + value, y) for x, y in poly]
+    if op == "translate_y":
+        return lambda poly: [(x, y + value) for x, y in poly]
+    if op == "flip":
+        return lambda poly: [(x0 + x1 - x, y) for x, y in poly]
+    if op == "rotate":
+        c, s = math.cos(math.radians(value)), math.sin(math.radians(value))
+        back = ((c, s), (-s, c))
+    elif op == "shear_x":
+        back = ((1.0, -value), (0.0, 1.0))
+    else:
+        back = ((1.0, 0.0), (-value, 1.0))
+    return lambda poly: [(cx + back[0][0] * (x - cx) + back[0][1] * (y - cy),
+                          cy + back[1][0] * (x - cx) + back[1][1] * (y - cy)) for x, y in poly]
+
+
+def outline(rect) -> list:
+    """A rectangle (x0, y0, x1, y1) as a polygon."""
+    x0, y0, x1, y1 = rect
+    return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
+
+
+def within(poly, rect) -> list:
+    """A convex polygon clipped to a rectangle (x0, y0, x1, y1)."""
+    x0, y0, x1, y1 = rect
+    for a, b in (((x0, y1), (x0, y0)), ((x0, y0), (x1, y0)), ((x1, y0), (x1, y1)), ((x1, y1), (x0, y1))):
+        poly = _half(poly, a, b, outside=False) if poly else poly
+    return poly
+
+
+def left_empty(rect, kept) -> list:
+    """What of a box (x0, y0, x1, y1) the convex polygon `kept` (its content, where moves left it) does not cover,
+    as convex polygons: the box clipped by the outside of each edge of `kept` in turn."""
+    box = outline(rect)
+    if len(kept) < 3 or _area(kept) <= 1e-9:
+        return [tuple(box)]
+    kept = list(kept)
+    if sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(kept, kept[1:] + kept[:1])) < 0:
+        kept.reverse()   # clockwise on screen (y down) like the box, so "inside" is on the same side of each edge
+    rest, out = box, []
+    for a, b in zip(kept, kept[1:] + kept[:1]):
+        if abs(b[0] - a[0]) + abs(b[1] - a[1]) < 1e-9:
+            continue   # a vertex twice (clipping repeats a corner it passes through): no edge
+        piece = _half(rest, a, b, outside=True)
+        if len(piece) >= 3 and _area(piece) > 1e-6:
+            out.append(tuple(piece))
+        rest = _half(rest, a, b, outside=False)
+    return out
+
+
+def _half(poly, a, b, outside: bool) -> list:
+    """A convex polygon clipped to one side of the line through a and b (Sutherland-Hodgman): the side where
+    the box's own edges keep their inside (the cross product of (b - a) and (p - a) >= 0), or the other with
+    `outside`."""
+    def side(p):
+        v = (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0])
+        return -v if outside else v
+    out = []
+    for p, q in zip(poly, poly[1:] + poly[:1]):
+        sp, sq = side(p), side(q)
+        if sp >= 0:
+            out.append(p)
+        if (sp >= 0) != (sq >= 0):
+            t = sp / (sp - sq)
+            out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
+    return out
+
+
+def _area(poly) -> float:
+    return abs(sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(poly, poly[1:] + poly[:1]))) / 2.0
+
+
 def _slots(rects, n: int) -> list[float]:
     out = [float(v) for r in rects for v in r]
     return out + [0.0] * (4 * n - len(out))
@@ -95,19 +173,18 @@ class InBoxes(SeededOp):
         return tuple(_slots(_picked(rng, boxes, h, w, p.box_p), MAX_BOXES)) + (sign * p.value,)
 
     def hidden(self, values):
-        """A shift leaves a strip of each box empty (`fill`): what stood there is gone. The other operations keep
-        what a box holds within it (the box is kept, as AutoAugment keeps it)."""
+        """Nothing of its own: what its moves leave empty is composed by the plan from moves()."""
+        return []
+
+    def moves(self, values):
+        """Each picked box's rectangle and where its operation takes the pixels inside it: a shift, a rotation or
+        a shear about its centre, a flip. What a move leaves empty (`fill`) hides what stood there; the plan
+        composes an image's moves per box (left_empty), so two moves of one box grey what the pair leaves."""
         op = self.params.op
         v = float(values[-1])
-        if op not in ("translate_x", "translate_y") or v == 0.0:
+        if not self.moves_pixels or (op in _SIGNED and v == 0.0):
             return []
-        out = []
-        for x0, y0, x1, y1 in super().hidden(values[:-1]):
-            if op == "translate_x":
-                out.append((x0, y0, min(x0 + v, x1), y1) if v > 0 else (max(x1 + v, x0), y0, x1, y1))
-            else:
-                out.append((x0, y0, x1, min(y0 + v, y1)) if v > 0 else (x0, max(y1 + v, y0), x1, y1))
-        return out
+        return [(r, _mover(op, v, r)) for r in super().hidden(values[:-1])]
 
     def apply(self, image, seed, region=None):
         rects = tf.cast(tf.reshape(region[:4 * MAX_BOXES], [MAX_BOXES, 4]), tf.int32)

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from augd.annotations.layout import FORMATS
+from augd.annotations.occlusion import LOW_VISIBILITY
 
 __all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "DEFAULTS"]
 
@@ -40,6 +41,10 @@ class AnnotationsConfig(BaseModel):
     min_size: float | None = Field(None, ge=0.0, description="drop a box narrower or shorter than this many pixels "
                                                              "after the transform; thinner remnants beside a cutout "
                                                              "do not count as showing (default 2)")
+    low_visibility: Literal[LOW_VISIBILITY] | None = Field(
+        None, description="an object that still shows but under min_visibility (or min_keypoints): ignore (default: "
+                          "written with weight 0 and is_crowd 1, learned neither as object nor as background), drop "
+                          "(the OD API's behaviour: no box, though its pixels stay) or keep (an ordinary box)")
     negatives: Literal["keep", "reject"] | None = Field(None, description="images with no object: keep "
                                                                           "(default) or reject")
     box_rotation: Literal["corners", "ellipse"] | None = Field(
@@ -86,6 +91,7 @@ class Annotations:
     min_visibility: float | None = None
     min_size: float | None = None
     negatives: str | None = None
+    low_visibility: str | None = None
     min_keypoints: int | None = None
     box_rotation: str | None = None
     keypoint_flip: tuple[int, ...] | None = None
@@ -104,7 +110,7 @@ class Annotations:
         return cls(format=cfg.format, label_map=lm, min_visibility=cfg.min_visibility, min_size=cfg.min_size,
                    negatives=cfg.negatives, min_keypoints=cfg.min_keypoints, box_rotation=cfg.box_rotation,
                    keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip),
-                   repair=cfg.repair,
+                   repair=cfg.repair, low_visibility=cfg.low_visibility,
                    keypoint_rotation=None if cfg.keypoint_rotation is None else tuple(cfg.keypoint_rotation))
 
     def over(self, base: "Annotations | None") -> "Annotations":
@@ -133,13 +139,14 @@ class Annotations:
         return out
 
 
-_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair", "keypoint_rotation")
+_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair", "keypoint_rotation", "low_visibility")
 
 
 #: The value of each key no layer sets.
 #: min_visibility 0.3 is the OD API's own (random_crop_image's overlap_thresh, in the configs it ships; YOLOv5 drops
-#: labels under 0.4 after its cutout): an object showing less is label noise, a box around what the pixels no
-#: longer show. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
+#: labels under 0.4 after its cutout): an object showing less is too little of itself to learn from, yet still there,
+#: so low_visibility "ignore" writes it with weight 0 rather than leave its pixels as background, as the OD API's drop
+#: does. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
 DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.3, "min_size": 2.0, "negatives": "keep",
             "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners", "repair": "standard",
-            "keypoint_rotation": None}
+            "keypoint_rotation": None, "low_visibility": "ignore"}

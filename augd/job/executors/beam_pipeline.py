@@ -45,6 +45,7 @@ the one thing they share. The cost: the launcher must wait for the pipeline to f
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -137,8 +138,7 @@ def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: fl
     return {"g": g, "pos": pos, "records": len(out.records), "bytes_read": out.bytes_read,
             "rejected": [out.rejected.reason, out.rejected.message] if out.rejected else None,
             "stages": out.stage_seconds, "seconds": seconds,
-            "objects": [o.objects_in, o.objects_out, o.dropped, o.negative, o.points_in, o.points_out]
-            if o is not None else None, "tiles": list(vars(out.tiles).values()) if out.tiles is not None else None,
+            "objects": dataclasses.asdict(o) if o is not None else None, "tiles": list(vars(out.tiles).values()) if out.tiles is not None else None,
             "worker": fn.instance, "traces": c.traces, "device": [c.device.name, c.device.tf_version],
             "stage_devices": c.stage_devices}
 
@@ -350,7 +350,7 @@ def _outcome(plan: JobPlan, s: dict) -> ImageOutcome:
     return ImageOutcome(
         img, records=(b"",) * s["records"],   # Tally counts them; their bytes are in the shards
         rejected=RejectedInput(img.relpath, *s["rejected"]) if s["rejected"] else None, bytes_read=s["bytes_read"],
-        stage_seconds=s["stages"], objects=ObjectCounts(*o) if o is not None else None,
+        stage_seconds=s["stages"], objects=ObjectCounts(**o) if o is not None else None,
         tiles=TileCounts(*s["tiles"]) if s.get("tiles") is not None else None)
 
 
