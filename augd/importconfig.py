@@ -61,6 +61,8 @@ def cmd_import_config(args) -> int:
         return EXIT_FAILED
     for option, line, c in imported.steps:
         say(f"{args.config}:{line}: {option}: {c.verdict}" + (f" ({c.note})" if c.note else ""))
+    for note in imported.notes:
+        say(note)
     problems = imported.problems()
     if problems and not args.approximate:
         say(f"{len(problems)} option(s) augd cannot do exactly (above); nothing written. --approximate accepts "
@@ -69,6 +71,7 @@ def cmd_import_config(args) -> int:
     body = yaml.safe_dump(imported.doc, sort_keys=False, default_flow_style=None, width=110)
     header = "".join(f"# {option} (line {line}): {c.verdict}" + (f": {c.note}" if c.note else "") + "\n"
                      for option, line, c in imported.steps)
+    header += "".join(f"# {note}\n" for note in imported.notes)
     out = f"# augd pipeline imported from {os.path.basename(args.config)}\n{header}{body}"
     try:
         parse_pipeline(out, args.output or "<import-config>")   # what is written is a valid pipeline

@@ -9,6 +9,7 @@ import json
 import os
 import statistics
 
+from augd.drawing import box_outline
 from augd.io.jobfs import is_url
 
 __all__ = ["inspect_paths"]
@@ -55,6 +56,7 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         variants: collections.Counter = collections.Counter()
         heights, widths, sizes = [], [], []
         objects: collections.Counter = collections.Counter()   # (label id, class text) -> objects
+        ignored: collections.Counter = collections.Counter()   # why -> objects ignored (weight 0)
         boxes_per_image: list[int] = []                          # detection records only
         masked = 0
         points: list[int] = []                                   # keypoint records: labelled points each
@@ -76,6 +78,7 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                 if "image/object/class/label" in ex:
                     ids, texts = _objects(ex)
                     objects.update(zip(ids, texts))
+                    ignored.update(_why_ignored(ex, len(ids)).values())
                     boxes_per_image.append(len(ids))
                     masked += bool(ex.get("image/segmentation/class/encoded") or ex.get("image/object/mask"))
                 if "image/object/keypoint/visibility" in ex:
@@ -115,6 +118,10 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         if boxes_per_image:
             print(f"  objects: {sum(objects.values())} in {len(boxes_per_image)} detection records; per class: "
                   + (", ".join(f"{i}:{t}={n}" for (i, t), n in sorted(objects.items())) or "none"), file=out)
+            if ignored:
+                print(f"  ignored objects (weight 0: they show, too little of themselves to learn from): "
+                      f"{sum(ignored.values())}; " + ", ".join(f"{k}={n}" for k, n in sorted(ignored.items())),
+                      file=out)
             hist = collections.Counter(boxes_per_image)
             print(f"  boxes per image min/median/max: {min(boxes_per_image)}/"
                   f"{statistics.median(boxes_per_image):g}/{max(boxes_per_image)}; "
@@ -127,6 +134,16 @@ def inspect_paths(paths, *, dump=None, out) -> int:
     if dump_dir:
         print(f"wrote {dumped} image(s) to {dump_dir}", file=out)
     return 0
+
+
+def _why_ignored(ex: dict, n: int) -> dict[int, str]:
+    """{object index: why it is ignored} of a record: augd's augd/object/ignored, or a weight of 0 (an OD API
+    record's own ignore) named "weight 0"."""
+    why = [t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t)
+           for t in _list(ex.get("augd/object/ignored"))]
+    weights = _list(ex.get("image/object/weight"))
+    return {k: (why[k] if k < len(why) and why[k] else "weight 0") for k in range(n)
+            if (k < len(why) and why[k]) or (k < len(weights) and weights[k] == 0.0)}
 
 
 def _objects(ex: dict) -> tuple[list, list]:
@@ -219,11 +236,12 @@ def _draw(ex: dict, bgr, skeleton=()):
             out[on] = (0.5 * out[on] + 0.5 * np.array(_colour(ids[k] if k < len(ids) else k), np.uint8)).astype(
                 np.uint8)
     coords = [_list(ex.get(f"image/object/bbox/{c}")) for c in ("xmin", "ymin", "xmax", "ymax")]
+    why = _why_ignored(ex, len(coords[0]))
     for k, (x0, y0, x1, y1) in enumerate(zip(*coords)):
         colour = _colour(ids[k] if k < len(ids) else k)
         p0, p1 = (int(round(x0 * w)), int(round(y0 * h))), (int(round(x1 * w)) - 1, int(round(y1 * h)) - 1)
-        cv2.rectangle(out, p0, p1, colour, 1)
-        name = texts[k] if k < len(texts) else ""
+        box_outline(out, (*p0, *p1), colour, 1, dashed=k in why)
+        name = (texts[k] if k < len(texts) else "") + (f" (ignored: {why[k]})" if k in why else "")
         if name:
             cv2.putText(out, name, (p0[0] + 2, max(p0[1] - 3, 9)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, colour, 1,
                         cv2.LINE_AA)

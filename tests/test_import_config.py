@@ -109,7 +109,9 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
         assert all("size" not in c["random_crop"] and c["random_crop"]["sampler"] == "tf"
                    and c["random_crop"]["p"] == 0.85 for c in crops)   # each window at its own size
         assert [c["random_crop"]["min_visibility"] for c in crops] == [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
-        assert got.doc["annotations"] == {"min_visibility": 0.0, "min_size": 0.0}
+        # the API drops what a crop leaves under its overlap_thresh; augd ignores it (weight 0) and says so
+        assert got.doc["annotations"] == {"min_visibility": 0.0, "min_size": 0.0, "low_visibility": "ignore"}
+        assert got.notes and "low_visibility: drop does exactly what the API does" in got.notes[0]
     if family == "ssd_colour":
         assert names == ["random_flip_left_right", "random_hue", "random_contrast", "random_saturation",
                          "random_brightness", "random_brightness", "random_contrast", "random_saturation",

@@ -10,8 +10,8 @@
 API.
     load(path, split=None, *, image_size, resize="stretch", batch_size=32, shuffle=False, seed=0,
          reshuffle_each_iteration=True, drop_remainder=False, labels="auto", num_classes=None, unlabeled="auto",
-         dtype="float32", boxes=None, max_boxes=None, bounding_box_format=None, keypoints=None, repeat=False,
-         prefetch=True, num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
+         dtype="float32", boxes=None, max_boxes=None, bounding_box_format=None, keypoints=None, ignored="keep",
+         weights=False, repeat=False, prefetch=True, num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
         -> tf.data.Dataset, or (tf.data.Dataset, DatasetInfo) with with_info=True
     info(path, split=None) -> DatasetInfo      # frozen: job, split, splits, class_names, num_classes,
         # class_counts, records, unlabeled_records, labeled_records, split_records, pipeline, pipeline_sha256,
@@ -69,6 +69,14 @@ Elements, as `model.fit` wants them: `(image, label)`.
   visible, 1 occluded, 2 visible), zeros for padding and for points not visible; normalized whatever
   `bounding_box_format` the boxes are converted to. They follow the resize as the
   boxes do; with "crop" a point outside the crop becomes not visible.
+* Ignored objects (docs/records.md: an object that still shows, but less of itself than the job's
+  min_visibility, written with image/object/weight 0): `ignored="keep"` (the default) keeps them among the boxes,
+  `ignored="skip"` leaves them out. `weights=True` adds "weights": float32 [n] (padded: [max_boxes], 0 for the
+  padding), each box's image/object/weight (0 ignored, a mixup blend's share, else 1; 1 where a record has no
+  weights), for a loss that weighs its boxes: with it, an ignored box counts neither as an object nor as
+  background. Keep is the default because Keras 3's box dicts and KerasHub's detectors read no weight: kept, an
+  ignored sliver is learned as the object it is (as Albumentations and YOLOv5 keep remnants); skipped, its pixels
+  would be learned as background, which the records were written to avoid.
 
 Order. `shuffle=False` (default) reads the shards round robin, which is the writer's own (seeded, classes
 interleaved) order for up to 64 shards. `shuffle=True` shuffles the shard files and the records (a buffer of
@@ -102,6 +110,8 @@ LABEL_MODES = ("auto", "int", "one_hot", None)
 UNLABELED = ("auto", "skip", "keep")
 BOX_MODES = (None, "ragged", "padded")
 KEYPOINT_MODES = (None, "padded")
+#: What becomes of an ignored object (image/object/weight 0): kept among the boxes, or skipped.
+IGNORED = ("keep", "skip")
 #: Keras 3's box formats, which keras.utils.bounding_boxes converts between (the records store STORED_BOX_FORMAT).
 BOX_FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx", "rel_xywh",
                "rel_center_xywh")
@@ -116,7 +126,8 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
          shuffle: bool | int = False, seed: int | None = 0, reshuffle_each_iteration: bool = True,
          drop_remainder: bool = False, labels: str | None = "auto", num_classes: int | None = None,
          unlabeled: str = "auto", dtype="float32", boxes: str | None = None, max_boxes: int | None = None,
-         bounding_box_format: str | None = None, keypoints: str | None = None, repeat: bool | int = False,
+         bounding_box_format: str | None = None, keypoints: str | None = None, ignored: str = "keep",
+         weights: bool = False, repeat: bool | int = False,
          prefetch: bool | int = True, num_parallel_calls: int = AUTOTUNE, with_info: bool = False):
     """A tf.data.Dataset of (image, label), or of (image, boxes) from a detection output, from an augd output
     folder or a glob of shards; with `with_info=True`, (dataset, DatasetInfo). See the module docstring for every
@@ -125,7 +136,8 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
     size = _image_size(path, image_size, batch_size)
     out_dtype = _dtype(path, dtype)
     _check_args(path, resize=resize, batch_size=batch_size, labels=labels, unlabeled=unlabeled, boxes=boxes,
-                max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls)
+                max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls,
+                ignored=ignored, weights=weights)
     box_format = _box_format(path, bounding_box_format, boxes)
     meta = resolve(path, split)
     # A detection output's records carry boxes and image label -1: its manifest says so, and shards without one
@@ -148,7 +160,8 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
                 num_parallel_calls=num_parallel_calls)
     if unlabeled == "skip":
         ds = ds.filter(lambda f: f["image/class/label"] >= 0)
-    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes, k, box_format)
+    element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes, k, box_format,
+                          ignored, weights)
     ds = ds.map(element, num_parallel_calls=num_parallel_calls)
     count = meta.records if unlabeled == "keep" else meta.labeled_records
     if count is not None:  # checked while reading: a wrong count raises rather than mislead Keras
@@ -194,10 +207,12 @@ def _num_keypoints(path: str, meta: DatasetInfo, keypoints, boxes) -> int:
     return len(found["names"])
 
 
-def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=0, box_format=STORED_BOX_FORMAT):
+def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=0, box_format=STORED_BOX_FORMAT,
+                ignored="keep", weights=False):
     too_many = (f"{path}: a record has more boxes than max_boxes={max_boxes}; allowed: max_boxes >= the most "
                 f"boxes in one record")
     wrong_k = f"{path}: a record's keypoint lists are not {k} points per box"
+    wrong_w = f"{path}: a record's image/object/weight list is not one weight per box"
 
     def element(f):
         image = images.decode(f)
@@ -210,12 +225,18 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
             return image if label is None else (image, label)
         mode = resize if size is not None else "stretch"
         points = images.keypoints_of(f, k, wrong_k) if k else ()
-        b, c, *points = images.fit_boxes(*images.boxes_of(f), transform, mode, *points)
+        b, c, w, *points = images.fit_boxes(*images.boxes_of(f), transform, mode, images.weights_of(f, wrong_w),
+                                            *points)
+        if ignored == "skip":   # an ignored object's weight is 0 (a blend's share never is)
+            b, c, w, *points = (tf.boolean_mask(t, w > 0.0) for t in (b, c, w, *points))
         if box_format != STORED_BOX_FORMAT:
             b = _convert_boxes(b, box_format, image)
         if boxes == "padded":
             b, c = images.pad_boxes(b, c, max_boxes, too_many)
+            w = tf.ensure_shape(tf.pad(w, [[0, max_boxes - tf.shape(w)[0]]]), [max_boxes])
         target = {"boxes": b, "labels": c}
+        if weights:
+            target["weights"] = w
         if k:
             p, v = images.fit_keypoints(*points, transform, mode)
             target["keypoints"], target["keypoint_visibility"] = images.pad_keypoints(p, v, max_boxes, k)
@@ -302,7 +323,7 @@ def _count_ok(v, *, allow_none=False, allow_bool=False, autotune=False) -> bool:
 
 
 def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes, repeat, prefetch,
-                num_parallel_calls):
+                num_parallel_calls, ignored="keep", weights=False):
     def refuse(what, allowed):
         raise DataError(f"{path}: {what}; allowed: {allowed}")
 
@@ -318,6 +339,12 @@ def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes
         refuse(f"boxes='padded' with max_boxes={max_boxes!r}", "max_boxes= an int >= 1")
     if boxes != "padded" and max_boxes is not None:
         refuse("max_boxes is given but boxes is not 'padded'", "max_boxes only with boxes='padded'")
+    if ignored not in IGNORED:
+        refuse(f"ignored={ignored!r}", ", ".join(map(repr, IGNORED)))
+    if weights not in (False, True):
+        refuse(f"weights={weights!r}", "False, True (with boxes)")
+    if weights and boxes is None:
+        refuse("weights=True without boxes", "weights=True with boxes='ragged' or 'padded'")
     if not _count_ok(batch_size, allow_none=True):
         refuse(f"batch_size={batch_size!r}", "an int >= 1, or None (unbatched)")
     if not _count_ok(repeat, allow_bool=True):

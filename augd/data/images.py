@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from augd.io.records import FEATURES
 
-__all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "boxes_of", "decode", "features", "fit_boxes",
-           "fit_keypoints", "keypoints_of", "pad_boxes", "pad_keypoints", "resize"]
+__all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "WEIGHT_KEY", "boxes_of", "decode", "features", "fit_boxes",
+           "fit_keypoints", "keypoints_of", "pad_boxes", "pad_keypoints", "resize", "weights_of"]
 
 RESIZE_MODES = ("stretch", "pad", "crop")
 #: TF object-detection API keys: normalized corners, one value per box, and each box's class.
@@ -16,6 +16,9 @@ BOX_CLASS_KEY = "image/object/class/label"
 #: The API's keypoint keys: K normalized y and x per object, and COCO's visibility (0: none).
 KEYPOINT_KEYS = ("image/object/keypoint/y", "image/object/keypoint/x")
 VISIBILITY_KEY = "image/object/keypoint/visibility"
+#: The API's per-object weight: 0 for an object augd ignored (it shows, under the occlusion rule), a blend's share
+#: for mixup's, 1 (or absent) for the rest.
+WEIGHT_KEY = "image/object/weight"
 
 
 def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = False) -> dict:
@@ -29,6 +32,7 @@ def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = Fa
     if with_boxes:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in BOX_KEYS})
         spec[BOX_CLASS_KEY] = tf.io.VarLenFeature(tf.int64)
+        spec[WEIGHT_KEY] = tf.io.VarLenFeature(tf.float32)
     if with_keypoints:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in KEYPOINT_KEYS})
         spec[VISIBILITY_KEY] = tf.io.VarLenFeature(tf.int64)
@@ -86,6 +90,15 @@ def boxes_of(f: dict) -> tuple[tf.Tensor, tf.Tensor]:
               for c in cols[1:] + [classes]]
     with tf.control_dependencies(checks):
         return tf.stack(cols, axis=-1), tf.identity(classes)
+
+
+def weights_of(f: dict, message: str) -> tf.Tensor:
+    """[n] float32: each box's image/object/weight, 1 for every box of a record without the key."""
+    w = tf.sparse.to_dense(f[WEIGHT_KEY])
+    n = tf.size(f[BOX_KEYS[0]].values)
+    w = tf.cond(tf.equal(tf.size(w), 0), lambda: tf.ones([n], tf.float32), lambda: w)
+    with tf.control_dependencies([tf.debugging.assert_equal(tf.size(w), n, message=message)]):
+        return tf.identity(w)
 
 
 def fit_boxes(boxes: tf.Tensor, classes: tf.Tensor, transform, mode: str, *more: tf.Tensor):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from augd import defaults
+from augd.drawing import box_outline
 from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
@@ -243,8 +244,9 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
             except AnnotationError as exc:
                 lines.append(str(exc))
             else:
-                pixels = _with_boxes(pixels, [np.multiply(b, (r.width, r.height) * 2) for b in rec.boxes])
-                lines.append(f"{len(rec.boxes)} box(es)")
+                pixels = _with_boxes(pixels, [np.multiply(b, (r.width, r.height) * 2) for b in rec.boxes],
+                                     rec.ignored)
+                lines.append(boxes_line(rec))
         tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
     return PreviewRow(path, rel, tiles)
 
@@ -261,15 +263,25 @@ def _objects(mixing, rel: str):
         return None
 
 
-def _with_boxes(pixels: np.ndarray, boxes) -> np.ndarray:
-    """A copy of the pixels with each box (an Object's, or (xmin, ymin, xmax, ymax) in pixel edges) outlined."""
-    import cv2
+#: kept boxes are outlined in this colour, ignored ones (weight 0: augd.annotations.occlusion) dashed in the other
+KEPT_COLOUR, IGNORED_COLOUR = (255, 230, 0), (255, 0, 255)
+
+
+def boxes_line(rec) -> str:
+    """A record's boxes in words: "3 box(es)", or "3 box(es), 1 ignored" (RecordObjects)."""
+    ignored = sum(bool(i) for i in rec.ignored)
+    return f"{len(rec.boxes)} box(es)" + (f", {ignored} ignored" if ignored else "")
+
+
+def _with_boxes(pixels: np.ndarray, boxes, ignored=()) -> np.ndarray:
+    """A copy of the pixels with each box (an Object's, or (xmin, ymin, xmax, ymax) in pixel edges) outlined:
+    solid, or dashed in IGNORED_COLOUR for one whose `ignored` (its reason, or "") is set."""
     out = np.ascontiguousarray(pixels).copy()
     line = max(1, round(max(out.shape[:2]) / 300))
-    for b in boxes:
-        x0, y0, x1, y1 = getattr(b, "box", b)
-        cv2.rectangle(out, (int(round(x0)), int(round(y0))), (int(round(x1)) - 1, int(round(y1)) - 1),
-                      (255, 230, 0), line)
+    for k, b in enumerate(boxes):
+        x0, y0, x1, y1 = (int(round(v)) for v in getattr(b, "box", b))
+        ignored_ = bool(ignored and ignored[k] or getattr(b, "ignored", ""))
+        box_outline(out, (x0, y0, x1 - 1, y1 - 1), IGNORED_COLOUR if ignored_ else KEPT_COLOUR, line, ignored_)
     return out
 
 

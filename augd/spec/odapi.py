@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from augd.ops import REGISTRY, SeededOp
 from augd.ops.pads import MAX_PADDING
 from augd.parsing.pbtxt import Field, PbtxtError, first, parse, scalars
 
@@ -41,6 +42,7 @@ class Imported:
     doc: dict
     steps: list[tuple[str, int, Conversion]]   # (option, line, conversion), in the config's order
     taken: list[Field]                         # data_augmentation_options blocks the pipeline does
+    notes: list[str] = field(default_factory=list)   # what the whole pipeline does otherwise than the API
 
     def problems(self) -> list[str]:
         return [f"line {line}: {name}: {c.verdict}: {c.note}" for name, line, c in self.steps
@@ -397,9 +399,36 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
     doc = {"name": name or f"odapi-{stem}", "description": f"imported from {os.path.basename(source)} by augd "
            f"import-config", "seed": 1, "variants": variants, "keep_original": False,
            "output": {"format": "jpeg", "quality": 95}, "ops": ops}
+    notes = []
+    if _under_rule(ops, annotations):
+        annotations["low_visibility"] = "ignore"
+        notes.append(LOW_VISIBILITY_NOTE)
     if annotations:
         doc["annotations"] = annotations
-    return Imported(doc, steps, taken)
+    return Imported(doc, steps, taken, notes)
+
+
+#: Said (and written above the pipeline) when an imported option can leave an object under the occlusion rule.
+LOW_VISIBILITY_NOTE = (
+    "annotations.low_visibility: ignore (augd's default): an object a crop leaves under its overlap_thresh, or a "
+    "patch hides under min_visibility, is written with weight 0 and is_crowd 1 (the API's target assigner then "
+    "learns it neither as an object nor as background); the API drops it, leaving its pixels as background. "
+    "low_visibility: drop does exactly what the API does")
+
+
+def _under_rule(ops: list, annotations: dict) -> bool:
+    """Whether the ops (composites walked) may leave an object under the occlusion rule: an op with a threshold of
+    its own (a crop's overlap_thresh), or one that hides pixels while the job's min_visibility is above 0."""
+    for op in ops:
+        (name, params), = op.items()
+        params = params or {}
+        if (params.get("min_visibility") or 0) > 0 or _under_rule(params.get("ops", []), annotations):
+            return True
+        cls = REGISTRY.get(name)
+        if cls is not None and issubclass(cls, SeededOp) and (cls.covers or cls.uses_boxes) \
+                and annotations.get("min_visibility", 1.0) > 0:
+            return True
+    return False
 
 
 #: what the converters write that changes the image's size
