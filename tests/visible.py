@@ -47,6 +47,10 @@ CHAINS = {
     "scale, crop, pad to square; rotation90": [
         {"random_scale_crop_and_pad_to_square": {"output_size": 384}}, {"random_rotation90": {"p": 0.5}}],
     "square crop by scale, flip": [{"random_square_crop_by_scale": {}}, {"random_flip_left_right": {}}],
+    "pads and scale jitters": [
+        {"random_absolute_pad_image": {"max_height_padding": 100, "max_width_padding": 100, "fill": 128}},
+        {"random_expand": {"ratio": [1.0, 1.5], "p": 0.5}}, {"random_image_scale": {}},
+        {"random_zoom": {"height_factor": [-0.5, 0.1]}}],
     "tf crop, pad, crop to aspect": [
         {"random_crop": {"sampler": "tf", "min_object_covered": 0.3, "area": [0.1, 1.0], "aspect": [0.5, 2.0]}},
         {"random_pad_image": {"fill": 128}}, {"random_crop_to_aspect_ratio": {"aspect_ratio": 1.0}}],
