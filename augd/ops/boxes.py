@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from augd.ops._tf import tf
 from augd.ops.base import Kind, OpParams, SeededOp, register_op
-from augd.ops.pixel import Equalize, _in_holes
+from augd.ops.pixel import Equalize, fill_holes, update_window
 from augd.ops.sampling import coin
 from augd.ops.words import signed
 
@@ -190,14 +190,10 @@ class InBoxes(SeededOp):
         rects = tf.cast(tf.reshape(region[:4 * MAX_BOXES], [MAX_BOXES, 4]), tf.int32)
         value = tf.cast(region[-1], tf.float32)
         n = tf.reduce_sum(tf.cast(rects[:, 2] > rects[:, 0], tf.int32))   # the picked ones lead
-        shape = tf.shape(image)
 
-        def body(k, img):
+        def body(k, img):   # each box's window alone: the work is the boxes' pixels, not the image's
             x0, y0, x1, y1 = tf.unstack(rects[k])
-            inside = self._inside(img[y0:y1, x0:x1], value)
-            pads = [[y0, shape[0] - y1], [x0, shape[1] - x1], [0, 0]]
-            where = tf.pad(tf.ones([y1 - y0, x1 - x0, 1], tf.uint8), pads) > 0
-            return k + 1, tf.where(where, tf.pad(inside, pads), img)
+            return k + 1, update_window(img, x0, y0, x1, y1, self._inside(img[y0:y1, x0:x1], value))
 
         _, out = tf.while_loop(lambda k, _: k < n, body, [tf.constant(0), image],
                                shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, None, 3])])
@@ -289,7 +285,7 @@ class BoxCutout(SeededOp):
         return tuple(_slots(out, self.holes()))
 
     def apply(self, image, seed, region=None):
-        return tf.where(_in_holes(image, region), tf.constant(self.params.fill, tf.uint8), image)
+        return fill_holes(image, region, self.params.fill)
 
     def describe(self, drawn):
         holes = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
@@ -313,7 +309,7 @@ class Cutout(SeededOp):
         return float(max(cx - half, 0)), float(max(cy - half, 0)), float(min(cx + half, w)), float(min(cy + half, h))
 
     def apply(self, image, seed, region=None):
-        return tf.where(_in_holes(image, region), tf.constant(self.params.fill, tf.uint8), image)
+        return fill_holes(image, region, self.params.fill)
 
     def describe(self, drawn):
         x0, y0, x1, y1 = drawn.values

@@ -145,7 +145,7 @@ class RandomBlackPatches(SeededOp):
         return tuple(out)
 
     def apply(self, image, seed, region=None):
-        return tf.where(_in_holes(image, region), tf.constant(self.params.value, tf.uint8), image)
+        return fill_holes(image, region, self.params.value)
 
     def describe(self, drawn):
         return [f"{self.label} {_holes_drawn(drawn)}" if drawn.values else self.label]
@@ -182,15 +182,41 @@ class CoarseDropout(SeededOp):
         return tuple(out)
 
     def apply(self, image, seed, region=None):
-        shape = tf.shape(image)
-        if self.params.fill == "random":
-            fill = tf.cast(tf.random.stateless_uniform(shape, seed, 0, 256, dtype=tf.int32), tf.uint8)
-        else:
-            fill = tf.fill(shape, tf.constant(self.params.fill, tf.uint8))
+        if self.params.fill != "random":
+            return fill_holes(image, region, self.params.fill)
+        # noise drawn over the whole image, then shown in the holes: the draw is the image's (its bytes kept)
+        fill = tf.cast(tf.random.stateless_uniform(tf.shape(image), seed, 0, 256, dtype=tf.int32), tf.uint8)
         return tf.where(_in_holes(image, region), fill, image)
 
     def describe(self, drawn):
         return [f"{self.label} {_holes_drawn(drawn)} hole(s)" if drawn.values else self.label]
+
+
+def fill_holes(image, region, value: int):
+    """The image with each of the region's holes ((x0, y0, x1, y1) each, the pixels whose index lies in
+    [x0, x1) x [y0, y1); an empty hole, x1 <= x0, none) set to the grey `value`: one slice update per hole drawn, so
+    the work is the holes' pixels, not image-sized planes (the same pixels as tf.where over _in_holes)."""
+    shape = tf.shape(image)
+    rects = tf.reshape(tf.cast(region, tf.float32), [-1, 4])
+    rects = tf.boolean_mask(rects, rects[:, 2] > rects[:, 0])
+    hw = tf.cast(tf.stack([shape[1], shape[0], shape[1], shape[0]]), tf.float32)
+    rects = tf.cast(tf.clip_by_value(tf.math.ceil(rects), 0.0, hw), tf.int32)   # pixel indices, in the image
+
+    def body(k, img):
+        x0, y0, x1, y1 = tf.unstack(rects[k])
+        x1, y1 = tf.maximum(x1, x0), tf.maximum(y1, y0)
+        return k + 1, update_window(img, x0, y0, x1, y1, tf.fill([y1 - y0, x1 - x0, 3], tf.constant(value, tf.uint8)))
+
+    return tf.while_loop(lambda k, _: k < tf.shape(rects)[0], body, [tf.constant(0), image],
+                         shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, None, 3])])[1]
+
+
+def update_window(image, x0, y0, x1, y1, value):
+    """The image with its window [y0, y1) x [x0, x1) replaced by `value` (of that window's shape): a strided
+    slice update, which writes the window's pixels only (TensorFlow reuses the image's buffer where nothing else
+    holds it)."""
+    return tf.raw_ops.TensorStridedSliceUpdate(input=image, begin=tf.stack([y0, x0, 0]), end=tf.stack([y1, x1, 3]),
+                                               strides=tf.constant([1, 1, 1]), value=value)
 
 
 def _in_holes(image, region):
