@@ -156,9 +156,8 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
                         reason=FailureReason.NO_VALID_INPUT)
     groups, balance = [], {}
     for split, images in _split_images(scan, spec, input_dir):
-        # splits left out of augment_splits keep only their originals
-        variants = [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
-            else variants_of(spec)
+        # a split the pipeline does not augment (by default every one but train) is written as it is
+        variants = variants_of(spec) if spec.augments(split) else [0]
         order = tuple(images[i] for i in shuffled_order([i.relpath for i in images], spec.seed))
         more = {}
         if spec.balance is not None and any(variants):

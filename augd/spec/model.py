@@ -66,8 +66,8 @@ class _Header(_Strict):
         None, description="split a job without split folders by a stable hash of each path: shares that add to 1, "
                           "e.g. {train: 0.9, validation: 0.1}")
     augment_splits: list[Literal["train", "validation", "test"]] | None = Field(
-        None, description="splits that get augmented variants; the others keep only their originals "
-                          "(default: every split)")
+        None, description="splits that get augmented variants; the others are written as they are, originals "
+                          "only (default: [train]; list every split to augment them all)")
     annotations: AnnotationsConfig | None = Field(
         None, description="detection and segmentation jobs: how boxes and masks are read and kept (see "
                           "docs/pipelines.md#detection-and-segmentation)")
@@ -136,6 +136,12 @@ class PipelineSpec:
     def sha256(self) -> str:  # cached: records carry it, once per image
         canon = json.dumps(self.normalized(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()
+
+    def augments(self, split: str) -> bool:
+        """Whether a split gets augmented variants: a job without splits ("") always; else the split is in
+        `augment_splits`, or in defaults.AUGMENT_SPLITS (train) when the pipeline sets none."""
+        return not split or split in (self.augment_splits if self.augment_splits is not None
+                                      else defaults.AUGMENT_SPLITS)
 
     def with_seed(self, seed: int) -> "PipelineSpec":
         return dataclasses.replace(self, seed=seed)
