@@ -359,14 +359,15 @@ class Tally:
 
     def add_scan(self, scan) -> None:
         """Zero counts for every class (an empty class folder still shows) plus the files the scan rejected,
-        counted in the class whose folder holds them ("" for the job root) and in their split folder's split."""
+        counted in the class whose folder holds them ("" for the job root) and in their split (the plan's
+        RejectedInput.split: a split folder's, a layout's, a records shard's)."""
         for name in scan.classes:
             self._counts(name)
         for r in scan.rejected:
+            if r.split:
+                self._split(r.split).rejected += 1
             top, sep, rest = r.relpath.partition("/")
-            split = SPLIT_FOLDERS.get(top, "") if scan.splits and sep else ""
-            if split:
-                self._split(split).rejected += 1
+            if scan.splits and sep and top in SPLIT_FOLDERS:
                 top, sep, _ = rest.partition("/")
             self._counts(top if sep and top in scan.classes else "").rejected += 1
 
