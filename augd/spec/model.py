@@ -49,11 +49,12 @@ class BalanceSpec(_Strict):
 
 class _Header(_Strict):
     name: str = Field(pattern=NAME_RE, description="pipeline name, [a-z0-9_-]+")
-    description: str = ""
+    description: str = Field("", description="what the pipeline is for (free text)")
     seed: int = Field(0, ge=0, le=2**63 - 1, description="base of every per-image seed")
     variants: int = Field(1, ge=0, le=1000, description="augmented copies per input image")
     keep_original: bool = Field(True, description="also write the untouched image as variant 0")
-    output: OutputSpec = OutputSpec()
+    output: OutputSpec = Field(OutputSpec(), description="how records are encoded (jpeg, png or raw pixels) and "
+                                                         "sharded")
     colour: Literal["exact", "fast"] = Field(
         "exact", description="exact: every colour op means what the same-named tf.image function means "
                              "(clipped after each op); fast: runs of brightness, contrast, saturation (luma "
@@ -77,7 +78,7 @@ class _Header(_Strict):
                           "detection jobs, images otherwise)")
     tile: TileSpec | None = Field(
         None, description="slice each image into overlapping tiles, each a record of its own that the ops then run "
-                          "on (see docs/pipelines.md#tile)")
+                          "on (see docs/pipelines.md#tiles-small-objects-in-large-images)")
 
 
 @dataclass(frozen=True)
