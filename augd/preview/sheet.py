@@ -306,7 +306,8 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     shown += [p for p in cut.parts if p.tile.full]
     t0 = tiles[0].tile
     rows = [PreviewRow(path, rel, [Tile(rel, overview, [
-        f"input {size((cut.height, cut.width))}", f"{plural(cut.counts.tiles, 'tile')} of {size((t0.out_h, t0.out_w))}, "
+        f"input {size((cut.height, cut.width))}",
+        f"{plural(cut.counts.tiles, 'tile')} of {size((t0.out_h, t0.out_w))}, "
         f"overlap {spec.tile.overlap:g}", f"below: {len(shown)} of them"])])]
     for part in shown:
         t = part.tile
