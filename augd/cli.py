@@ -25,12 +25,14 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_validate(args) -> int:
+    from augd.ops.words import plural
     from augd.spec import find_pipeline, load_pipeline
     bad = 0
     for ref in args.files:
         try:
             spec = load_pipeline(find_pipeline(ref))
-            print(f"ok   {ref}: {spec.name} ({len(spec.ops)} ops, {spec.variants} variants, sha256 {spec.sha256[:12]})")
+            print(f"ok   {ref}: {spec.name} ({plural(len(spec.ops), 'op')}, {plural(spec.variants, 'variant')}, "
+                  f"sha256 {spec.sha256[:12]})")
         except SpecError as exc:
             bad += 1
             for err in getattr(exc, "errors", None) or [exc]:  # every error of the file, one line each
@@ -76,6 +78,11 @@ def cmd_ops(args) -> int:
                 desc = p.get("description", "")
                 print(f"    {pname}{req}{'  ' + ', '.join(bounds) if bounds else ''}{'  - ' + desc if desc else ''}")
         print()
+    from augd.spec.schema import pipeline_keys
+    print("== Pipeline keys (not ops: beside ops: in a pipeline; docs/pipelines.md) ==")
+    for key, sub, desc in pipeline_keys():
+        print(f"{key}:{' {' + ', '.join(sub) + '}' if sub else ''}  {desc}")
+    print()
     print(f"{len(ops)} ops. Every op also takes p, the probability that it applies (default 1); an op with its own "
           f"coin (the flips: 0.5) applies with p times that.")
     return EXIT_OK

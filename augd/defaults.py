@@ -14,6 +14,9 @@ GRAPH_BATCH = 16
 BATCH_SECONDS = 0.05
 #: JPEG quality of re-encoded images when a pipeline's `output.quality` is not set.
 JPEG_QUALITY = 90
+#: The splits a job with splits augments when its pipeline sets no `augment_splits`: validation and test sets are
+#: written as they are (originals only), so the metrics read on them measure the data, not the augmentation.
+AUGMENT_SPLITS = ("train",)
 
 # --- `augd serve`: the drop-folder daemon (every key of its config file defaults to one of these) ---
 

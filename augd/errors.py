@@ -128,13 +128,24 @@ _TF_PLUMBING = re.compile(r"\{\{function_node [^}]*\}\}|\[\[\{\{node [^}]*\}\}\]
 _TF_NOISE = ("Graph execution error:", "Detected at node", 'File "')
 
 
+#: What TensorFlow's image decoders say of data they cannot decode after a header that reads, by format.
+_DECODERS = {"jpeg": ("Uncompress failed", "Premature end"), "png": ("Invalid PNG data",),
+             "gif": ("Invalid GIF data",), "bmp": ("Input size should match",), "webp": ("Failed to decode WebP",)}
+
+
+def undecodable_pixels(fmt: str) -> str:
+    """The one wording of an image whose header reads and whose pixels do not decode (a truncated file): the job's
+    rejection, augd check's and the preview's say the same."""
+    return f"truncated or corrupt {fmt.upper()} data: its header reads, its pixels do not decode"
+
+
 def tf_error_message(exc: Exception) -> str:
-    """The human part of a TensorFlow error: the kernel's own message, first line (the job's and the preview's
-    wording for an image TensorFlow could not decode)."""
+    """The human part of a TensorFlow error: the kernel's own message, first line; a decoder's failure on pixels
+    after a readable header in undecodable_pixels' words (the job's and the preview's wording for an image
+    TensorFlow could not decode)."""
     msg = getattr(exc, "message", None) or str(exc)
     lines = [ln.strip() for ln in _TF_PLUMBING.sub("", msg).splitlines()]
     lines = [ln for ln in lines if ln and not ln.startswith(_TF_NOISE)]
     first = lines[0] if lines else type(exc).__name__
-    if "Uncompress failed" in first or "Premature end" in first:
-        return f"truncated or corrupt JPEG data ({first})"
-    return first
+    fmt = next((f for f, says in _DECODERS.items() if any(s in first for s in says)), None)
+    return undecodable_pixels(fmt) if fmt else first

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from augd.errors import Rejected
 
-__all__ = ["ImageHeader", "NeedMoreData", "passthrough_ok", "read_header", "sniff_format", "unsupported"]
+__all__ = ["ImageHeader", "NeedMoreData", "jpeg_ends_before_scan", "passthrough_ok", "read_header", "sniff_format",
+           "unsupported"]
 
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
 # PNG colour type -> channels after a plain decode; palette (3) decodes to RGB or RGBA depending on tRNS.
@@ -133,6 +134,34 @@ def _jpeg(b: memoryview) -> ImageHeader:
             progressive = marker in (0xC2, 0xC6, 0xCA, 0xCE)
             return ImageHeader("jpeg", width, height, comps, orientation, precision, progressive, _JPEG_SOF[marker])
         pos += length
+
+
+def jpeg_ends_before_scan(data: bytes) -> bool:
+    """Whether a JPEG's bytes end before its first scan's header is whole (a file cut inside its tables): TensorFlow
+    rejects such a file too, but its libjpeg first prints "Improper call to JPEG library in state 201" on the
+    process' stderr, which no caller can catch, so the job rejects it before it reaches the decoder. Bytes that
+    are no marker where one is due are skipped, as libjpeg skips them."""
+    b, pos, n = memoryview(data), 2, len(data)
+    while True:
+        while pos < n and b[pos] != 0xFF:
+            pos += 1
+        while pos < n and b[pos] == 0xFF:
+            pos += 1
+        if pos >= n:
+            return True
+        marker, pos = b[pos], pos + 1
+        if marker in _JPEG_STANDALONE or marker == 0x00:
+            continue
+        if marker == 0xD9:   # the end before any scan
+            return True
+        if pos + 2 > n:
+            return True
+        (length,) = struct.unpack_from(">H", b, pos)
+        if pos + length > n:
+            return True
+        if marker == 0xDA:
+            return False
+        pos += max(length, 2)
 
 
 def exif_orientation(tiff: bytes) -> int:

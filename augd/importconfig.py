@@ -26,25 +26,57 @@ def add_import_arguments(p) -> None:
                    "pipeline now does, so training does not augment twice")
     p.add_argument("--name", help="the pipeline's name (default: odapi-<config file name>)")
     p.add_argument("--variants", type=int, default=8, help="augmented variants per image (default 8)")
-    p.add_argument("--table", action="store_true", help="list every option of preprocessor.proto with what augd "
-                   "does with it, and exit")
+    p.add_argument("--table", action="store_true", help="list what augd does with each option and exit, writing "
+                   "nothing: the config's own options (with their lines), or without a config every option of "
+                   "preprocessor.proto")
+
+
+def _print_table(rows, lines=None) -> None:
+    """The --table rows (option, verdict, note), each with its line in the config when `lines` are given."""
+    for k, (name, verdict, note) in enumerate(rows):
+        where = f"line {lines[k]:<5} " if lines is not None else ""
+        print(f"{where}{name:<40} {verdict:<12} {note}")
+    counts = {v: sum(1 for _, x, _ in rows if x == v) for v in (EXACT, APPROXIMATE, MISSING, TRAINING)}
+    print(f"# {len(rows)} options: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (the second may not exist yet)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _clashes(args) -> str | None:
+    """Why the files asked for would overwrite the config or each other, or None."""
+    outputs = [(flag, path) for flag, path in (("-o", args.output), ("--strip", args.strip)) if path]
+    for flag, path in outputs:
+        if _same_file(path, args.config):
+            return (f"{args.config}: {flag} {path} is the config itself, which augd would overwrite; give another "
+                    f"file (the config is only read)")
+    if len(outputs) == 2 and _same_file(args.output, args.strip):
+        return f"{args.config}: -o and --strip name the same file ({args.output}); give two files"
+    return None
 
 
 def cmd_import_config(args) -> int:
 
     say = lambda *a: print("augd import-config:", *a, file=sys.stderr)  # noqa: E731
-    if args.table:
-        rows = table()
-        for name, verdict, note in rows:
-            print(f"{name:<40} {verdict:<12} {note}")
-        counts = {v: sum(1 for _, x, _ in rows if x == v) for v in (EXACT, APPROXIMATE, MISSING, TRAINING)}
-        print(f"# {len(rows)} options: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    if args.table and not args.config:
+        _print_table(table())
         return EXIT_OK
     if not args.config:
         say("give a pipeline.config (or --table)")
         return EXIT_USAGE
+    if args.table and (args.output or args.strip):
+        say(f"{args.config}: --table writes nothing; leave out -o and --strip, or --table")
+        return EXIT_USAGE
     if args.variants < 1:
-        say(f"--variants must be 1 or more; got {args.variants}")
+        say(f"{args.config}: --variants must be 1 or more; got {args.variants}")
+        return EXIT_USAGE
+    if why := _clashes(args):
+        say(why)
         return EXIT_USAGE
     try:
         with open(args.config, encoding="utf-8") as fh:
@@ -56,6 +88,10 @@ def cmd_import_config(args) -> int:
     except PbtxtError as exc:
         say(str(exc))
         return EXIT_USAGE
+    if args.table:
+        _print_table([(option, c.verdict, c.note) for option, _, c in imported.steps],
+                     [line for _, line, _ in imported.steps])
+        return EXIT_OK
     if not imported.steps:
         say(f"{args.config}: its train_config has no data_augmentation_options: nothing to import")
         return EXIT_FAILED
@@ -65,8 +101,8 @@ def cmd_import_config(args) -> int:
         say(note)
     problems = imported.problems()
     if problems and not args.approximate:
-        say(f"{len(problems)} option(s) augd cannot do exactly (above); nothing written. --approximate accepts "
-            f"them: approximate ones as said, missing ones left to training in the config")
+        say(f"{args.config}: {len(problems)} option(s) augd cannot do exactly (above); nothing written. "
+            f"--approximate accepts them: approximate ones as said, missing ones left to training in the config")
         return EXIT_FAILED
     body = yaml.safe_dump(imported.doc, sort_keys=False, default_flow_style=None, width=110)
     header = "".join(f"# {option} (line {line}): {c.verdict}" + (f": {c.note}" if c.note else "") + "\n"
@@ -76,7 +112,7 @@ def cmd_import_config(args) -> int:
     try:
         parse_pipeline(out, args.output or "<import-config>")   # what is written is a valid pipeline
     except SpecError as exc:
-        say(f"the imported pipeline does not validate (a bug: please report it): {exc}")
+        say(f"{args.config}: the imported pipeline does not validate (a bug: please report it): {exc}")
         return EXIT_FAILED
     try:
         if args.output:

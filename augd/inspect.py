@@ -108,8 +108,9 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         if not total:
             continue
         print(f"  keys: {', '.join(sorted(keys))}", file=out)
-        print("  labels: " + ", ".join(f"{lab}:{txt or '-'}={n}" for (lab, txt), n in sorted(labels.items())),
-              file=out)
+        # counts of records (an image's variants each one), not of images: said so
+        print("  records per label: " + ", ".join(f"{lab}:{txt or '-'}={n}" for (lab, txt), n in
+                                                  sorted(labels.items())), file=out)
         print("  formats: " + ", ".join(f"{k}={v}" for k, v in sorted(formats.items())), file=out)
         print("  variants: " + ", ".join(f"{k}={v}" for k, v in sorted(variants.items())), file=out)
         print(f"  height min/median/max: {min(heights)}/{statistics.median(heights):g}/{max(heights)}; "

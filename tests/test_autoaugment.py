@@ -116,9 +116,10 @@ def test_flip_solarize_and_equalize_inside_boxes_change_only_the_boxes_pixels(tm
     compiled.close()
 
 
-@pytest.mark.parametrize("op", ["translate_x", "translate_y"])
-def test_a_shift_inside_boxes_leaves_grey_and_the_box_shrinks_to_what_shows(tmp_path, op):
-    scene, records, _ = _job(tmp_path, [{"in_boxes": {"op": op, "value": 12, "fill": GREY}}], variants=3)
+@pytest.mark.parametrize("op, size", [("translate_x", {"value": 12}), ("translate_y", {"value": 12}),
+                                      ("translate_x", {"value": 48, "reference": 960})])   # 48 px at 960: 12 at 240
+def test_a_shift_inside_boxes_leaves_grey_and_the_box_shrinks_to_what_shows(tmp_path, op, size):
+    scene, records, _ = _job(tmp_path, [{"in_boxes": {"op": op, **size, "fill": GREY}}], variants=3)
     for r in records:
         src, objects = _source(scene, r)
         got = sorted(_boxes(r), key=lambda cb: cb[1][0])
@@ -195,6 +196,48 @@ def test_every_operation_of_the_policies_maps_with_the_od_apis_levels():
     assert autoaugment_op("SolarizeAdd", 0.4, 4)["solarize_add"]["addition"] == 44
     assert autoaugment_op("Posterize", 0.8, 2)["posterize"]["bits"] == 4
     assert autoaugment_op("ShearX_BBox", 0.4, 0) == {"identity": {"p": 0.4}}
+    # augd's own `scale: image`: the ops that draw pixels take them as written for a 640 px side
+    scaled = {name: autoaugment_op(name, 0.5, 6, reference=640) for name in names}
+    pixels = {"TranslateX_BBox", "TranslateY_BBox", "TranslateY_Only_BBoxes", "Cutout", "Cutout_Only_BBoxes"}
+    for name, op in scaled.items():
+        said = json.dumps(op)
+        assert ('"reference": 640' in said) == (name in pixels), (name, said)
+        assert json.loads(said.replace(', "reference": 640', "")) == autoaugment_op(name, 0.5, 6), name
+
+
+def test_autoaugment_scaled_to_the_image_is_augds_own_option_and_moves_by_the_images_side(tmp_path):
+    """`scale: image` (not the published policy, said so in its name and the preview): a level-10 shift of 250 px
+    at 640 is 250 * 240 / 640 = 93.75 px on a 240 px image, which the pixels show; the default serializes as
+    before."""
+    assert _spec([{"autoaugment": {"policy": "v3"}}]).normalized()["ops"] == [
+        {"autoaugment": {"p": 1.0, "policy": "v3"}}]
+    spec = _spec([{"autoaugment": {"policy": "v3", "scale": "image"}}])
+    assert spec.normalized()["ops"] == [{"autoaugment": {"p": 1.0, "policy": "v3", "scale": "image"}}]
+    from augd.engine.plan import Program
+    from augd.ops import REGISTRY
+    top = Program(spec.ops).explain((1, 7), H, W, [])[0]
+    assert REGISTRY["autoaugment"](spec.ops[0].params).describe(top)[0].startswith(
+        "autoaugment v3 scaled to the image #")
+    shift = autoaugment_op("TranslateX_BBox", 1.0, 10, reference=640)["one_of"]["ops"]
+    scene, records, _ = _job(tmp_path, [{"one_of": {"ops": shift}}], variants=4)
+    moved = collections.Counter()
+    for r in records:
+        src, objects = _source(scene, r)
+        for cls, (x0, y0, x1, y1) in objects:
+            here = _extent(_lead(src, COLOURS[cls]) & _box_mask(x0, y0, x1, y1))
+            for dx in (-93.75, 93.75):   # the object where the shift puts it, if it still shows there whole
+                if 0 <= x0 + dx and x1 + dx <= W:
+                    there = _extent(_lead(r["pixels"], COLOURS[cls]) & _box_mask(x0 + dx, y0, x1 + dx, y1))
+                    if there is not None and abs((there[2] - there[0]) - (here[2] - here[0])) <= 1:
+                        assert abs(there[0] - (here[0] + dx)) <= 1, (cls, here, there, dx)
+                        moved[dx > 0] += 1
+    assert moved[True] and moved[False], moved
+
+
+def _box_mask(x0, y0, x1, y1) -> np.ndarray:
+    m = np.zeros((H, W), bool)
+    m[max(int(y0), 0):min(int(np.ceil(y1)), H), max(int(x0), 0):min(int(np.ceil(x1)), W)] = True
+    return m
 
 
 @pytest.mark.parametrize("policy", ["v0", "v1", "v2", "v3"])

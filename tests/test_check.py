@@ -101,6 +101,42 @@ def test_a_voc_set_with_planted_problems(tmp_path):
     (root / "lm.pbtxt").write_text('item { id: 1 name: "red" }\nitem { id: 2 name: "green" }\n')
     r = _check(root, "--label-map", "lm.pbtxt")
     assert "classes missing from the label map: blue (" in r.stdout, r.stdout
+    (root / "lm.pbtxt").unlink()
+
+
+def test_check_and_the_job_count_and_word_the_same(tmp_path):
+    """Issue 57: what augd check says a job would meet is what `augd run` then reports, split by split: the images
+    it writes (the rejected ones apart), each rejection counted in its split, with the same reason and words; two
+    truncated JPEGs (one cut in its tables, which made TensorFlow's libjpeg print "Improper call to JPEG library in
+    state 201" on the run's stderr, one cut in its pixels) among them."""
+    root = tmp_path / "voc"
+    shutil.copytree(VOC, root)
+    xml = root / "Annotations" / "scene_001.xml"
+    xml.write_text(re.sub(r"<xmax>\d+</xmax>", "<xmax>200</xmax>", xml.read_text(), count=1))   # far out
+    for name, keep in (("scene_002", 300), ("scene_003", 900)):   # its Huffman tables cut; its pixels cut
+        jpg = root / "JPEGImages" / f"{name}.jpg"
+        jpg.write_bytes(jpg.read_bytes()[:keep])
+    (root / "JPEGImages" / "scene_005.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
+    r = _check(root, "--json", tmp_path / "check.json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "  train: 2 images (4 rejected), " in r.stdout, r.stdout
+    checked = json.loads((tmp_path / "check.json").read_text())
+    run = subprocess.run([sys.executable, "-m", "augd", "run", str(root), "-p", "detection-ssd", "-o",
+                          str(tmp_path / "out"), "--executor", "threads", "--workers", "1"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Improper call" not in run.stderr + run.stdout, run.stderr[-3000:]
+    m = json.loads((tmp_path / "out" / "voc" / "manifest.json").read_text())
+    assert {s: (v["images"], v["rejected"]) for s, v in m["splits"].items()} == \
+        {s: (v["images"], v["rejected"]) for s, v in checked["splits"].items()} == {"train": (2, 4),
+                                                                                     "validation": (2, 0)}
+    assert [(x["path"], x["reason"], x["message"]) for x in m["inputs"]["rejected_files"]] == \
+        [(x["path"], x["reason"], x["message"]) for x in checked["rejected"]]
+    cut = {x["path"]: x["message"] for x in checked["rejected"] if x["reason"] == "undecodable"}
+    assert set(cut) == {"JPEGImages/scene_002.jpg", "JPEGImages/scene_003.jpg"}
+    assert set(cut.values()) == {"truncated or corrupt JPEG data: its header reads, its pixels do not decode"}
+    objects = {c["name"]: c["objects_in"] for c in m["annotations"]["classes"]}   # the job read them, rejected apart
+    assert objects == {c: sum(v["objects"].get(c, 0) for v in checked["splits"].values()) for c in objects}
 
 
 def test_exif_rotated_images_are_counted(tmp_path):

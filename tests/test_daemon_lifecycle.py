@@ -1,5 +1,10 @@
 """`augd serve` lifecycle with real processes and signals: config errors, kill -9 and restart, two-stage
-SIGTERM, SIGHUP reload, sd_notify."""
+SIGTERM, SIGHUP reload, sd_notify.
+
+A job that must still be running when the test signals or kills the daemon is held after an image (the daemon
+under tests.held_daemon, its `image` hold): the test waits on the hold's log line, never on a pipeline slow enough
+on this machine, and what happens next does not hang on how fast the machine runs (a slow pipeline at 7 s an
+image on a busy machine outlasted the 15 s a second SIGTERM waits for the job to stop)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.daemon_harness import (REPO, Daemon, NotifySocket, add_slow_pipeline, drop_job, manifest,  # noqa: F401
+from tests.daemon_harness import (REPO, Daemon, NotifySocket, drop_job, manifest,  # noqa: F401
                                   no_leaked_children, no_leaked_children_module, running_images, status, wait_for,
                                   write_config)
 
@@ -29,11 +34,26 @@ def hidden(folder) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) if folder.exists() else []
 
 
-def drop_slow(inbox, rel, n, seed=0):
+def drop_routed(inbox, rel, n, seed=0, pipeline="tiny2"):
     job = drop_job(inbox, os.path.join(os.path.dirname(rel), "." + os.path.basename(rel)), n=n, seed=seed)
-    (job / "augd.yaml").write_text("pipeline: slow\n")
+    (job / "augd.yaml").write_text(f"pipeline: {pipeline}\n")
     os.rename(job, inbox / rel)
     return inbox / rel
+
+
+def held_images(tmp_path):
+    """A holds folder whose `image` hold is on: each job stops after each image until released (the file removed)
+    or cancelled."""
+    holds = tmp_path / "holds"
+    holds.mkdir()
+    (holds / "image").write_text("")
+    return holds
+
+
+def held(d, name: str) -> None:
+    """Wait until job `name` is held after an image (its first: the progress it reports counts it after the hold)."""
+    wait_for(lambda: d.events("holding at 'image'") and running_images(d, name) >= 0, 60, f"{name} to be held",
+             on_fail=d.log_tail)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -60,14 +80,13 @@ def test_no_config_defaults_live_under_the_current_directory(tmp_path):
 
 
 def test_kill_9_during_a_job_then_restart_completes_it_once(tmp_path):
-    add_slow_pipeline(tmp_path)
     cfg = write_config(tmp_path, polling=True, settle_seconds=1.0)
-    d = Daemon(cfg).start()
+    d = Daemon(cfg, hold_dir=held_images(tmp_path)).start()
     try:
         d.wait_ready()
-        drop_slow(d.inbox, "slow/crashy", n=8, seed=3)  # routed by folder *and* by augd.yaml
-        (d.inbox / "slow" / "crashy" / "_READY").write_text("")
-        wait_for(lambda: running_images(d, "crashy") >= 1, 60, "crashy to be half-way", on_fail=d.log_tail)
+        drop_routed(d.inbox, "tiny2/crashy", n=8, seed=3)  # routed by folder *and* by augd.yaml
+        (d.inbox / "tiny2" / "crashy" / "_READY").write_text("")
+        held(d, "crashy")   # half-way, however fast the machine
         d.proc.kill()
         assert d.wait_exit() == -signal.SIGKILL
     finally:
@@ -76,7 +95,7 @@ def test_kill_9_during_a_job_then_restart_completes_it_once(tmp_path):
     assert visible(d.out) == [], "nothing partial may be visible in out/"
     assert hidden(d.out), "the killed run's temp output is left behind (hidden) for the restart to clean"
 
-    d2 = Daemon(cfg).start()
+    d2 = Daemon(cfg).start()   # `augd serve` itself, no hold
     try:
         d2.wait_ready()
         d2.wait_done("crashy", timeout=90)
@@ -85,21 +104,23 @@ def test_kill_9_during_a_job_then_restart_completes_it_once(tmp_path):
     finally:
         assert d2.stop() == 0
     m = manifest(d2.out, "crashy")
-    assert m["inputs"]["written"] == 8 and m["records"]["written"] == 16 and m["pipeline"]["name"] == "slow"
-    assert len(m["shards"]) == 1 and sum(s["records"] for s in m["shards"]) == 16
+    assert m["inputs"]["written"] == 8 and m["records"]["written"] == 8 and m["pipeline"]["name"] == "tiny2"
+    assert len(m["shards"]) == 1 and sum(s["records"] for s in m["shards"]) == 8
     assert visible(d2.out) == ["crashy"] and hidden(d2.out) == []
     assert visible(d2.done) == ["crashy"] and visible(d2.failed) == [] and visible(d2.work) == []
-    assert visible(d2.inbox) == ["slow"] and visible(d2.inbox / "slow") == []
+    assert visible(d2.inbox) == ["tiny2"] and visible(d2.inbox / "tiny2") == []
 
 
 def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
     """And the warm-up (forced on here; auto warms GPU hosts only): every configured pipeline's graph run once
-    before READY=1, each announced to systemd with a longer start timeout; a broken one logged, not fatal."""
+    before READY=1, each announced to systemd with a longer start timeout; a broken one logged, not fatal. The job
+    the second SIGTERM aborts is held after its first image, which the abort releases."""
     cfg = write_config(tmp_path, grace_seconds=60, warm_up="on")
-    add_slow_pipeline(tmp_path)
     (tmp_path / "pipelines" / "broken.yaml").write_text("name: broken\nops:\n  - no_such_op: {}\n")
     sock = NotifySocket()
-    d = Daemon(cfg, env={"NOTIFY_SOCKET": sock.name}).start()
+    holds = tmp_path / "holds"
+    holds.mkdir()
+    d = Daemon(cfg, env={"NOTIFY_SOCKET": sock.name}, hold_dir=holds).start()
     try:
         d.wait_ready()
         wait_for(lambda: sock.has("READY=1"), 30, "READY=1")
@@ -107,7 +128,7 @@ def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
         warming = [i for i, m in enumerate(said) if m.startswith("STATUS=warming up pipeline")]
         assert warming and max(warming) < said.index("READY=1") and "EXTEND_TIMEOUT_USEC=120000000" in said
         rows = status(d)["warm_up"]
-        assert [r["pipeline"] for r in rows] == ["tiny", "broken", "slow", "tiny2"], rows
+        assert [r["pipeline"] for r in rows] == ["tiny", "broken", "tiny2"], rows
         assert "no_such_op" in rows[1]["error"] and all(r["seconds"] > 0 for r in rows if r is not rows[1])
         log = d.log()
         assert "warm-up of pipeline broken failed" in log
@@ -128,15 +149,16 @@ def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
         d.wait_done("afterhup")
         assert manifest(d.out, "afterhup")["pipeline"]["name"] == "tiny2"
 
-        job = drop_slow(d.inbox, "interrupted", n=20, seed=9)
-        wait_for(lambda: running_images(d, "interrupted") >= 1, 60, "the job to run", on_fail=d.log_tail)
+        (holds / "image").write_text("")
+        job = drop_routed(d.inbox, "interrupted", n=20, seed=9)
+        held(d, "interrupted")
         wait_for(lambda: any(m.startswith("STATUS=running interrupted") for m in sock.messages()), 30,
                  "STATUS= naming the current job")
         d.signal(signal.SIGTERM)  # first: stop taking jobs, let this one run (grace 60 s)
         wait_for(lambda: d.events("stopping (SIGTERM)"), 30, "stage one", on_fail=d.log_tail)
         assert d.get("/readyz")[0] == 503 and status(d)["state"] == "stopping"
         assert d.proc.poll() is None and (d.work / "interrupted").is_dir()
-        d.signal(signal.SIGTERM)  # second: abort now, requeue
+        d.signal(signal.SIGTERM)  # second: abort now, requeue (the cancel releases the hold)
         assert d.wait_exit() == 0, d.log_tail()
         assert sock.has("STOPPING=1")
     finally:
@@ -148,13 +170,16 @@ def test_sd_notify_sighup_and_two_stage_sigterm(tmp_path):
 
 
 def test_sigterm_lets_the_current_job_finish_within_the_grace_period(tmp_path):
-    add_slow_pipeline(tmp_path)
-    d = Daemon(write_config(tmp_path, grace_seconds=120, log_format="json")).start()
+    holds = held_images(tmp_path)
+    d = Daemon(write_config(tmp_path, grace_seconds=120, log_format="json"), hold_dir=holds).start()
     try:
         d.wait_ready()
-        drop_slow(d.inbox, "finishes", n=4)
-        wait_for(lambda: running_images(d, "finishes") >= 1, 60, "the job to run", on_fail=d.log_tail)
+        drop_job(d.inbox, "finishes", n=4)
+        held(d, "finishes")
         d.signal(signal.SIGTERM)
+        wait_for(lambda: "stopping" in {json.loads(ln).get("event") for ln in d.events('"stopping"')
+                                         if ln.startswith("{")}, 30, "stage one", on_fail=d.log_tail)
+        (holds / "image").unlink()   # the job goes on, within its grace period
         assert d.wait_exit(120) == 0, d.log_tail()
     finally:
         d.stop()
@@ -165,5 +190,5 @@ def test_sigterm_lets_the_current_job_finish_within_the_grace_period(tmp_path):
     events = [ln.get("event") for ln in lines if ln.get("job") == "finishes"]
     assert events[:4] == ["job_seen", "job_ready", "job_claimed", "job_started"] and "job_done" in events
     done = next(ln for ln in lines if ln.get("event") == "job_done")
-    assert done["images"] == 4 and done["records"] == 8 and done["level"] == "info" and "time" in done
+    assert done["images"] == 4 and done["records"] == 4 and done["level"] == "info" and "time" in done
     assert {"stopping", "stopped"} <= {ln.get("event") for ln in lines}

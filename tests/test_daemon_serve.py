@@ -1,6 +1,8 @@
 """`augd serve` as a real subprocess on temp folders: readiness, routing, failures, exactly-once, timeouts.
 
-One daemon serves the whole module; each test drops its own uniquely named jobs into it.
+One daemon serves the whole module; each test drops its own uniquely named jobs into it. Its jobs are all quick
+ones and it sets no job timeout, so nothing here hangs on how fast the machine is; the timeout has a daemon of
+its own, whose job is held after an image until the timeout cancels it.
 """
 from __future__ import annotations
 
@@ -11,15 +13,16 @@ import time
 
 import pytest
 
-from tests.daemon_harness import (Daemon, add_slow_pipeline, drop_job, make_job, manifest,  # noqa: F401
+from tests.daemon_harness import (TINY, Daemon, drop_job, make_job, manifest,  # noqa: F401
                                   no_leaked_children, no_leaked_children_module, wait_for, write_config)
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
-    add_slow_pipeline(root)
-    d = Daemon(write_config(root, settle_seconds=1.5, job_timeout_seconds=8)).start()
+    cfg = write_config(root, settle_seconds=1.5)
+    (root / "pipelines" / "other.yaml").write_text(TINY.format(name="other"))
+    d = Daemon(cfg).start()
     try:
         d.wait_ready()
         yield d
@@ -83,9 +86,9 @@ def test_routing(daemon, how):
     name = f"route-{how.replace('.', '-')}"
     if how == "augd.yaml":  # a job config beats the routing folder
         job = drop_job(daemon.inbox, f"tiny2/{name}-tmp", n=1, seed=11)
-        (job / "augd.yaml").write_text("pipeline: slow\n")
+        (job / "augd.yaml").write_text("pipeline: other\n")
         os.rename(job, job.parent / name)
-        expected, rel = "slow", f"tiny2/{name}"
+        expected, rel = "other", f"tiny2/{name}"
     elif how == "folder":
         drop_job(daemon.inbox, f"tiny2/{name}", n=1, seed=12)
         expected, rel = "tiny2", f"tiny2/{name}"
@@ -151,18 +154,25 @@ def test_output_name_clash_fails_instead_of_overwriting(daemon):
     assert (daemon.out / "clash" / "manifest.json").read_bytes() == before
 
 
-def test_job_over_timeout_fails_and_the_daemon_continues(daemon):
-    job = drop_job(daemon.inbox, ".toolong", n=40, seed=41)
-    (job / "augd.yaml").write_text("pipeline: slow\n")  # ~0.5 s an image on one core: far over 8 s
-    os.rename(job, daemon.inbox / "toolong")
-    drop_job(daemon.inbox, "aftertimeout", n=1, seed=42)
-    failed = daemon.wait_failed("toolong", timeout=90)
-    failure = json.loads((failed / "failure.json").read_text())
-    assert failure["reason"] == "timeout", failure
-    assert "job_timeout_seconds=8" in (failed / "error.txt").read_text()
-    daemon.wait_done("aftertimeout")
-    assert not (daemon.out / "toolong").exists()
-    assert not [p for p in daemon.out.iterdir() if p.name.startswith(".")]
+def test_job_over_timeout_fails_and_the_daemon_continues(tmp_path):
+    holds = tmp_path / "holds"
+    holds.mkdir()
+    (holds / "image").write_text("")   # the job stays after its first image until the timeout cancels it
+    d = Daemon(write_config(tmp_path, job_timeout_seconds=4), hold_dir=holds).start()
+    try:
+        d.wait_ready()
+        drop_job(d.inbox, "toolong", n=4, seed=41)
+        failed = d.wait_failed("toolong", timeout=90)
+        failure = json.loads((failed / "failure.json").read_text())
+        assert failure["reason"] == "timeout", failure
+        assert "job_timeout_seconds=4" in (failed / "error.txt").read_text()
+        (holds / "image").unlink()
+        drop_job(d.inbox, "aftertimeout", n=1, seed=42)
+        d.wait_done("aftertimeout")
+        assert not (d.out / "toolong").exists()
+        assert not [p for p in d.out.iterdir() if p.name.startswith(".")]
+    finally:
+        assert d.stop() == 0, d.log_tail()
 
 
 def test_hidden_and_loose_files_in_the_inbox_are_ignored(daemon):

@@ -117,13 +117,30 @@ def test_the_chain_estimate_follows_its_pixel_work():
         assert 0.0005 < c.record_seconds < 0.1, name
 
 
+def _shard(path, sizes) -> None:
+    """A plain TFRecord file of records of these sizes (TFRecord's framing, written by hand)."""
+    from augd.io.lite import masked_crc
+    with open(path, "wb") as fh:
+        for n in sizes:
+            head = n.to_bytes(8, "little")
+            fh.write(head + masked_crc(head) + b"\1" * n + masked_crc(b"\1" * n))
+
+
 def test_the_folder_estimate_counts_images_and_their_bytes_and_reads_no_pixel(tmp_path):
+    """Images by name (split folders other than train as they are: one record each), TFRecord shards by their
+    records, however small (a 40-record records job was estimated at 0 records); a file of zeros is no shard."""
     spec = parse_pipeline(pipeline_yaml(variants=3, keep_original=True), "t.yaml")
     make_job(tmp_path / "job", {f"train/a/{i}.jpg": "jpeg" for i in range(6)})
+    make_job(tmp_path / "job", {f"val/a/{i}.jpg": "jpeg" for i in range(2)})
     (tmp_path / "job" / "train" / "a" / "notes.xml").write_text("<annotation/>")
-    (tmp_path / "job" / "data.tfrecord").write_bytes(b"\0" * 2_000_000)   # a shard: ~20 images of 100 KB
+    (tmp_path / "job" / "zeros.bin").write_bytes(b"\0" * 2_000_000)
     c = estimate_folder(str(tmp_path / "job"), spec)
-    assert (c.images, c.records) == (26, 104)
+    assert (c.images, c.records) == (8, 6 * 4 + 2)
+    (tmp_path / "rec").mkdir()
+    _shard(tmp_path / "rec" / "coco_train.record-00000-of-00001", [5000] * 30)
+    _shard(tmp_path / "rec" / "coco_val.record-00000-of-00001", [5000] * 10)
+    c = estimate_folder(str(tmp_path / "rec"), spec, sample=25)   # 25 records walked, the rest by their bytes
+    assert (c.images, c.records) == (40, 30 * 4 + 10) and c.annotated
 
 
 @pytest.fixture(scope="module")

@@ -94,11 +94,12 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
                        ("random_adjust_contrast", "exact"), ("random_adjust_saturation", "exact"),
                        ("random_adjust_brightness", "exact"), ("random_distort_color", "exact"),
                        ("random_rgb_to_gray", "exact"), ("random_jpeg_quality", "exact"),
-                       ("random_black_patches", "exact")],
+                       ("random_black_patches", "approximate")],   # augd also shrinks the boxes it hides
         # the crop keeps boxes showing 0.3 of themselves (its own min_visibility), the square crop any (the job's 0)
         "centernet": [("random_horizontal_flip", "exact"), ("random_crop_image", "exact"),
-                      ("random_adjust_hue", "exact"), ("random_square_crop_by_scale", "exact")],
-        "efficientdet": [("random_horizontal_flip", "exact"), ("random_scale_crop_and_pad_to_square", "exact")],
+                      ("random_adjust_hue", "exact"), ("random_square_crop_by_scale", "approximate")],
+        "efficientdet": [("random_horizontal_flip", "exact"),
+                         ("random_scale_crop_and_pad_to_square", "approximate")],   # resampled otherwise
     }[family]
     assert verdicts == expected
     spec = parse_pipeline(yaml.safe_dump(got.doc), "imported.yaml")   # a valid pipeline, every op known
@@ -112,6 +113,7 @@ def test_each_shipped_family_imports_with_each_option_judged(family):
         # the API drops what a crop leaves under its overlap_thresh; augd ignores it (weight 0) and says so
         assert got.doc["annotations"] == {"min_visibility": 0.0, "min_size": 0.0, "low_visibility": "ignore"}
         assert got.notes and "low_visibility: drop does exactly what the API does" in got.notes[0]
+    assert got.doc["augment_splits"] == ["train"]   # written out: the API augments its train input only
     if family == "ssd_colour":
         assert names == ["random_flip_left_right", "random_hue", "random_contrast", "random_saturation",
                          "random_brightness", "random_brightness", "random_contrast", "random_saturation",
@@ -136,24 +138,35 @@ def _cli(*args, cwd):
                           text=True, cwd=cwd, timeout=120)
 
 
-def test_the_command_writes_an_exact_import_and_strips_what_it_took(tmp_path):
+def test_the_command_writes_an_import_strips_what_it_took_and_the_job_augments_train_alone(tmp_path):
+    """The pipeline runs on the box-only VOC sample though its flip carries a keypoint permutation (FaceSSD's,
+    CenterNet's: the API ignores it without keypoints), augments train only (written out) and writes the validation
+    images as they are, though it keeps no original (issue 57)."""
     model, augs = SHIPPED["ssd_colour"]
+    flip = "random_horizontal_flip {\n      keypoint_flip_permutation: 1\n      keypoint_flip_permutation: 0\n    }"
+    augs = [flip, *augs[1:]]
     text = config(model, *augs, "normalize_image { original_minval: 0 original_maxval: 255 }")
     cfg = tmp_path / "ssd.config"
     cfg.write_text(text)
     p = _cli(cfg, "-o", tmp_path / "ssd.yaml", "--strip", tmp_path / "ssd-stripped.config", "--variants", "4",
              cwd=tmp_path)
+    assert p.returncode == 1 and "random_black_patches: approximate" in p.stderr
+    assert not (tmp_path / "ssd.yaml").exists()
+    p = _cli(cfg, "-o", tmp_path / "ssd.yaml", "--strip", tmp_path / "ssd-stripped.config", "--variants", "4",
+             "--approximate", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "ssd.config:" in p.stderr and "random_distort_color: exact" in p.stderr
     assert "normalize_image: training" in p.stderr
     spec = parse_pipeline((tmp_path / "ssd.yaml").read_text(), "ssd.yaml")
-    assert spec.name == "odapi-ssd" and spec.variants == 4 and len(spec.ops) == 12
+    assert spec.name == "odapi-ssd" and spec.variants == 4 and len(spec.ops) == 12 and not spec.keep_original
+    assert spec.augment_splits == ("train",) and spec.annotations.value("keypoint_flip") == (1, 0)
     stripped = (tmp_path / "ssd-stripped.config").read_text()
     train = first(parse(stripped), "train_config")
     left = [f.value[0].name for f in train.value if f.name == "data_augmentation_options"]
     assert left == ["normalize_image"]   # not an augmentation: it stays for training
     kept_lines = [ln for ln in text.splitlines() if not any(a.split()[0] in ln for a in augs)
-                  and "data_augmentation_options" not in ln and ln.strip() not in ("}", "")]
+                  and "data_augmentation_options" not in ln and "keypoint_flip_permutation" not in ln
+                  and ln.strip() not in ("}", "")]
     assert all(ln in stripped for ln in kept_lines)   # everything else as it was
     # and the imported pipeline runs a detection job
     voc = REPO / "augd" / "samples" / "detection"
@@ -161,6 +174,48 @@ def test_the_command_writes_an_exact_import_and_strips_what_it_took(tmp_path):
                         str(tmp_path / "out"), "--quiet", "--workers", "1", "--executor", "threads"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "annotations.keypoint_flip is set and the job's voc annotations have no keypoints: it moves nothing" \
+        in r.stderr
+    assert "validation written as it is (originals only, no augmented variants); augmented: train" in r.stderr
+    from augd.io import parse_example, read_records
+    out = tmp_path / "out" / "detection"
+    by_split = {s: [parse_example(x) for f in sorted(out.glob(f"detection-{s}-*.tfrecord"))
+                    for x in read_records(str(f))] for s in ("train", "validation")}
+    assert {x["augd/variant"] for x in by_split["train"]} == {1, 2, 3, 4}
+    assert len(by_split["validation"]) == 2 and {x["augd/variant"] for x in by_split["validation"]} == {0}
+    assert all(x["image/encoded"] == (voc / x["image/filename"]).read_bytes() for x in by_split["validation"])
+    import json
+    splits = json.loads((out / "manifest.json").read_text())["splits"]
+    assert (splits["validation"]["augmented"], splits["validation"]["variants"], splits["validation"]["records"]) == \
+        (False, [0], 2) and splits["train"]["augmented"] is True
+
+
+def test_the_command_refuses_what_a_user_would_regret_naming_the_file(tmp_path):
+    """--table with a config tables that config's options; --strip or -o onto the config itself is refused (the
+    config untouched, nothing written); a malformed block is refused naming the file and line."""
+    model, augs = SHIPPED["efficientdet"]
+    cfg = tmp_path / "effdet.config"
+    cfg.write_text(config(model, *augs))
+    before = cfg.read_bytes()
+    p = _cli(cfg, "--table", cwd=tmp_path)
+    assert p.returncode == 0
+    assert p.stdout.splitlines()[-1] == "# 2 options: 1 exact, 1 approximate, 0 missing, 0 training"
+    assert [ln.split()[2:4] for ln in p.stdout.splitlines()[:-1]] == [
+        ["random_horizontal_flip", "exact"], ["random_scale_crop_and_pad_to_square", "approximate"]], p.stdout
+    assert p.stdout.startswith("line ") and sorted(x.name for x in tmp_path.iterdir()) == ["effdet.config"]
+    for args, said in (((cfg, "--approximate", "-o", tmp_path / "p.yaml", "--strip", tmp_path / "." / "effdet.config"),
+                        "--strip"), ((cfg, "--approximate", "-o", cfg), "-o"),
+                       ((cfg, "--approximate", "-o", tmp_path / "x", "--strip", tmp_path / "x"), "the same file"),
+                       ((cfg, "--table", "--strip", tmp_path / "x"), "--table writes nothing")):
+        p = _cli(*args, cwd=tmp_path)
+        assert p.returncode == 2 and p.stderr.startswith(f"augd import-config: {cfg}: ") and said in p.stderr, p.stderr
+        assert cfg.read_bytes() == before and sorted(x.name for x in tmp_path.iterdir()) == ["effdet.config"]
+    two = tmp_path / "two.config"
+    two.write_text("train_config {\n  data_augmentation_options {\n    random_horizontal_flip {}\n"
+                   "    random_vertical_flip {}\n  }\n}\n")
+    p = _cli(two, cwd=tmp_path)
+    assert p.returncode == 2 and f"{two}:2: data_augmentation_options must hold one preprocessing step" in p.stderr
+    assert "got 2: random_horizontal_flip, random_vertical_flip" in p.stderr
 
 
 def test_what_is_not_exact_fails_unless_approximate_and_what_is_missing_stays_in_the_config(tmp_path):
@@ -188,6 +243,11 @@ def test_the_table_lists_every_option_of_preprocessor_proto():
     rows = table()
     assert len(rows) == len(OPTIONS) == 39 and len({r[0] for r in rows}) == 39
     assert all(note for _, verdict, note in rows if verdict in ("approximate", "missing", "training"))
+    # an exact option's note says how, never what differs from the API (what does is approximate, said so)
+    assert [(name, note) for name, verdict, note in rows if verdict == "exact" and "API" in note] == []
+    verdict = {name: v for name, v, _ in rows}
+    assert {verdict[n] for n in ("random_image_scale", "random_square_crop_by_scale",
+                                 "random_scale_crop_and_pad_to_square", "random_black_patches")} == {"approximate"}
     counts = collections.Counter(verdict for _, verdict, _ in rows)
     told = " ".join((REPO / "docs" / "pipelines.md").read_text().split())
     assert (f"Today: {counts['exact']} of the 39 options exact, {counts['approximate']} approximate, "
@@ -247,7 +307,7 @@ def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
     late = import_config(config(MODEL_SSD, "random_image_scale {\n    }", "random_crop_pad_image {\n    }",
                                 "random_pad_image { pad_color: 10 pad_color: 20 pad_color: 30 }"), "late.config")
     (_, _, scale), (_, _, crop_pad), (_, _, coloured) = late.steps
-    assert scale.verdict == "exact" and crop_pad.verdict == "approximate" and "resized" in crop_pad.note
+    assert scale.verdict == "approximate" and crop_pad.verdict == "approximate" and "resized" in crop_pad.note
     assert coloured.verdict == "approximate" and "pad_color [10, 20, 30]" in coloured.note
 
 

@@ -119,8 +119,9 @@ KEEP_REMNANTS = "annotations: {min_visibility: 0, min_size: 1}\n"
 
 
 def pipeline(op: str, variants: int = 3, fmt: str = "png"):
+    # validation augmented too (not the default): its records must draw their partners from validation alone
     return parse_pipeline(f"name: t-{op}\nseed: 5\nvariants: {variants}\noutput: {{format: {fmt}}}\n"
-                          f"ops:\n{PIPELINES[op]}{KEEP_REMNANTS}")
+                          f"augment_splits: [train, validation]\nops:\n{PIPELINES[op]}{KEEP_REMNANTS}")
 
 
 @pytest.fixture(scope="module")

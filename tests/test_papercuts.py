@@ -61,9 +61,17 @@ def test_every_composite_example_shown_by_augd_ops_is_a_valid_pipeline():
 
 
 def test_augd_ops_groups_by_kind_shows_composite_syntax_and_how_p_combines():
+    """And, after the ops, the pipeline's other keys (tile, balance, split, ...), where a user looking for tiling
+    looks first (issue 57): each with its own keys and what it does, from the pipeline's model."""
+    from augd.spec.model import _Header
     out = _augd("ops", check=True).stdout
     headings = [ln for ln in out.splitlines() if ln.startswith("== ")]
-    assert [h.split()[1] for h in headings] == ["Geometry", "Colour", "Pixel", "Mixing", "Composites"]
+    assert [h.split()[1] for h in headings] == ["Geometry", "Colour", "Pixel", "Mixing", "Composites", "Pipeline"]
+    keys = out.split("== Pipeline keys")[1].split("\n\n")[0].splitlines()[1:]
+    listed = {ln.split(":", 1)[0]: ln for ln in keys if ln and not ln[0].isspace() and ":" in ln}
+    assert set(listed) >= set(_Header.model_fields) - {"ops"}
+    assert listed["tile"].startswith("tile: {size, grid, overlap, empty, full_image}  slice each image into")
+    assert all(len(ln.split("  ", 1)) == 2 and ln.split("  ", 1)[1] for ln in listed.values()), listed
     assert "e.g. - one_of: [" in out and "weights" in out
     assert "p × probability overall" in out and "applies with p times that" in out
     assert out.count("\n") > len(REGISTRY)

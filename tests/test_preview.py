@@ -324,3 +324,24 @@ def test_importing_the_module_loads_neither_tensorflow_nor_opencv():
     code = "import sys, augd.preview; print('tensorflow' in sys.modules, 'cv2' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], env=augd_env(), capture_output=True, text=True, timeout=60)
     assert r.stdout.split() == ["False", "False"], r.stderr
+
+
+def test_captions_wrap_whole_and_counts_read_as_words(tmp_path):
+    """Issue 57: a line wider than its tile (an AutoAugment sub-policy) wraps onto the next lines, never cut to
+    `..`, and the sheet makes room for it; a tiled image of one tile says `1 tile`, not `1 tiles`."""
+    from augd.preview.render import _Pen, caption_lines, render_sheet
+    pen, long = _Pen(128), "autoaugment v0 #4: ShearY_BBox 1/2, TranslateY_Only_BBoxes 0.6/6"
+    drawn = caption_lines(pen, [long, "rot +6.5°"], 128)
+    assert " ".join(w for w, line in drawn if line == long) == long and len(drawn) >= 3, drawn
+    assert all(pen.width(w) <= 128 for w, _ in drawn) and drawn[-1] == ("rot +6.5°", "rot +6.5°")
+    path = tmp_path / "x.png"
+    path.write_bytes(image_bytes("png", 40, 60, seed=3))
+    rows = preview_rows(pipeline([{"random_hue": {}}], variants=1), [str(path)])
+    short = render_sheet(pipeline([{"random_hue": {}}], variants=1), rows, tile=128)
+    rows[0].tiles[1].lines.append(long)
+    taller = render_sheet(pipeline([{"random_hue": {}}], variants=1), rows, tile=128)
+    assert taller.shape[0] >= short.shape[0] + 2 * pen.line   # the long line and its wrap, each a line
+    tiled = parse_pipeline("name: t\nvariants: 1\noutput: {format: png}\ntile: {grid: [1, 1]}\n"
+                           "ops:\n  - random_hue: {}\n", "t.yaml")
+    (row, *_) = preview_rows(tiled, [str(path)])
+    assert row.tiles[0].lines[1].startswith("1 tile of 60×40"), row.tiles[0].lines

@@ -219,7 +219,7 @@ def test_inspect_prints_counts_keys_labels_and_dumps_images(cli, tmp_path):
     lines = [ln.strip() for ln in folder.splitlines()]
     (keys,) = [ln for ln in lines if ln.startswith("keys:")]
     assert keys.split(":", 1)[1].strip().split(", ") == SCHEMA
-    (labels,) = [ln for ln in lines if ln.startswith("labels:")]
+    (labels,) = [ln for ln in lines if ln.startswith("records per label:")]   # records, said so (issue 57)
     assert labels.split(":", 1)[1].strip() == ", ".join(f"{c['label']}:{c['name']}={c['records']}"
                                                          for c in m["classes"])
     from augd.io import parse_example

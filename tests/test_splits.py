@@ -1,6 +1,7 @@
 """Issue 18, item 1 (second half): splits in one job. Top folders train/, validation/ (or val/), test/ holding
 class folders (TFDS ImageFolder's layout) give one shard set per split and one label map; `split:` shares
-assign a job without them by a stable hash of each path; `augment_splits` keeps the other splits original."""
+assign a job without them by a stable hash of each path; only train is augmented unless `augment_splits` says
+otherwise (issue 57: the other splits are written as they are)."""
 from __future__ import annotations
 
 import os
@@ -37,7 +38,7 @@ def _records_by_shard(out: Path) -> dict[str, list[dict]]:
 def test_split_folders_give_one_shard_set_per_split_and_one_label_map(tmp_path):
     job = _split_job(tmp_path / "job")
     (job / "stray.png").write_bytes((job / "val" / "cat" / "v0.png").read_bytes())
-    spec = parse_pipeline(PIPE + "augment_splits: [train]\n")
+    spec = parse_pipeline(PIPE)   # no augment_splits: train only, the default
     r = run_job(str(job), spec, str(tmp_path / "out"), JobOptions(workers=2)).report
     out = tmp_path / "out" / "job"
     shards = _records_by_shard(out)
@@ -47,12 +48,15 @@ def test_split_folders_give_one_shard_set_per_split_and_one_label_map(tmp_path):
     assert {s: (v.images, v.records) for s, v in r.splits.items()} == {
         "train": (7, 21), "validation": (1, 1), "test": (2, 2)}
     assert r.splits["train"].shards == ("job-train-00000-of-00002.tfrecord", "job-train-00001-of-00002.tfrecord")
+    assert {s: (v["augmented"], v["variants"]) for s, v in r.to_dict()["splits"].items()} == {
+        "train": (True, [0, 1, 2]), "validation": (False, [0]), "test": (False, [0])}
     for name, recs in shards.items():
         split = name.split("-")[1]
         folder = {"train": "train/", "validation": "val/", "test": "test/"}[split]
         assert all(x["image/filename"].startswith(folder) for x in recs), name
-        if split != "train":  # augment_splits: [train]: the others keep only their originals
+        if split != "train":  # the default: the others are written as they are, their originals only
             assert {x["augd/variant"] for x in recs} <= {0}  # (one of the two shards may be empty)
+            assert all(x["image/encoded"] == (job / x["image/filename"]).read_bytes() for x in recs), name
     train = [x for n, recs in shards.items() if "-train-" in n for x in recs]
     assert {x["augd/variant"] for x in train} == {0, 1, 2}
     labels = {x["image/filename"]: x["image/class/label"] for recs in shards.values() for x in recs}
@@ -116,10 +120,11 @@ def test_a_class_called_test_alone_is_a_class_not_a_split(tmp_path):
 def test_the_loader_reads_one_split(tmp_path):
     import augd.data
     job = _split_job(tmp_path / "job")
-    run_job(str(job), parse_pipeline(PIPE + "augment_splits: [train]\n"), str(tmp_path / "out"))
+    # a pipeline that asks for every split to be augmented gets it
+    run_job(str(job), parse_pipeline(PIPE + "augment_splits: [train, validation, test]\n"), str(tmp_path / "out"))
     ds, info = augd.data.load(str(tmp_path / "out" / "job"), split="test", image_size=(16, 16), batch_size=None,
                               with_info=True)
-    assert sum(1 for _ in ds) == 2 and info.split_records == {"test": 2, "train": 21, "validation": 1}
+    assert sum(1 for _ in ds) == 6 and info.split_records == {"test": 6, "train": 21, "validation": 3}
 
 
 def test_the_split_layout_is_decided_by_folder_names_alone(tmp_path):

@@ -320,8 +320,9 @@ def test_the_preview_of_a_tiled_pipeline_shows_the_tiles_and_the_records_augd_ru
 
 
 def test_small_objects_pasted_onto_tiles_keep_every_box_true_to_its_pixels(tmp_path):
-    """copy_paste on tiles: each tile gets small objects of partner images at free places; every box of every
-    record is the square its pixels show, and the tile's own objects are all still there."""
+    """copy_paste on tiles: each tile gets small objects of partner images at free places, never of its own source
+    image (an object pasted beside itself: issue 57); every box of every record is the square its pixels show, and
+    the tile's own objects are all still there."""
     truth = _scenes(tmp_path / "voc", seed=5)
     spec = parse_pipeline(_pipeline("{size: 256, overlap: 0.25, empty: 1.0}",
                                     "  - copy_paste: {objects: [2, 2], size: small, copies: [2, 2], place: free, "
@@ -338,6 +339,7 @@ def test_small_objects_pasted_onto_tiles_keep_every_box_true_to_its_pixels(tmp_p
             assert all(b[2] - b[0] < 32 for _, b in _boxes(r)[-extra:] if extra), "small ones only"
             pasted += extra
             assert len(r["augd/partners"]) == extra
+            assert r["image/source_id"] not in r["augd/partners"], (r["image/filename"], r["augd/tile/index"])
     assert pasted >= len(records) // 2 * 2, f"{pasted} pasted in {len(records) // 2} augmented tile records"
     m = json.loads((tmp_path / "out" / "voc" / "manifest.json").read_text())
     assert m["annotations"]["objects"]["out"] == sum(len(_boxes(r)) for r in records)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from augd.annotations.repair import summary
 from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
-from augd.errors import RejectReason
+from augd.errors import RejectReason, undecodable_pixels
 
 __all__ = ["FAIL_ON", "CheckReport", "check_plan", "text"]
 
@@ -30,7 +30,8 @@ FAIL_ON = ("leak", "rejected")
 
 @dataclass
 class SplitStats:
-    images: int = 0
+    images: int = 0          # the images a job would write (those it would reject counted in `rejected`)
+    rejected: int = 0
     objects: collections.Counter = field(default_factory=collections.Counter)   # class -> objects (or images)
     sizes: collections.Counter = field(default_factory=collections.Counter)     # small, medium, large
     negatives: int = 0
@@ -65,7 +66,7 @@ class CheckReport:
     def to_dict(self) -> dict:
         return {
             "path": self.path, "kind": self.kind,
-            "splits": {s: {"images": v.images, "objects": dict(sorted(v.objects.items())),
+            "splits": {s: {"images": v.images, "rejected": v.rejected, "objects": dict(sorted(v.objects.items())),
                            "box_sizes": {k: v.sizes.get(k, 0) for k in ("small", "medium", "large")},
                            "negatives": v.negatives, "exif_rotated": v.rotated} for s, v in self.splits.items()},
             "repairs": summary(self.repaired),
@@ -85,8 +86,33 @@ def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=
     `mapper` (hashing.hash_files) or on `workers` processes. `known`: a fixed label map's class names, to list the
     classes it lacks (None: no such check)."""
     path, det, images = plan.input_dir, plan.detection, plan.images
+    # what a job would reject: the scan's, an object of a class the fixed map lacks, pixels that do not decode
+    rejected = [(r.relpath, str(r.reason), r.message, r.split) for r in plan.scan.rejected]
+    missing: dict[str, int] = {}
+    if known is not None and det is not None:
+        for img in images:
+            names = [o.name for o in det.annotations[img.relpath].objects] if img.relpath in det.annotations else []
+            for name in names:
+                if name not in known:
+                    missing[name] = missing.get(name, 0) + 1
+            if gone := sorted({n for n in names if n not in known}):
+                rejected.append((img.relpath, str(RejectReason.BAD_ANNOTATION),
+                                 f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map",
+                                 img.split))
+    hashes = hash_files([(img.path, img.header.height, img.header.width, None if img.offset < 0 else
+                          (img.offset, img.size)) for img in images], workers, mapper)
+    # an image whose header reads but whose pixels do not decode (a truncated JPEG): a job rejects it as well, in
+    # the job's words
+    rejected += [(img.relpath, str(RejectReason.UNDECODABLE), undecodable_pixels(img.header.format), img.split)
+                 for img, h in zip(images, hashes) if h is None]
+    refused = {r[0] for r in rejected}
     splits: dict[str, SplitStats] = {}
+    for _, _, _, split in rejected:
+        if split:
+            splits.setdefault(split, SplitStats()).rejected += 1
     for img in images:
+        if img.relpath in refused:   # counted as the job counts it: rejected, not among the split's images
+            continue
         st = splits.setdefault(img.split or "all", SplitStats())
         st.images += 1
         st.rotated += img.header.orientation != 1
@@ -100,26 +126,10 @@ def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=
             st.objects[o.name] += 1
             area = (o.box[2] - o.box[0]) * (o.box[3] - o.box[1])
             st.sizes["small" if area < SMALL else "medium" if area < MEDIUM else "large"] += 1
-    rejected = [(r.relpath, str(r.reason), r.message) for r in plan.scan.rejected]
-    missing: dict[str, int] = {}
-    if known is not None and det is not None:
-        for img in images:
-            names = [o.name for o in det.annotations[img.relpath].objects] if img.relpath in det.annotations else []
-            for name in names:
-                if name not in known:
-                    missing[name] = missing.get(name, 0) + 1
-            if gone := sorted({n for n in names if n not in known}):
-                rejected.append((img.relpath, str(RejectReason.BAD_ANNOTATION),
-                                 f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map"))
-    hashes = hash_files([(img.path, img.header.height, img.header.width, None if img.offset < 0 else
-                          (img.offset, img.size)) for img in images], workers, mapper)
-    # an image whose header reads but whose pixels do not decode (a truncated JPEG): a job rejects it as well
-    rejected += [(img.relpath, str(RejectReason.UNDECODABLE), f"{img.relpath}: its pixels cannot be decoded "
-                  f"(truncated or corrupt after a readable header)") for img, h in zip(images, hashes) if h is None]
     pairs = [(images[i].relpath, images[j].relpath, d, images[i].split or "all", images[j].split or "all")
              for i, j, d in near_pairs(hashes, max_distance)]
     return CheckReport(path, det.format if det is not None else "classes", dict(sorted(splits.items())),
-                       dict(det.layout.repaired) if det is not None else {}, sorted(rejected),
+                       dict(det.layout.repaired) if det is not None else {}, sorted(r[:3] for r in rejected),
                        dict(sorted(missing.items())), pairs, sum(h is not None for h in hashes), max_distance)
 
 
@@ -127,7 +137,8 @@ def text(report: CheckReport, shown: int = 10) -> str:
     """The report for people."""
     out = [f"{report.path}: {report.kind}, {sum(s.images for s in report.splits.values())} images"]
     for name, s in report.splits.items():
-        out.append(f"  {name}: {s.images} images, " + ", ".join(f"{c}={n}" for c, n in sorted(s.objects.items()))
+        out.append(f"  {name}: {s.images} images" + (f" ({s.rejected} rejected)" if s.rejected else "") + ", "
+                   + ", ".join(f"{c}={n}" for c, n in sorted(s.objects.items()))
                    + (f"; boxes small/medium/large {s.sizes['small']}/{s.sizes['medium']}/{s.sizes['large']}, "
                       f"{s.negatives} with no object" if report.kind != "classes" else "")
                    + (f"; {s.rotated} EXIF-rotated" if s.rotated else ""))

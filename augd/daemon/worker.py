@@ -42,7 +42,8 @@ log = logging.getLogger("augd.daemon")
 __all__ = ["JobWorker", "Outcome", "Pause", "RunningJob", "no_pause"]
 
 #: A seam for tests: called with a point's name ("startup" before TensorFlow loads, "loop" on every tick of the
-#: work loop) and a should_stop() it must return on; it may block there to stall the daemon on purpose.
+#: work loop, "image" after each image a running job wrote) and a should_stop() it must return on; it may block
+#: there to stall the daemon (or hold a job mid-way) on purpose.
 Pause = Callable[[str, Callable[[], bool]], None]
 
 
@@ -331,6 +332,7 @@ class JobWorker:
             tally.image(o)
             sheet.add(o)
             self.tick()
+            self.pause("image", cancel.is_set)   # tests hold a job here after an image, until it is cancelled
         timer = None
         if s.job_timeout_seconds:
             timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, (CancelCause.TIMEOUT,))

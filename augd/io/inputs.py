@@ -42,6 +42,7 @@ class RejectedInput:
     relpath: str
     reason: str
     message: str
+    split: str = ""   # the split the input would have been in (counted there in the manifest and augd check)
 
 
 @dataclass(frozen=True)

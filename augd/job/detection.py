@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ from augd.labels import LabelMapError
 from augd.ops.boxes import InBoxes
 from augd.ops.sampling import image_seed
 from augd.spec import Annotations, PipelineSpec
+
+log = logging.getLogger("augd.job")
 
 __all__ = ["Detection", "ImageObjects", "prepare"]
 
@@ -439,17 +442,20 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
 
 
 def _keypoints(layout, settings: Annotations, input_dir: str) -> KeypointSchema | None:
-    """The format's keypoints with `annotations.keypoint_flip` over its flip and `keypoint_rotation` set. JobFailed
-    (bad_labels) when either is set for a job without keypoints, or is no permutation of its points (a flip: no
-    pairing)."""
+    """The format's keypoints with `annotations.keypoint_flip` over its flip and `keypoint_rotation` set. Either set
+    for a job without keypoints moves nothing, as the OD API's keypoint_flip_permutation on box-only data (an
+    imported config, a daemon's settings for every job): said in the log. JobFailed (bad_labels) when either is no
+    permutation of the job's points (a flip: no pairing)."""
     schema = layout.keypoints
     for key in ("keypoint_flip", "keypoint_rotation"):
         value = settings.value(key)
         if value is None:
             continue
         if schema is None:
-            raise JobFailed(f"{input_dir}: annotations.{key} is set, but the job's {layout.format} annotations have "
-                            f"no keypoints", reason=FailureReason.BAD_LABELS)
+            log.info("%s: annotations.%s is set and the job's %s annotations have no keypoints: it moves nothing "
+                     "(as the OD API ignores keypoint_flip_permutation on box-only data)", input_dir, key,
+                     layout.format)
+            continue
         try:
             schema = dataclasses.replace(schema, **{key.removeprefix("keypoint_"): tuple(value)},
                                          source=f"annotations.{key}")

@@ -60,7 +60,8 @@ def build_report(plan: JobPlan, tally: Tally, shards: ShardSet, graph: GraphInfo
         inputs=Inputs(len(scan.images) + len(scan.rejected), state.written,
                       tuple(sorted(rejected, key=lambda r: r.relpath))),
         records=RecordCounts(sum(shards.records), tuple(variants_of(spec))), shards=shards.shards(),
-        splits=shards.splits(tally) if plan.groups[0].split else {},
+        splits=shards.splits(tally, {g.split: (spec.augments(g.split), g.variants) for g in plan.groups})
+        if plan.groups[0].split else {},
         bytes=ByteCounts(tally.bytes_read, shards.bytes_written), graph=graph,
         timing=Timing.measured(wall_seconds, state.written, tally.stages, first_record_seconds),
         annotations=_annotation_report(plan.detection, tally, rejected, plan.negatives_rejected)

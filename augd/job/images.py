@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from augd.annotations import AnnotationError
-from augd.errors import Rejected, RejectReason, tf_error_message
-from augd.formats import passthrough_ok, read_header
+from augd.errors import Rejected, RejectReason, tf_error_message, undecodable_pixels
+from augd.formats import jpeg_ends_before_scan, passthrough_ok, read_header
 from augd.io import InputImage, RejectedInput, read_bytes
 from augd.io.jobfs import vanished
 from augd.job.detection import Detection
@@ -69,6 +69,9 @@ def _read_checked(img: InputImage):
     if changed:
         return None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(img.relpath,
                                                                                     RejectReason.UNREADABLE, changed))
+    if img.header.format == "jpeg" and jpeg_ends_before_scan(data):   # TF's libjpeg would print on stderr
+        return None, ImageOutcome(img, bytes_read=len(data), rejected=RejectedInput(
+            img.relpath, RejectReason.UNDECODABLE, undecodable_pixels("jpeg")))
     return data, None
 
 

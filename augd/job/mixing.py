@@ -24,6 +24,7 @@ from augd.formats import ImageHeader, read_header
 from augd.io import InputImage, read_bytes
 from augd.ops import Mix, PartnerOp, Placement
 from augd.ops.sampling import coin, generator, image_seed
+from augd.spec.tile import source_path
 
 __all__ = ["Drawn", "Mixed", "Partners", "as_bmp", "canvas_boxes", "compose", "decode_upright", "draw", "mixed_variant",
            "placement_steps", "upright"]
@@ -49,17 +50,18 @@ class Partners:
     _cum: dict = field(default_factory=dict, compare=False, repr=False)
 
     def pick(self, rng, img: InputImage, k: int) -> tuple[InputImage, ...]:
-        """`k` partners of `img` from its split: never itself, and no image twice, while the split has enough
-        others (a split of one image partners it with itself)."""
+        """`k` partners of `img` from its split: never itself (nor, for a tile, the image it was cut from), and no
+        image twice, while the split has enough others (a split of one image partners it with itself)."""
         pool = self.pools[img.split]
         index = self._index.get(img.split)
         if index is None:
             index = self._index[img.split] = {p.relpath: j for j, p in enumerate(pool)}
-        taken = {index[img.relpath]} if img.relpath in index else set()
+        own = index.get(img.relpath, index.get(source_path(img.relpath)))
+        taken = {own} if own is not None else set()
         out = []
         for _ in range(k):
             if len(taken) >= len(pool):   # every image taken: repeat the others (or the image itself, alone)
-                taken = {index[img.relpath]} if img.relpath in index and len(pool) > 1 else set()
+                taken = {own} if own is not None and len(pool) > 1 else set()
             out.append(pool[self._draw(rng, img.split, taken)])
             taken.add(index[out[-1].relpath])
         return tuple(out)

@@ -62,11 +62,16 @@ class ClassCounts(Counts):
 
 @dataclass(frozen=True)
 class SplitCounts(Counts):
-    """One split (train, validation, test): its counts and its shard files."""
+    """One split (train, validation, test): its counts, its shard files, and whether it was augmented (the
+    pipeline's augment_splits, by default train only) with the variants each of its images got (an unaugmented
+    split: [0], its images as they are)."""
     shards: tuple[str, ...]
+    augmented: bool = True
+    variants: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "shards": list(self.shards)}
+        return {**super().to_dict(), "augmented": self.augmented, "variants": list(self.variants),
+                "shards": list(self.shards)}
 
 
 @dataclass(frozen=True)
@@ -368,14 +373,15 @@ class Tally:
 
     def add_scan(self, scan) -> None:
         """Zero counts for every class (an empty class folder still shows) plus the files the scan rejected,
-        counted in the class whose folder holds them ("" for the job root) and in their split folder's split."""
+        counted in the class whose folder holds them ("" for the job root) and in their split (the plan's
+        RejectedInput.split: a split folder's, a layout's, a records shard's)."""
         for name in scan.classes:
             self._counts(name)
         for r in scan.rejected:
+            if r.split:
+                self._split(r.split).rejected += 1
             top, sep, rest = r.relpath.partition("/")
-            split = SPLIT_FOLDERS.get(top, "") if scan.splits and sep else ""
-            if split:
-                self._split(split).rejected += 1
+            if scan.splits and sep and top in SPLIT_FOLDERS:
                 top, sep, _ = rest.partition("/")
             self._counts(top if sep and top in scan.classes else "").rejected += 1
 
@@ -442,7 +448,8 @@ class ShardSet:
     def shards(self) -> tuple[Shard, ...]:
         return tuple(Shard(os.path.basename(p), n) for p, n in zip(self.paths, self.records))
 
-    def splits(self, tally: Tally) -> dict[str, SplitCounts]:
-        """The report's per-split figures."""
-        return {s: SplitCounts(**vars(tally.per_split.get(s, _Count())), shards=tuple(files))
+    def splits(self, tally: Tally, augmented: dict[str, tuple[bool, tuple[int, ...]]]) -> dict[str, SplitCounts]:
+        """The report's per-split figures; `augmented`: split -> (augmented, its images' variants)."""
+        return {s: SplitCounts(**vars(tally.per_split.get(s, _Count())), shards=tuple(files),
+                               augmented=augmented[s][0], variants=augmented[s][1])
                 for s, files in self.by_split.items()}

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import time
 
+from augd import defaults
 from augd.check import check_plan, text
 from augd.defaults import ExecutorKind
 from augd.engine import Engine
@@ -66,7 +67,16 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
                          pool.size if pool else 0, engine_ready=engine is not None)
         choice = choose(opts.executor, plan_cost(plan), host)
     kind, workers = choice.kind, choice.workers
-    log.info("job %s: %s", plan.name, choice.line())
+    # a choice made before the plan (augd run's, from the files; the daemon's, once) and what the plan holds
+    early = f" (chosen before the plan; planned: {sum(g.records for g in plan.groups)} records)" \
+        if choice is opts.choice else ""
+    log.info("job %s: %s%s", plan.name, choice.line(), early)
+    if plain := [g.split for g in plan.groups if g.split and not spec.augments(g.split)]:
+        log.info("job %s: %s written as %s (originals only, no augmented variants); augmented: %s "
+                 "(augment_splits: %s%s)", plan.name, ", ".join(plain), "they are" if len(plain) > 1 else "it is",
+                 ", ".join(g.split for g in plan.groups if spec.augments(g.split)) or "no split",
+                 list(spec.augment_splits or defaults.AUGMENT_SPLITS),
+                 ", the default" if spec.augment_splits is None else "")
     if engine is None and traits(kind).engine_here:
         engine = _engine(engine_options)
     tally = Tally(JobProgress(name=plan.name, total=len(plan.images)))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from augd import jobfolder
 from augd.errors import FailureReason, JobFailed
-from augd.io import SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
+from augd.io import SPLIT_FOLDERS, SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
 from augd.job.detection import Detection, prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.ops import Kind
@@ -130,6 +130,29 @@ def _split_images(scan, spec: PipelineSpec, input_dir: str) -> list[tuple[str, l
     return [(s, [i for i in images if i.split == s]) for s in SPLITS if any(i.split == s for i in images)]
 
 
+def _in_splits(scan: ScanResult, spec: PipelineSpec, detection: Detection | None, splits_of: dict) -> tuple:
+    """The scan's rejected inputs, each with the split it would have been in (so the manifest and augd check count
+    it there): its split folder's, the layout's list's, the split its image had before the annotations refused it,
+    a records job's shard name's, or a `split:` setting's hash of its path. Files that are no input image (an
+    orphan annotation file) and files outside every split stay in none."""
+    layout = detection.layout.splits if detection is not None else {}
+    split_job = bool(scan.splits or layout or any(splits_of.values()) or spec.split)
+
+    def split(r) -> str:
+        top, sep, _ = r.relpath.partition("/")
+        if r.split or not split_job or r.relpath in scan.not_inputs or r.reason == "outside_splits":
+            return r.split
+        if scan.splits and sep and top in SPLIT_FOLDERS:
+            return SPLIT_FOLDERS[top]
+        if s := splits_of.get(r.relpath) or layout.get(r.relpath):
+            return s
+        if "#" in r.relpath and "/" not in r.relpath:   # <shard>#<index>: a records job's record
+            from augd.annotations.tfrecords import shard_split   # as detection.py: for records jobs alone
+            return shard_split(r.relpath.split("#", 1)[0])
+        return split_of(r.relpath, spec.split) if spec.split else ""
+    return tuple(dataclasses.replace(r, split=split(r)) for r in scan.rejected)
+
+
 def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: int, mapper=None) -> JobPlan:
     """Scan the job (annotations included) and fix its groups. Raises JobFailed when no image is left. `mapper`:
     how the annotation files are read (augd.annotations.reading.Reading.map; run_job's reads them on a warm
@@ -144,21 +167,22 @@ def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: i
                         skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
                         layout=detection.layout if detection else None)
     negatives_rejected = 0
+    splits_of = {i.relpath: i.split for i in scan.images}
     if detection is not None:
         # the headers the scan took from the layout: not for the workers' payload
         detection = dataclasses.replace(detection, layout=dataclasses.replace(detection.layout, headers={}))
         kept, refused, negatives_rejected = detection.attach(scan.images)
         scan = dataclasses.replace(scan, images=tuple(kept),
                                    rejected=tuple(sorted(scan.rejected + tuple(refused), key=lambda r: r.relpath)))
+    scan = dataclasses.replace(scan, rejected=_in_splits(scan, spec, detection, splits_of))
     if not scan.images:
         reasons = "; ".join(f"{r.relpath}: {r.message}" for r in scan.rejected[:5]) or "the folder holds no files"
         raise JobFailed(f"{input_dir}: no valid image to process ({len(scan.rejected)} rejected: {reasons})",
                         reason=FailureReason.NO_VALID_INPUT)
     groups, balance = [], {}
     for split, images in _split_images(scan, spec, input_dir):
-        # splits left out of augment_splits keep only their originals
-        variants = [0] if split and spec.augment_splits is not None and split not in spec.augment_splits \
-            else variants_of(spec)
+        # a split the pipeline does not augment (by default every one but train) is written as it is
+        variants = variants_of(spec) if spec.augments(split) else [0]
         order = tuple(images[i] for i in shuffled_order([i.relpath for i in images], spec.seed))
         more = {}
         if spec.balance is not None and any(variants):

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema,
+                      model_serializer)
 
 __all__ = [
     "ColourOp", "CompositeOp", "Domain", "Fill", "GeometryOp", "Interpolation", "Kind", "Mix", "Op", "OpParams",
-    "PartnerOp", "Placement", "Probability", "REGISTRY", "SeededOp", "Size", "range_of", "register_op",
+    "PartnerOp", "Placement", "Probability", "REGISTRY", "ScaledPixels", "SeededOp", "Size", "range_of",
+    "register_op",
 ]
 
 
@@ -84,6 +86,25 @@ class OpParams(BaseModel):
     """Base of every op's parameters: unknown keys are errors, instances are immutable."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     p: Probability = 1.0
+
+
+class ScaledPixels(OpParams):
+    """Params whose pixel values may be written for images of another size (AutoAugment's, for ~640 px images):
+    with `reference`, each image scales them by its longer side / reference as it draws (`pixels`)."""
+    reference: int | None = Field(None, ge=16, le=16384, description="the image side (px) the pixel values are "
+                                  "written for: each image scales them by its longer side / reference (none: the "
+                                  "pixels as given)")
+
+    @model_serializer(mode="wrap")
+    def _without_reference(self, handler):
+        out = handler(self)   # absent when unset: a pipeline without it keeps its serialized form and sha256
+        if self.reference is None:
+            out.pop("reference", None)
+        return out
+
+    def pixels(self, value: float, h: int, w: int) -> float:
+        """`value` pixels as this image (h x w) takes them."""
+        return value if self.reference is None else value * max(h, w) / self.reference
 
 
 class Op:

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from augd.ops._tf import tf
-from augd.ops.base import Kind, OpParams, SeededOp, register_op
+from augd.ops.base import Kind, ScaledPixels, SeededOp, register_op
 from augd.ops.pixel import Equalize, fill_holes, update_window
 from augd.ops.sampling import coin
 from augd.ops.words import signed
@@ -153,7 +153,7 @@ class InBoxes(SeededOp):
     uses_boxes = True
     label = "in boxes"
 
-    class Params(OpParams):
+    class Params(ScaledPixels):
         op: Literal[tuple(OPERATIONS)] = Field(description="the operation: " + "; ".join(
             f"{k}: {v[0]}" for k, v in OPERATIONS.items()))
         value: float = Field(0.0, ge=-8192.0, le=8192.0, description="its magnitude (see op)")
@@ -170,7 +170,8 @@ class InBoxes(SeededOp):
     def region(self, rng, h, w, boxes=None):
         p = self.params
         sign = -1.0 if p.op in _SIGNED and coin(rng, 0.5) else 1.0   # one sign for every box, as the OD API's
-        return tuple(_slots(_picked(rng, boxes, h, w, p.box_p), MAX_BOXES)) + (sign * p.value,)
+        value = p.pixels(p.value, h, w) if p.op in ("translate_x", "translate_y") else p.value
+        return tuple(_slots(_picked(rng, boxes, h, w, p.box_p), MAX_BOXES)) + (sign * value,)
 
     def hidden(self, values):
         """Nothing of its own: what its moves leave empty is composed by the plan from moves()."""
@@ -246,7 +247,7 @@ class BoxCutout(SeededOp):
     uses_boxes = True
     label = "box cutout"
 
-    class Params(OpParams):
+    class Params(ScaledPixels):
         boxes: Literal["one", "each"] = Field("one", description="one box drawn among them, or each box")
         fraction: float | None = Field(None, gt=0.0, le=1.0, description="the hole's sides over the box's")
         size: int | None = Field(None, ge=1, le=8192, description="the hole's side in pixels")
@@ -275,7 +276,7 @@ class BoxCutout(SeededOp):
         for x0, y0, x1, y1 in rects:
             bw, bh = x1 - x0, y1 - y0
             hw, hh = ((int(p.fraction * bw / 2), int(p.fraction * bh / 2)) if p.fraction is not None else
-                      (p.size // 2, p.size // 2))
+                      (int(p.pixels(p.size, h, w)) // 2,) * 2)
             cx = x0 + min(int(sub.random() * bw), bw - 1)
             cy = y0 + min(int(sub.random() * bh), bh - 1)
             c0, r0, c1, r1 = clip if p.boxes == "one" else (x0, y0, x1, y1)
@@ -299,12 +300,12 @@ class Cutout(SeededOp):
     example = "- cutout: {size: 160, fill: 128}"
     covers = True
 
-    class Params(OpParams):
+    class Params(ScaledPixels):
         size: int = Field(64, ge=1, le=8192, description="the hole's side in pixels")
         fill: int = Field(128, ge=0, le=255, description="its grey level")
 
     def region(self, rng, h, w):
-        half = self.params.size // 2
+        half = int(self.params.pixels(self.params.size, h, w)) // 2
         cy, cx = min(int(rng.random() * h), h - 1), min(int(rng.random() * w), w - 1)
         return float(max(cx - half, 0)), float(max(cy - half, 0)), float(min(cx + half, w)), float(min(cy + half, h))
 

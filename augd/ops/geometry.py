@@ -11,7 +11,8 @@ from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema, model_
 
 import numpy as np
 
-from augd.ops.base import Fill, GeometryOp, Interpolation, Kind, OpParams, Size, range_of, register_op
+from augd.ops.base import (Fill, GeometryOp, Interpolation, Kind, OpParams, ScaledPixels, Size, range_of,
+                           register_op)
 from augd.ops.sampling import coin, log_uniform, uniform
 from augd.ops.windows import covering, tf_window, uniform_int
 from augd.ops.words import signed, size
@@ -152,7 +153,7 @@ class RandomAffine(GeometryOp):
     """Scale, shear, rotate and translate about the centre in one matrix; size kept."""
     label = "affine"
 
-    class Params(OpParams):
+    class Params(ScaledPixels):   # shift_x, shift_y: pixels, scaled to the image with a `reference`
         scale: range_of(0.05, 20.0) = Field((0.9, 1.1), description="zoom range (log-uniform)")
         translate: Shift = Field((0.0, 0.0), description="max shift as a fraction of [width, height] (not a range: "
                                                          "[0.2, 0.1] shifts x up to 20 %, y up to 10 %)")
@@ -173,6 +174,8 @@ class RandomAffine(GeometryOp):
             for key in _LATER_AFFINE:
                 if tuple(getattr(self, key)) == (0.0, 0.0):
                     out.pop(key, None)
+            if self.reference is None:
+                out.pop("reference", None)
             return out
 
     @property
@@ -188,8 +191,8 @@ class RandomAffine(GeometryOp):
         ty = uniform(rng, -pr.translate[1], pr.translate[1]) * h
         # drawn last and only when set: a chain without them draws what it always drew
         shy = math.tan(uniform(rng, *pr.shear_y) * (math.pi / 180.0)) if tuple(pr.shear_y) != (0.0, 0.0) else 0.0
-        tx += uniform(rng, *pr.shift_x) if tuple(pr.shift_x) != (0.0, 0.0) else 0.0
-        ty += uniform(rng, *pr.shift_y) if tuple(pr.shift_y) != (0.0, 0.0) else 0.0
+        tx += pr.pixels(uniform(rng, *pr.shift_x), h, w) if tuple(pr.shift_x) != (0.0, 0.0) else 0.0
+        ty += pr.pixels(uniform(rng, *pr.shift_y), h, w) if tuple(pr.shift_y) != (0.0, 0.0) else 0.0
         fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, 0, 0], [shy, 1, 0], [0, 0, 1]])
                                                @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
                                                @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)

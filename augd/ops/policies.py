@@ -14,7 +14,7 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from augd.ops.base import ColourOp, CompositeOp, Kind, OpParams, register_op
 
@@ -216,23 +216,30 @@ AUTOAUGMENT["v1"] = AUTOAUGMENT["v0"] + [
 
 #: the OD API's hyperparameters (its autoaugment hparams): pixels and fractions at level 10
 _TRANSLATE, _CUTOUT, _TRANSLATE_BOX, _CUTOUT_BOX, _CUTOUT_FRACTION = 250, 100, 120, 50, 0.75
+#: the image side the published pixels are for (COCO's images, ~640 x 480, which the policies were searched on):
+#: `scale: image` scales them by each image's longer side / this
+_PUBLISHED_SIDE = 640
 _GREY = 128   # what the OD API's moves and holes leave: replace = [128, 128, 128]
 _LEVELS = 10.0
 
 
-def _grey_affine(key: str, v: float) -> list[dict]:
-    return [{"random_affine": {"scale": [1.0, 1.0], key: [v, v], "fill": _GREY}},
-            {"random_affine": {"scale": [1.0, 1.0], key: [-v, -v], "fill": _GREY}}]
+def _grey_affine(key: str, v: float, scaled: dict) -> list[dict]:
+    pixels = scaled if key.startswith("shift") else {}
+    return [{"random_affine": {"scale": [1.0, 1.0], key: [v, v], "fill": _GREY, **pixels}},
+            {"random_affine": {"scale": [1.0, 1.0], key: [-v, -v], "fill": _GREY, **pixels}}]
 
 
-def autoaugment_op(name: str, prob: float, level: int) -> dict:
+def autoaugment_op(name: str, prob: float, level: int, reference: int | None = None) -> dict:
     """One operation of an AutoAugment sub-policy as augd's op, with the OD API's level-to-argument mapping.
     Whole-image moves are random_affine about the centre (the OD API shears about the top-left corner, which also
     shifts the image); the boxes, masks and keypoints move with them and lose what leaves the image by the
     occlusion rule. `*_Only_BBoxes` act on each box with prob / 3 (the OD API's scaling), the op itself always.
     Posterize keeps 4 + level * 4 / 10 bits, the paper's range (the OD API's code keeps level * 4 / 10: none at
-    level 2, a black image). Contrast is tf.image's (each channel about its mean; PIL's uses the grey mean)."""
+    level 2, a black image). Contrast is tf.image's (each channel about its mean; PIL's uses the grey mean).
+    `reference`: the ops that draw pixels (shifts, cutouts, holes in boxes, shifts in boxes) scale them by each
+    image's longer side / reference (augd's `scale: image`); None: the published pixels."""
     f = level / _LEVELS
+    scaled = {"reference": reference} if reference is not None else {}
     factor = round(f * 1.8 + 0.1, 4)
     enhancers = {"Color": "random_color", "Contrast": "random_contrast", "Sharpness": "random_sharpness",
                  "Brightness": "random_brightness_scale"}
@@ -245,10 +252,12 @@ def autoaugment_op(name: str, prob: float, level: int) -> dict:
               "Solarize_Only_BBoxes": ("solarize", float(int(f * 256))), "Equalize_Only_BBoxes": ("equalize", 0.0)}
     if name in moves:
         key, v = moves[name]
-        return {"one_of": {"ops": _grey_affine(key, round(v, 4)), "p": prob}} if v else {"identity": {"p": prob}}
+        return {"one_of": {"ops": _grey_affine(key, round(v, 4), scaled), "p": prob}} if v else \
+            {"identity": {"p": prob}}
     if name in inside:
         op, v = inside[name]
-        return {"in_boxes": {"op": op, "value": round(v, 4), "box_p": round(prob / 3.0, 6), "fill": _GREY}}
+        return {"in_boxes": {"op": op, "value": round(v, 4), "box_p": round(prob / 3.0, 6), "fill": _GREY,
+                             **(scaled if op.startswith("translate") else {})}}
     if name in enhancers:
         return {enhancers[name]: {"lower": factor, "upper": factor, "p": prob}}
     simple = {"Equalize": ("equalize", {}), "AutoContrast": ("autocontrast", {}),
@@ -260,14 +269,14 @@ def autoaugment_op(name: str, prob: float, level: int) -> dict:
         return {op: {**params, "p": prob}}
     if name == "Cutout":
         size = 2 * int(f * _CUTOUT)
-        return {"cutout": {"size": size, "fill": _GREY, "p": prob}} if size else {"identity": {"p": prob}}
+        return {"cutout": {"size": size, "fill": _GREY, "p": prob, **scaled}} if size else {"identity": {"p": prob}}
     if name == "BBox_Cutout":
         fraction = round(f * _CUTOUT_FRACTION, 4)
         return ({"box_cutout": {"boxes": "one", "fraction": fraction, "fill": _GREY, "p": prob}} if fraction else
                 {"identity": {"p": prob}})
     if name == "Cutout_Only_BBoxes":
         return {"box_cutout": {"boxes": "each", "size": max(2 * int(f * _CUTOUT_BOX), 1),
-                               "box_p": round(prob / 3.0, 6), "fill": _GREY}}
+                               "box_p": round(prob / 3.0, 6), "fill": _GREY, **scaled}}
     raise KeyError(f"AutoAugment operation {name!r} unknown")
 
 
@@ -282,19 +291,33 @@ class AutoAugment(CompositeOp):
     class Params(OpParams):
         policy: Literal["v0", "v1", "v2", "v3"] = Field("v0", description="the published policy (the OD API's "
                                                                           "policy_v0 .. policy_v3)")
+        scale: Literal["published", "image"] = Field(
+            "published", description="published: the policy's pixel magnitudes as published, for ~640 px images "
+            "(shifts up to 250 px, cutouts up to 200 px); image: augd's own variant, not the published policy: "
+            "each pixel magnitude scaled by the image's longer side / 640")
+
+        @model_serializer(mode="wrap")
+        def _without_default(self, handler):
+            out = handler(self)   # absent when published: a pipeline without it keeps its sha256
+            if self.scale == "published":
+                out.pop("scale", None)
+            return out
 
     @staticmethod
     def expand(params) -> list[dict]:
         """The children: one sequence per sub-policy."""
-        return [{"sequence": {"ops": [autoaugment_op(*op) for op in sub]}} for sub in AUTOAUGMENT[params.policy]]
+        reference = _PUBLISHED_SIDE if params.scale == "image" else None
+        return [{"sequence": {"ops": [autoaugment_op(*op, reference=reference) for op in sub]}}
+                for sub in AUTOAUGMENT[params.policy]]
 
     def choose(self, rng, n):
         return _one_uniformly(rng, n)
 
     def describe(self, drawn):
         picked = getattr(drawn, "picked", ())
+        policy = self.params.policy + (" scaled to the image" if self.params.scale == "image" else "")
         if not picked:
-            return [f"{self.label} {self.params.policy}"]
+            return [f"{self.label} {policy}"]
         sub = AUTOAUGMENT[self.params.policy][picked[0]]
         ops = ", ".join(f"{name} {p:g}/{level}" for name, p, level in sub)
-        return [f"{self.label} {self.params.policy} #{picked[0] + 1}: {ops}"]
+        return [f"{self.label} {policy} #{picked[0] + 1}: {ops}"]

@@ -2,7 +2,12 @@
 strings, no imports: the preview writes its own sizes with the same helper, so the two never disagree."""
 from __future__ import annotations
 
-__all__ = ["signed", "size"]
+__all__ = ["plural", "signed", "size"]
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 tile`, `2 tiles`, `0 ops`: a count with its noun as a person writes it."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def size(hw) -> str:

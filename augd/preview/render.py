@@ -86,6 +86,12 @@ class _Pen:
         return out + ([cur] if cur else [])
 
 
+def caption_lines(pen: _Pen, lines, width: int) -> list[tuple[str, str]]:
+    """(a line as drawn, the line it belongs to) for a tile's text: each line wrapped to `width`, not cut (a
+    policy's sub-policy, `ShearY_BBox 1/2, TranslateY_Only_BBoxes 0.6/6`, is wider than a tile)."""
+    return [(w, s) for s in lines for w in pen.wrap(s, width) or [""]]
+
+
 def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int | None = None) -> np.ndarray:
     """Lay preview_rows() out as one RGB uint8 image: a header (pipeline name, sha256[:12], seed, output),
     then one row per image, every tile letterboxed to tile × tile with its text underneath."""
@@ -95,7 +101,10 @@ def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int
     pad = max(6, tile // 32)
     good = [len(r.tiles) for r in rows if not r.error]   # the input (when it has a tile) and the variants drawn
     cols = max(good) if good else 1 + variant_count(spec, variants)
-    text_lines = max([1 + len(t.lines) for r in rows for t in r.tiles] + [3])
+
+    def caption(t) -> list[tuple[str, str]]:
+        return caption_lines(pen, t.lines, tile)
+    text_lines = max([1 + len(caption(t)) for r in rows for t in r.tiles] + [3])
     cell_w, cell_h = tile, tile + pad + text_lines * pen.line
     by_name = all(r.relpath == os.path.basename(r.path) for r in rows)
     header = [f"augd preview   {spec.name}   sha256 {spec.sha256[:12]}   seed {spec.seed}   "
@@ -126,9 +135,9 @@ def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int
                     pen.write(sheet, pen.fit(s, tile - 2 * pad), x0 + pad, y0 + pad + pen.cap + k * pen.line, _BAD)
             ty = y0 + tile + pad + pen.cap
             pen.write(sheet, pen.fit(t.title, tile), x0, ty, _TITLE)
-            for k, s in enumerate(t.lines, 1):
+            for k, (w, s) in enumerate(caption(t), 1):
                 colour = _DIM if ("skipped" in s or s.endswith("(coin)") or s.startswith("v0:")) else _TEXT
-                pen.write(sheet, pen.fit(s, tile), x0, ty + k * pen.line, colour)
+                pen.write(sheet, pen.fit(w, tile), x0, ty + k * pen.line, colour)
     return sheet
 
 

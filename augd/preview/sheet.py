@@ -26,7 +26,7 @@ from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, check_header
 from augd.ops import REGISTRY
 from augd.ops._tf import tf
-from augd.ops.words import size
+from augd.ops.words import plural, size
 
 __all__ = ["MAX_DEFAULT_VARIANTS", "PreviewRow", "Tile", "describe_variant", "format_decisions", "preview_rows",
            "resolve_spec", "variant_count"]
@@ -318,7 +318,8 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     shown += [p for p in cut.parts if p.tile.full]
     t0 = tiles[0].tile
     rows = [PreviewRow(path, rel, [Tile(rel, overview, [
-        f"input {size((cut.height, cut.width))}", f"{cut.counts.tiles} tiles of {size((t0.out_h, t0.out_w))}, "
+        f"input {size((cut.height, cut.width))}",
+        f"{plural(cut.counts.tiles, 'tile')} of {size((t0.out_h, t0.out_w))}, "
         f"overlap {spec.tile.overlap:g}", f"below: {len(shown)} of them"])])]
     for part in shown:
         t = part.tile

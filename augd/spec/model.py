@@ -49,11 +49,12 @@ class BalanceSpec(_Strict):
 
 class _Header(_Strict):
     name: str = Field(pattern=NAME_RE, description="pipeline name, [a-z0-9_-]+")
-    description: str = ""
+    description: str = Field("", description="what the pipeline is for (free text)")
     seed: int = Field(0, ge=0, le=2**63 - 1, description="base of every per-image seed")
     variants: int = Field(1, ge=0, le=1000, description="augmented copies per input image")
     keep_original: bool = Field(True, description="also write the untouched image as variant 0")
-    output: OutputSpec = OutputSpec()
+    output: OutputSpec = Field(OutputSpec(), description="how records are encoded (jpeg, png or raw pixels) and "
+                                                         "sharded")
     colour: Literal["exact", "fast"] = Field(
         "exact", description="exact: every colour op means what the same-named tf.image function means "
                              "(clipped after each op); fast: runs of brightness, contrast, saturation (luma "
@@ -66,8 +67,8 @@ class _Header(_Strict):
         None, description="split a job without split folders by a stable hash of each path: shares that add to 1, "
                           "e.g. {train: 0.9, validation: 0.1}")
     augment_splits: list[Literal["train", "validation", "test"]] | None = Field(
-        None, description="splits that get augmented variants; the others keep only their originals "
-                          "(default: every split)")
+        None, description="splits that get augmented variants; the others are written as they are, originals "
+                          "only (default: [train]; list every split to augment them all)")
     annotations: AnnotationsConfig | None = Field(
         None, description="detection and segmentation jobs: how boxes and masks are read and kept (see "
                           "docs/pipelines.md#detection-and-segmentation)")
@@ -77,7 +78,7 @@ class _Header(_Strict):
                           "detection jobs, images otherwise)")
     tile: TileSpec | None = Field(
         None, description="slice each image into overlapping tiles, each a record of its own that the ops then run "
-                          "on (see docs/pipelines.md#tile)")
+                          "on (see docs/pipelines.md#tiles-small-objects-in-large-images)")
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,12 @@ class PipelineSpec:
     def sha256(self) -> str:  # cached: records carry it, once per image
         canon = json.dumps(self.normalized(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()
+
+    def augments(self, split: str) -> bool:
+        """Whether a split gets augmented variants: a job without splits ("") always; else the split is in
+        `augment_splits`, or in defaults.AUGMENT_SPLITS (train) when the pipeline sets none."""
+        return not split or split in (self.augment_splits if self.augment_splits is not None
+                                      else defaults.AUGMENT_SPLITS)
 
     def with_seed(self, seed: int) -> "PipelineSpec":
         return dataclasses.replace(self, seed=seed)

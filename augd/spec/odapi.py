@@ -3,8 +3,9 @@
 Each `data_augmentation_options` block of `train_config` holds one of the 39 preprocessing steps of the API's
 `preprocessor.proto`; OPTIONS says, for each, what augd does with it, read against the API's `core/preprocessor.py`:
 - exact: augd's ops draw the same distribution of images (and of boxes, masks and keypoints, where the API keeps
-  them right);
-- approximate: augd's nearest form, with what differs said in one line (`--approximate` accepts them);
+  them right); an exact option's note says how, never what differs;
+- approximate: augd's nearest form, with what differs said in one line (`--approximate` accepts them): where the
+  pixels or the boxes come out otherwise than the API's (another resampling, a box augd shrinks), however little;
 - missing: augd has no form of it: left out of the pipeline and left in the config (training still does it);
 - training: not an augmentation (normalisation, label remapping, ...): it stays in the config.
 `strip()` writes the config without the blocks the pipeline now does, so training does not augment twice.
@@ -16,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from augd import defaults
 from augd.ops import REGISTRY, SeededOp
 from augd.ops.pads import MAX_PADDING
 from augd.parsing.pbtxt import Field, PbtxtError, first, parse, scalars
@@ -117,7 +119,7 @@ def _jpeg(v, _msgs) -> Conversion:
 
 
 def _black_patches(v, _msgs) -> Conversion:
-    return Conversion(EXACT, [{"random_black_patches": {
+    return Conversion(APPROXIMATE, [{"random_black_patches": {
         "max_black_patches": int(_p(v, "max_black_patches", 10)), "probability": float(_p(v, "probability", 0.5)),
         "size_to_image_ratio": float(_p(v, "size_to_image_ratio", 0.1))}}],
         note="the same pixels; boxes, masks and keypoints also lose what a patch hides (the API keeps them)")
@@ -143,7 +145,9 @@ def _on(value) -> bool:
 
 def _clipped(c: Conversion, clip: list[bool]) -> Conversion:
     if not all(clip):
-        c.verdict, c.note = APPROXIMATE, "clip_boxes false: the API leaves boxes past the window; augd clips them"
+        c.verdict = APPROXIMATE
+        c.note = "; ".join(n for n in ("clip_boxes false: the API leaves boxes past the window; augd clips them",
+                                       c.note) if n)
     return c
 
 
@@ -249,10 +253,10 @@ def _ssd_crop_fixed(v, msgs) -> Conversion:
                    float(o.get("overlap_thresh", 0.0))) for o in ops_]
     # then the API's random_crop_to_aspect_ratio: the window already has the aspect, up to the pixel its rounding
     # left, which this trims
-    c = Conversion(EXACT, [{"one_of": {"ops": crops}}, {"random_crop_to_aspect_ratio": {"aspect_ratio": aspect}}],
-                   dict(_CROP_JOB), "one of the crops of the aspect, each with its own overlap_thresh, then the "
-                   "pixel the window's rounding left off the aspect trimmed (the API also drops boxes that pixel "
-                   "leaves under 0.3 of themselves)")
+    c = Conversion(APPROXIMATE, [{"one_of": {"ops": crops}}, {"random_crop_to_aspect_ratio": {
+        "aspect_ratio": aspect}}], dict(_CROP_JOB), "one of the crops of the aspect, each with its own "
+        "overlap_thresh, then the pixel the window's rounding left off the aspect trimmed; the API also drops the "
+        "boxes that pixel leaves under 0.3 of themselves, augd keeps them")
     return _clipped(c, [_on(o.get("clip_boxes", True)) for o in ops_])
 
 
@@ -270,9 +274,9 @@ def _rotation90(v, _msgs) -> Conversion:
     return Conversion(EXACT, [{"random_rotation90": {"p": prob}}], {"keypoint_rotation": perm} if perm else {})
 
 
-def _same(op: str, defaults: dict, note: str = ""):
-    """An option augd has under its own name, with the same parameters and defaults."""
-    return lambda v, _m: Conversion(EXACT, [{op: {k: float(_p(v, k, d)) for k, d in defaults.items()}}],
+def _same(op: str, defaults: dict, note: str = "", verdict: str = EXACT):
+    """An option augd has under its own name, with the same parameters and defaults (and what differs, if any)."""
+    return lambda v, _m: Conversion(verdict, [{op: {k: float(_p(v, k, d)) for k, d in defaults.items()}}],
                                         note=note)
 
 
@@ -283,11 +287,12 @@ def _crop_to_aspect(v, _msgs) -> Conversion:
 
 
 def _jitter(op: str, defaults: dict, note: str):
-    """The detectors' scale jitter: the API clips boxes to the new canvas and drops only those wholly outside it
-    (no overlap threshold, no least size), which the job's annotations then say."""
+    """The detectors' scale jitter: the same draws, sizes, places and boxes; the pixels differ as `note` says. The
+    API clips boxes to the new canvas and drops only those wholly outside it (no overlap threshold, no least size),
+    which the job's annotations then say."""
     def convert(v, _msgs) -> Conversion:
         params = {k: type(d)(_p(v, k, d)) for k, d in defaults.items()}
-        return Conversion(EXACT, [{op: params}], {"min_visibility": 0.0, "min_size": 0.0},
+        return Conversion(APPROXIMATE, [{op: params}], {"min_visibility": 0.0, "min_size": 0.0},
                           f"{note}; boxes clipped, dropped only when wholly outside (min_visibility 0, min_size 0)")
     return convert
 
@@ -317,8 +322,9 @@ OPTIONS: dict[str, Converter] = {
     "random_horizontal_flip": _flip("random_flip_left_right", False),
     "random_pixel_value_scale": _same("random_pixel_value_scale", {"minval": 0.9, "maxval": 1.1}),
     "random_image_scale": _same("random_image_scale", {"min_scale_ratio": 0.5, "max_scale_ratio": 2.0},
-                                "augd resamples with half-pixel centres (area-prefiltered where it shrinks), the "
-                                "API bilinearly with align_corners: the same sizes and boxes"),
+                                "the same scales, sizes and boxes; augd resamples with half-pixel centres (area-"
+                                "prefiltered where it shrinks), the API bilinearly with align_corners (its pixels up "
+                                "to half a pixel apart)", APPROXIMATE),
     "random_rgb_to_gray": _gray(0.1),
     "random_adjust_brightness": _colour("random_brightness", {"max_delta": "max_delta"}, {"max_delta": 0.2}),
     "random_adjust_contrast": _colour("random_contrast", {"min_delta": "lower", "max_delta": "upper"},
@@ -355,19 +361,21 @@ OPTIONS: dict[str, Converter] = {
     "random_downscale_to_target_pixels": _missing("downscales to a random number of pixels"),
     "random_patch_gaussian": _missing("Gaussian noise in a random patch"),
     "random_square_crop_by_scale": _jitter("random_square_crop_by_scale", {
-        "scale_min": 0.6, "scale_max": 1.3, "num_scales": 8, "max_border": 128}, "the API also leaves the image's "
-        "last row and column out of the crop (black); augd keeps them"),
+        "scale_min": 0.6, "scale_max": 1.3, "num_scales": 8, "max_border": 128}, "the same crops and boxes; the API "
+        "also leaves the image's last row and column out of the crop (black), augd keeps them"),
     "random_scale_crop_and_pad_to_square": _jitter("random_scale_crop_and_pad_to_square", {
-        "output_size": 512, "scale_min": 0.1, "scale_max": 2.0}, "augd resamples with half-pixel centres (area-"
-        "prefiltered where it shrinks), the API bilinearly: the same sizes, places and boxes"),
+        "output_size": 512, "scale_min": 0.1, "scale_max": 2.0}, "the same sizes, places and boxes; augd resamples "
+        "with half-pixel centres (area-prefiltered where it shrinks), the API bilinearly"),
     "adjust_gamma": _gamma,
 }
 
 
-def convert(block: Field) -> tuple[str, Conversion]:
+def convert(block: Field, source: str = "<config>") -> tuple[str, Conversion]:
     """One data_augmentation_options block: (its option's name, what it becomes)."""
     if not block.is_message or len(block.value) != 1 or not block.value[0].is_message:
-        raise PbtxtError(f"line {block.line}: data_augmentation_options must hold one preprocessing step")
+        held = [f.name for f in block.value] if block.is_message else [repr(block.value)]
+        raise PbtxtError(f"{source}:{block.line}: data_augmentation_options must hold one preprocessing step (a "
+                         f"message such as random_horizontal_flip {{ }}); got {len(held)}: {', '.join(held) or 'none'}")
     step = block.value[0]
     if step.name not in OPTIONS:
         return step.name, Conversion(MISSING, note="not an option of the API's preprocessor.proto that augd knows")
@@ -383,7 +391,7 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
         raise PbtxtError(f"{source}: no train_config block (is this an Object Detection API pipeline.config?)")
     steps, ops, annotations, taken, resized = [], [], {}, [], False
     for block in (f for f in train.value if f.name == "data_augmentation_options"):
-        option, c = convert(block)
+        option, c = convert(block, source)
         steps.append((option, block.line, c))
         if c.sized_by_source and resized and c.verdict == EXACT:
             c.verdict, c.note = APPROXIMATE, ("its pads are sized by the image before its crop; augd's by the image "
@@ -398,7 +406,8 @@ def import_config(text: str, source: str, name: str | None = None, variants: int
     stem = os.path.splitext(os.path.basename(source))[0]
     doc = {"name": name or f"odapi-{stem}", "description": f"imported from {os.path.basename(source)} by augd "
            f"import-config", "seed": 1, "variants": variants, "keep_original": False,
-           "output": {"format": "jpeg", "quality": 95}, "ops": ops}
+           # written out: the API augments its train input only; the eval input is read as it is
+           "augment_splits": list(defaults.AUGMENT_SPLITS), "output": {"format": "jpeg", "quality": 95}, "ops": ops}
     notes = []
     if _under_rule(ops, annotations):
         annotations["low_visibility"] = "ignore"

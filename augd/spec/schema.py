@@ -1,10 +1,28 @@
-"""JSON Schema of the pipeline format, generated from the same params models that validate it."""
+"""JSON Schema of the pipeline format, generated from the same params models that validate it; and the pipeline's
+keys beside `ops:` (`augd ops` lists them, from the same model)."""
 from __future__ import annotations
+
+import typing
+
+from pydantic import BaseModel
 
 from augd.ops import REGISTRY, Kind
 from augd.spec.model import _Header, OutputSpec
 
-__all__ = ["pipeline_schema"]
+__all__ = ["pipeline_keys", "pipeline_schema"]
+
+
+def pipeline_keys() -> list[tuple[str, tuple[str, ...], str]]:
+    """(key, its own keys where it is a mapping, description) of every top-level key of a pipeline but `ops`, in
+    the model's order: tile, balance, split, ... are pipeline keys, not ops, and a user looks for them by name."""
+    out = []
+    for key, f in _Header.model_fields.items():
+        if key == "ops":
+            continue
+        models = [t for t in (f.annotation, *typing.get_args(f.annotation))
+                  if isinstance(t, type) and issubclass(t, BaseModel)]
+        out.append((key, tuple(models[0].model_fields) if models else (), f.description or ""))
+    return out
 
 
 def pipeline_schema() -> dict:

@@ -7,12 +7,20 @@ every executor cuts the same ones. TensorFlow-free.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Tile", "TileSpec", "tiles_of", "tiles_of_header"]
+__all__ = ["Tile", "TileSpec", "source_path", "tiles_of", "tiles_of_header"]
+
+_SEED_SUFFIX = re.compile(r"#(?:tile\d+|full)$")
+
+
+def source_path(relpath: str) -> str:
+    """The image a tile's seed path (Tile.seed_path) was cut from; any other path as it is."""
+    return _SEED_SUFFIX.sub("", relpath)
 
 
 class TileSpec(BaseModel):
@@ -84,7 +92,7 @@ class Tile:
         return m, float(self.out_h), float(self.out_w)
 
     def seed_path(self, relpath: str) -> str:
-        """The path its variants' seeds are keyed by: each tile draws its own."""
+        """The path its variants' seeds are keyed by: each tile draws its own (source_path undoes it)."""
         return f"{relpath}#full" if self.full else f"{relpath}#tile{self.index}"
 
     def record_keys(self, h: int, w: int) -> dict:

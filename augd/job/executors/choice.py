@@ -200,10 +200,10 @@ def memory_available() -> int | None:
 
 
 def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None = None,
-             annotated: bool = False) -> JobCost:
+             annotated: bool = False, originals: int = 0) -> JobCost:
     """A job's cost from its chain: `images` images of `source_bytes` encoded bytes on average (and
     `source_pixels` decoded pixels where known; else PIXELS_PER_BYTE per byte); `annotated`: with boxes, masks
-    or keypoints."""
+    or keypoints; `originals`: of the images, those of splits the pipeline does not augment (one record each)."""
     from augd.job.resources import output_bound
     from augd.job.units import variants_of
     src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
@@ -224,7 +224,8 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     seconds = (n_aug * augmented + int(spec.keep_original) * original) / max(1, per_image)
     gil = (GIL_SECONDS + ops * GIL_SECONDS_PER_OP + aug_px * GIL_SECONDS_PER_PIXEL + partners * PARTNER_GIL_SECONDS
            + annotated * ANNOTATED_GIL_SECONDS)
-    return JobCost(images, images * per_image * n_tiles, seconds, annotated, min(gil, seconds))
+    return JobCost(images, ((images - originals) * per_image + originals) * n_tiles, seconds, annotated,
+                   min(gil, seconds))
 
 
 def _pixel_steps(nodes, fast: bool) -> tuple[float, float, float]:
@@ -267,13 +268,21 @@ def plan_cost(plan) -> JobCost:
 
 def estimate_folder(path: str, spec, sample: int = 1000) -> JobCost:
     """A job's cost before its plan (no header read): its image files counted by name, their mean size from the
-    first `sample` of them (a stat each: start-up stays bounded however large the job); any other file of 1 MB or
-    more (a TFRecord shard) one image per ~100 KB. VOC XMLs, YOLO's labels/*.txt and a JSON at the root (COCO's)
-    make the job an annotated one (and are not stat'ed)."""
+    first `sample` of them (a stat each: start-up stays bounded however large the job); TFRecord files at its root
+    (found by contents) by their records, counted from their framing (the first `sample` records' lengths, the
+    rest of their bytes at that mean), a compressed one as one record per ~100 KB. VOC XMLs, YOLO's labels/*.txt and
+    a JSON at the root (COCO's) make the job an annotated one (and are not stat'ed)."""
+    from augd.annotations.tfrecords import shard_split
     from augd.annotations.tree import IMAGE_EXTENSIONS
-    images, sized, size, others, annotated = 0, 0, 0, 0, False
+    from augd.io.lite import sniff_shard
+    from augd.io.scan import SPLIT_FOLDERS
+    images, sized, size, annotated, originals = 0, 0, 0, False, 0
+    shards: list[tuple[str, str]] = []
     for root, _, files in os.walk(path):
+        top = os.path.relpath(root, path).split(os.sep)[0]
+        plain = top in SPLIT_FOLDERS and not spec.augments(SPLIT_FOLDERS[top])   # a split folder written as it is
         for f in files:
+            originals += plain and os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS
             ext = os.path.splitext(f)[1].lower()
             note = ext == ".xml" or (ext == ".txt" and os.path.basename(root) == "labels") or \
                 (ext == ".json" and root == path)
@@ -281,16 +290,57 @@ def estimate_folder(path: str, spec, sample: int = 1000) -> JobCost:
             if note or (ext in IMAGE_EXTENSIONS and sized >= sample):
                 images += ext in IMAGE_EXTENSIONS
                 continue
+            full = os.path.join(root, f)
             try:
-                n = os.path.getsize(os.path.join(root, f))
+                if ext not in IMAGE_EXTENSIONS:
+                    if root == path and (kind := sniff_shard(full)) is not None:
+                        shards.append((full, kind))
+                    continue
+                n = os.path.getsize(full)
             except OSError:
                 continue
-            if ext in IMAGE_EXTENSIONS:
-                images, sized, size = images + 1, sized + 1, size + n
-            elif n >= 1 << 20:
-                others += n
+            images, sized, size = images + 1, sized + 1, size + n
     mean = size / sized if sized else 0.0
-    if others:   # shards: their bytes as images of ~100 KB
-        mean = (mean * images + others) / (images + others // 100_000) if images + others // 100_000 else 0.0
-        images += others // 100_000
-    return job_cost(spec, images, mean, annotated=annotated)
+    if shards:   # a records job: its records are its images
+        records, record_bytes = _shard_records(shards, sample)
+        annotated = annotated or bool(records)   # the API's records carry boxes; a slim one costs less, not more
+        if records:
+            mean = (mean * images + record_bytes) / (images + records)
+            images += records
+            plain = [s for s in shards if not spec.augments(shard_split(os.path.basename(s[0])))]
+            originals += _shard_records(plain, sample)[0] if plain else 0
+    return job_cost(spec, images, mean, annotated=annotated, originals=originals)
+
+
+def _shard_records(shards: list[tuple[str, str]], sample: int) -> tuple[int, float]:
+    """(records, their bytes) of TFRecord files [(path, compression)]: a plain file's framing walked for its first
+    records (12 bytes read a record, its data skipped), the rest of its bytes at their mean length; a compressed
+    file's bytes as records of ~100 KB."""
+    records, total, walked, walked_bytes, unwalked = 0, 0.0, 0, 0, 0
+    for path, kind in shards:
+        try:
+            size = os.path.getsize(path)
+            if kind != "none":
+                records += size // 100_000 + (size > 0)
+                total += size
+                continue
+            with open(path, "rb") as fh:
+                pos = 0
+                while pos + 16 <= size and walked < sample:
+                    head = fh.read(12)
+                    if len(head) < 12:
+                        break
+                    length = int.from_bytes(head[:8], "little")
+                    if pos + 16 + length > size:
+                        break
+                    fh.seek(length + 4, os.SEEK_CUR)
+                    pos, walked, walked_bytes, records = pos + 16 + length, walked + 1, walked_bytes + length, \
+                        records + 1
+                unwalked += size - pos
+                total += pos
+        except OSError:
+            continue
+    if unwalked and walked:
+        more = int(unwalked / (walked_bytes / walked + 16))
+        records, total = records + more, total + unwalked
+    return records, total
