@@ -271,13 +271,19 @@ def _warp_once(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, fill: int) -> 
 
 def rasterise(polygons, h: int, w: int) -> np.ndarray:
     """HxW uint8 0/1: the pixels whose centres lie inside any of the polygons (even-odd rule within each), in
-    pixel-edge units. Exact at pixel centres: a box [2, 5] covers columns 2, 3 and 4."""
+    pixel-edge units. Exact at pixel centres: a box [2, 5] covers columns 2, 3 and 4. Each polygon is worked over
+    the rows and columns its extent spans alone (the same arithmetic as over the whole canvas, in the canvas'
+    coordinates): a small shape on a large image costs its own size."""
     out = np.zeros((h, w), np.uint8)
-    yc = np.arange(h, dtype=np.float64) + 0.5
     for poly in polygons:
         p = np.asarray(poly, np.float64).reshape(-1, 2)
-        if len(p) < 3:
+        if len(p) < 3 or not np.isfinite(p).all():
             continue
+        r0, r1 = max(int(np.floor(p[:, 1].min())) - 1, 0), min(int(np.ceil(p[:, 1].max())) + 1, h)
+        c0, c1 = max(int(np.floor(p[:, 0].min())) - 1, 0), min(int(np.ceil(p[:, 0].max())) + 1, w)
+        if r1 <= r0 or c1 <= c0:
+            continue
+        yc = np.arange(r0, r1, dtype=np.float64) + 0.5
         (x0, y0), (x1, y1) = p.T, np.roll(p, -1, axis=0).T
         lo, hi = np.minimum(y0, y1), np.maximum(y0, y1)
         hit = (yc[:, None] >= lo) & (yc[:, None] < hi)           # rows x edges, half-open: each vertex once
@@ -289,11 +295,11 @@ def rasterise(polygons, h: int, w: int) -> np.ndarray:
         order = np.lexsort((col, r))              # per row, its crossings left to right: inside between pairs
         rows, starts, stops = r[order][0::2], col[order][0::2], col[order][1::2]
         if len(rows) < 2 or (np.diff(rows) > 0).all():   # one span a row (convex shapes): one comparison
-            lo, hi = np.full(h, w), np.zeros(h, np.int64)
+            lo, hi = np.full(r1 - r0, w), np.zeros(r1 - r0, np.int64)
             lo[rows], hi[rows] = starts, stops
-            cols = np.arange(w)
-            out |= (cols >= lo[:, None]) & (cols < hi[:, None])
+            cols = np.arange(c0, c1)
+            out[r0:r1, c0:c1] |= ((cols >= lo[:, None]) & (cols < hi[:, None])).astype(np.uint8)
         else:
             for row, a, b in zip(rows.tolist(), starts.tolist(), stops.tolist()):
-                out[row, a:b] = 1
+                out[r0 + row, a:b] = 1
     return out

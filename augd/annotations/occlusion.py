@@ -172,13 +172,14 @@ def uncovered(obj: Object, hidden: np.ndarray, rule: Rule, region: tuple = ()) -
         return obj, 1.0
     if obj.polygons or obj.rle is not None or region:
         src = rasterise(obj.polygons or region, h, w) if obj.polygons or obj.rle is None else rle_decode(obj.rle)
-        full = int(src.sum())
-        src[hidden] = 0
-        src[r0:r1, c0:c1] = showing(src[r0:r1, c0:c1] > 0, thickness(rule, obj.box))
-        box = mask_extent(src)
-        if box is None or not full:
+        win = src[r0:r1, c0:c1]   # the whole shape lies in its box (its extent): the work is the box's pixels
+        full = int(win.sum())
+        win[under] = 0
+        win[:] = showing(win > 0, thickness(rule, obj.box))
+        ext = mask_extent(win)
+        if ext is None or not full:
             return None
-        share = float(src.sum()) / full
+        box, share = (ext[0] + c0, ext[1] + r0, ext[2] + c0, ext[3] + r0), float(win.sum()) / full
         if obj.polygons or obj.rle is not None:
             return dataclasses.replace(obj, box=box, polygons=(), rle=rle_encode(src), truncated=True), share
         return dataclasses.replace(obj, box=box, truncated=True), share   # a box alone stays a box
