@@ -108,6 +108,10 @@ JSON_MAX_BYTES = 512 * 1024 * 1024
 JSON_MAX_DEPTH = 64
 #: Largest XML file read: a Pascal VOC annotation is a few KB; single-file exports (CVAT) run to tens of MB.
 XML_MAX_BYTES = 64 * 1024 * 1024
+#: Largest protobuf text file read (`augd import-config`'s pipeline.config): a real one is ~5 KB.
+PBTXT_MAX_BYTES = 1024 * 1024
+#: Deepest protobuf text nesting: the OD API's configs reach 6; the parser recurses.
+PBTXT_MAX_DEPTH = 64
 
 class ExecutorKind(str, enum.Enum):
     """Where a job's images run (augd/job/executors/): the one list of executor names, for `augd run --executor`,
