@@ -3,8 +3,9 @@
     python -m tests.held_daemon --config augd.yaml --hold-dir HOLDS
 
 The daemon blocks at a named point while the file of that name exists in HOLDS: `startup` (before TensorFlow
-finds its device: /readyz stays 503) and `loop` (inside the work loop's tick: /healthz turns 503 and the
-systemd WATCHDOG=1 pings stop, as with a real hang). A stop signal releases either.
+finds its device: /readyz stays 503), `loop` (inside the work loop's tick: /healthz turns 503 and the
+systemd WATCHDOG=1 pings stop, as with a real hang) and `beat` (a job's beat outside its images: it stalls in its
+scan, at a record, while it holds its claim). A stop signal releases each.
 """
 from __future__ import annotations
 

@@ -212,6 +212,23 @@ class Leases:
         with self._lock:
             self._held.pop(job, None)
 
+    def abandon(self) -> list[str]:
+        """Stop holding every held job (the runner's step failed with one in work/, a folder not writable say):
+        each is this daemon's orphan now, which its next rescan takes over and runs again (`orphans`)."""
+        with self._lock:
+            jobs, self._held = list(self._held), {}
+        return jobs
+
+    def lost_how(self, job: str) -> str:
+        """Why this daemon no longer holds `job`: "taken over by HOLDER" or "its claim records are gone"."""
+        rec = self.read(job)
+        if rec is None:
+            return (f"its claim records ({os.path.join(self.root, job)}) are gone: removed by hand or by a tool, not "
+                    f"by a daemon (a daemon takes a job over by adding a generation)")
+        holder = rec.owner.label if rec.owner else "a holder whose record is unreadable"
+        return (f"another daemon took it over ({holder}, generation {rec.gen}): this daemon's heartbeat was older "
+                f"than claim_lease_seconds={self.lease_seconds:g}")
+
     def holds(self, job: str) -> bool:
         """Whether this daemon still holds the job: its generation is the highest (read now, not remembered).
         Raises OSError when the records cannot be listed."""
@@ -285,7 +302,8 @@ class Leases:
             if job in held:
                 continue
             rec = self.read(job)
-            if rec is None or self._alive(rec, now, watch=True) is False:
+            # this process' own record of a job it does not hold: one it abandoned, to be run again
+            if rec is None or rec.owner == self.me or self._alive(rec, now, watch=True) is False:
                 out.append((job, rec))
         for job in sorted(recorded - set(jobs) - held):
             rec = self.read(job) or Record(job, 0, None)   # no generation yet: a claim creating its first

@@ -181,6 +181,12 @@ class Watcher:
         self.settle_seconds, self.rescan_seconds = settle_seconds, rescan_seconds
         self._wake.set()
 
+    def retry(self, job: JobReady) -> None:
+        """The job was emitted and could not be claimed (a transient error, its folder still in the inbox): emit it
+        again at the next scan that finds it ready, as if never emitted."""
+        with self._lock:
+            self._emitted.discard((job.relpath, job.inode))
+
     @property
     def waiting(self) -> int:
         """Job folders seen but not ready yet (still settling)."""
