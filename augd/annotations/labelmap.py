@@ -108,8 +108,8 @@ def _check(ids: dict, source: str) -> None:
             raise LabelMapError(f"{source}: class name {name!r} must be a non-empty string without surrounding "
                                 f"spaces")
         if not isinstance(ident, int) or isinstance(ident, bool) or not 1 <= ident <= MAX_ID:
-            raise LabelMapError(f"{source}: class {name!r} has id {ident!r}; ids are integers from 1 (0 is the "
-                                f"background) to {MAX_ID} (int32)")
+            raise LabelMapError(f"{source}: class {name!r} has id {ident!r}; ids are integers >= 1 (0 is the "
+                                f"background) and <= {MAX_ID} (int32)")
         if ident in by_id:
             raise LabelMapError(f"{source}: id {ident} is given to both {by_id[ident]!r} and {name!r}")
         by_id[ident] = name
