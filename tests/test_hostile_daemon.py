@@ -212,3 +212,22 @@ def test_claims_that_fail_for_a_while_are_retried_and_removed_claim_records_are_
         for f in holds.iterdir():
             f.unlink()
         assert d.stop() == 0, d.log_tail()
+
+
+def test_a_job_a_daemon_let_go_of_after_a_failed_step_is_its_own_orphan_and_no_one_elses(tmp_path):
+    """A step that fails after the claim (failed/ not writable, say) leaves the job in work/: its daemon lets go of
+    it (Leases.abandon) and its next rescan takes it over; another live daemon (here another Leases of this process)
+    still sees it held by a live holder and leaves it alone."""
+    from augd.daemon import claim
+    from augd.daemon.lease import Leases
+    from augd.daemon.watcher import JobReady
+    (tmp_path / "inbox" / "job").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    job = JobReady(path=str(tmp_path / "inbox" / "job"), relpath="job", name="job", route=None, trigger="marker",
+                   inode=os.stat(tmp_path / "inbox" / "job").st_ino)
+    me, other = Leases(str(tmp_path / "work"), 60), Leases(str(tmp_path / "work"), 60)
+    assert claim.claim(job, me) is not None and me.orphans() == [] and other.orphans() == []
+    assert me.abandon() == ["job"] and not me.holds("job")
+    assert [j for j, _ in me.orphans()] == ["job"] and other.orphans() == []
+    again = claim.take_over(me)
+    assert again is not None and again.recovered and me.holds("job") and me.orphans() == []

@@ -72,6 +72,7 @@ class Leases:
         self.lease_seconds = lease_seconds
         self.me = me or Owner.me()
         self._held: dict[str, Record] = {}
+        self._abandoned: set[str] = set()   # jobs this daemon held and let go of (abandon): its own orphans
         self._watched: dict[str, tuple[int, tuple, float]] = {}   # job -> (gen, stamp, monotonic time first seen)
         self._lock = threading.RLock()
         self._renewed = 0.0
@@ -142,6 +143,7 @@ class Leases:
     def _hold(self, rec: Record) -> Record:
         with self._lock:
             self._held[rec.job] = rec
+            self._abandoned.discard(rec.job)
         return rec
 
     # -- what the job runner does ----------------------------------------------------------------------------
@@ -217,6 +219,7 @@ class Leases:
         each is this daemon's orphan now, which its next rescan takes over and runs again (`orphans`)."""
         with self._lock:
             jobs, self._held = list(self._held), {}
+            self._abandoned.update(jobs)
         return jobs
 
     def lost_how(self, job: str) -> str:
@@ -302,14 +305,15 @@ class Leases:
             if job in held:
                 continue
             rec = self.read(job)
-            # this process' own record of a job it does not hold: one it abandoned, to be run again
-            if rec is None or rec.owner == self.me or self._alive(rec, now, watch=True) is False:
+            mine = job in self._abandoned and rec is not None and rec.owner == self.me   # let go of: run it again
+            if rec is None or mine or self._alive(rec, now, watch=True) is False:
                 out.append((job, rec))
         for job in sorted(recorded - set(jobs) - held):
             rec = self.read(job) or Record(job, 0, None)   # no generation yet: a claim creating its first
             if self._alive(rec, now, watch=True) is False and not os.path.lexists(os.path.join(self.work, job)):
                 shutil.rmtree(self._dir(job), ignore_errors=True)
         self._watched = {k: v for k, v in self._watched.items() if k in recorded or k in jobs}
+        self._abandoned &= set(jobs)
         return out
 
     def view(self) -> list[dict]:
