@@ -231,3 +231,20 @@ def test_a_job_a_daemon_let_go_of_after_a_failed_step_is_its_own_orphan_and_no_o
     assert [j for j, _ in me.orphans()] == ["job"] and other.orphans() == []
     again = claim.take_over(me)
     assert again is not None and again.recovered and me.holds("job") and me.orphans() == []
+
+
+def test_a_job_whose_claim_failed_is_emitted_again_a_rescan_later_not_at_once(tmp_path):
+    """The watcher holds a job whose claim failed until a rescan period has passed: a claims folder unwritable for
+    an hour costs one claim (and one log line) per job per rescan, never a busy loop."""
+    import queue
+
+    from augd.daemon.watcher import Watcher
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "_READY").write_text("")
+    w = Watcher(str(tmp_path), queue.Queue(), routes=set, settle_seconds=0, rescan_seconds=3600)
+    [job] = w.scan()
+    w.retry(job)
+    assert w.scan() == [] and w.waiting == 1 and w.settling == ["job"]
+    w.configure(settle_seconds=0, rescan_seconds=0)
+    w.retry(job)
+    assert [j.relpath for j in w.scan()] == ["job"] and w.waiting == 0
