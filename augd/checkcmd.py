@@ -12,21 +12,23 @@ from augd.check import FAIL_ON, CheckReport, check_plan, text
 from augd.check.hashing import MAX_DISTANCE
 from augd.errors import JobFailed
 from augd.host import usable_cpus
+from augd.io.limits import ReadLimits
 
 __all__ = ["add_check_arguments", "check_dataset", "cmd_check"]
 
 
 def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int = 1,
-                  max_distance: int = MAX_DISTANCE, max_pixels: int | None = None) -> CheckReport:
+                  max_distance: int = MAX_DISTANCE, max_pixels: int | None = None,
+                  memory_limit: int | None = None) -> CheckReport:
     """Check the dataset at `path` (augd.check). `fmt`: annotations.format; `label_map`: a fixed map (a
     label_map.pbtxt path, relative to `path`, or class names) to check the classes against; `workers`: processes
-    that hash."""
+    that hash; `memory_limit`: the job's (bytes; None: none), which bounds the records a job would read."""
     from augd.job.detection import fixed_label_map
     from augd.job.units import plan_job
     from augd.spec import Annotations, parse_pipeline
     spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
     try:
-        plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS)
+        plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS, limits=ReadLimits.for_job(memory_limit))
         fixed = None if label_map is None else fixed_label_map(Annotations(label_map=label_map), path)
     except JobFailed as exc:
         return CheckReport(path, "unknown", {}, {}, [(path, str(exc.reason), str(exc))], {}, [])
@@ -49,6 +51,10 @@ def add_check_arguments(p) -> None:
                    f"near-duplicates (default {MAX_DISTANCE})")
     p.add_argument("--fail-on", default=",".join(FAIL_ON), help=f"what makes the exit code 1 (default "
                    f"{','.join(FAIL_ON)}; '' for never)")
+    from augd.cli import memory_arg   # here: augd.cli imports this module
+    p.add_argument("--max-memory-mb", type=memory_arg, default="auto", help="the memory limit of the job to "
+                   "check for, as augd run's (a record over 1/16 of it is one a job rejects); auto (default): half "
+                   "the host's; none: no limit")
 
 
 def cmd_check(args) -> int:
@@ -63,8 +69,10 @@ def cmd_check(args) -> int:
     if not 0 <= args.max_distance <= 64:
         print(f"augd check: --max-distance {args.max_distance}: expected 0 to 64 bits", file=sys.stderr)
         return 2
+    from augd.job.resources import job_memory_bytes
     report = check_dataset(args.path, fmt=args.annotations, label_map=args.label_map,
-                           workers=args.workers or usable_cpus(), max_distance=args.max_distance)
+                           workers=args.workers or usable_cpus(), max_distance=args.max_distance,
+                           memory_limit=job_memory_bytes(args.max_memory_mb))
     print(text(report))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -10,7 +10,7 @@ import sys
 from augd import __version__, defaults
 from augd.defaults import EXECUTORS
 from augd.errors import AugdError, JobFailed, SpecError
-from augd.files import point_at_devnull, reader_gone
+from augd.files import one_line, point_at_devnull, reader_gone
 from augd.labels import LabelMapError, label_map
 from augd.tfenv import load_tensorflow_quietly
 
@@ -249,7 +249,7 @@ def _summary(result) -> None:
     if rejected:
         print("  rejected by reason: " + reasons_summary(f.reason for f in rejected), file=sys.stderr)
     for f in rejected[:20]:
-        print(f"  rejected {f.relpath}: {f.message}", file=sys.stderr)
+        print(one_line(f"  rejected {f.relpath}: {f.message}"), file=sys.stderr)
     if len(rejected) > 20:
         print(f"  ... and {len(rejected) - 20} more: manifest.json lists them all", file=sys.stderr)
 
@@ -264,7 +264,7 @@ def _fraction(value: str) -> float:
     return f
 
 
-def _memory_arg(value: str) -> str | int | None:
+def memory_arg(value: str) -> str | int | None:
     if value in ("auto", "none"):
         return None if value == "none" else value
     if value.isdigit() and int(value) >= 1:
@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="override the pipeline's seed")
     r.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
                    help=f"reject images larger than this (default {defaults.MAX_PIXELS})")
-    r.add_argument("--max-memory-mb", type=_memory_arg, default="auto",
+    r.add_argument("--max-memory-mb", type=memory_arg, default="auto",
                    help="memory the job may add to the process, in MB; auto (default): half the host's "
                         "(cgroup-aware); none: no limit")
     r.add_argument("--labels", metavar="FILE|A,B,...",

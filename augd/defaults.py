@@ -58,6 +58,9 @@ HTTP_THREADS = 4
 HEALTH_STALE_SECONDS = 60.0
 #: Period of the daemon's work loop while idle (healthz heartbeat, sd_notify WATCHDOG=1, STATUS=).
 TICK_SECONDS = 1.0
+#: A job's beats outside its images (each record its scan reads, each file its commit syncs) tick the loop at most
+#: this often.
+BEAT_SECONDS = 0.1
 #: A progress log line at most this often while a job runs.
 PROGRESS_LOG_SECONDS = 10.0
 #: Marker file: a job folder holding it is ready at once, without waiting to settle.
@@ -111,6 +114,22 @@ JSON_MAX_BYTES = 512 * 1024 * 1024
 JSON_MAX_DEPTH = 64
 #: Largest XML file read: a Pascal VOC annotation is a few KB; single-file exports (CVAT) run to tens of MB.
 XML_MAX_BYTES = 64 * 1024 * 1024
+#: Largest protobuf text file read (`augd import-config`'s pipeline.config): a real one is ~5 KB.
+PBTXT_MAX_BYTES = 1024 * 1024
+#: Deepest protobuf text nesting: the OD API's configs reach 6; the parser recurses.
+PBTXT_MAX_DEPTH = 64
+
+# --- TFRecord shards as input (augd/annotations/tfrecords.py): what one job may spend reading them ---
+
+#: One record is read whole and decoded into Python values (a float list ~8x its bytes): it may take at most
+#: 1/RECORD_MEMORY_SHARE of the job's memory limit (job_memory_mb, --max-memory-mb) ...
+RECORD_MEMORY_SHARE = 16
+#: ... and never more than this (an image within max_pixels, its masks and boxes take far less).
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+#: A job's GZIP and ZLIB shards together inflate into at most SCRATCH_RATIO x their size on disk (records of
+#: encoded images barely compress), at least SCRATCH_MIN_BYTES: one budget per job, however many shards.
+SCRATCH_RATIO = 100
+SCRATCH_MIN_BYTES = 64 * 1024 * 1024
 
 class ExecutorKind(str, enum.Enum):
     """Where a job's images run (augd/job/executors/): the one list of executor names, for `augd run --executor`,

@@ -89,9 +89,10 @@ class JobFailed(AugdError):
 class JobCancelled(JobFailed):
     """The job's cancel signal stopped it between two images (reason `cancelled`); `cause` says who asked."""
 
-    def __init__(self, cause: CancelCause):
+    def __init__(self, cause: CancelCause, where: str = ""):
         super().__init__(f"job cancelled before it finished ({cause})", reason=FailureReason.CANCELLED)
         self.cause = cause
+        self.where = where   # where it stopped, when not between two images ("while it read its inputs")
 
 
 class WorkerLost(AugdError):

@@ -3,12 +3,22 @@ folder, and fsync. A leaf module (like errors and defaults), so spec, io and the
 from __future__ import annotations
 
 import os
+import re
 import select
 import stat
 
 from augd.errors import UntrustedFileError
 
-__all__ = ["count_files", "format_size", "fsync_dir", "fsync_file", "inside", "read_capped"]
+__all__ = ["count_files", "format_size", "fsync_dir", "fsync_file", "inside", "one_line", "read_capped"]
+
+#: What one line of a report may not hold as it is: a newline in a file name would forge a line of its own.
+_CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def one_line(text: str) -> str:
+    """`text` (a file name, a message quoting one) as one line: control characters and the surrogates of
+    non-UTF-8 bytes shown as escapes (\\n, \\x1b, \\udcff)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}

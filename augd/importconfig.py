@@ -8,6 +8,9 @@ import sys
 
 import yaml
 
+from augd import defaults
+from augd.errors import UntrustedFileError
+from augd.files import read_capped
 from augd.parsing.pbtxt import PbtxtError
 from augd.spec import SpecError, parse_pipeline
 from augd.spec.odapi import APPROXIMATE, EXACT, MISSING, TRAINING, import_config, strip, table
@@ -78,10 +81,12 @@ def cmd_import_config(args) -> int:
     if why := _clashes(args):
         say(why)
         return EXIT_USAGE
-    try:
-        with open(args.config, encoding="utf-8") as fh:
-            text = fh.read()
+    try:   # capped: a real config is a few KB (PBTXT_MAX_BYTES)
+        text = read_capped(args.config, defaults.PBTXT_MAX_BYTES, "protobuf text", "PBTXT_MAX_BYTES").decode("utf-8")
         imported = import_config(text, args.config, args.name, args.variants)
+    except UntrustedFileError as exc:
+        say(str(exc))
+        return EXIT_USAGE
     except (OSError, UnicodeDecodeError) as exc:
         say(f"{args.config}: cannot read it: {getattr(exc, 'strerror', None) or exc}")
         return EXIT_USAGE

@@ -3,10 +3,11 @@
     python -m tests.held_daemon --config augd.yaml --hold-dir HOLDS
 
 The daemon blocks at a named point while the file of that name exists in HOLDS: `startup` (before TensorFlow
-finds its device: /readyz stays 503) and `loop` (inside the work loop's tick: /healthz turns 503 and the
-systemd WATCHDOG=1 pings stop, as with a real hang), which a stop signal releases; and `image` (a running job,
-after each image it writes: the job stays mid-way however fast or slow the machine), which the job's cancel
-releases (a second SIGTERM, a timeout). Each hold logs "test hook: holding at 'POINT'" when it starts.
+finds its device: /readyz stays 503), `loop` (inside the work loop's tick: /healthz turns 503 and the
+systemd WATCHDOG=1 pings stop, as with a real hang) and `beat` (a job's beat outside its images: it stalls in its
+scan, at a record, while it holds its claim), which a stop signal releases; and `image` (a running job, after
+each image it writes: the job stays mid-way however fast or slow the machine), which the job's cancel releases (a
+second SIGTERM, a timeout). Each hold logs "test hook: holding at 'POINT'" when it starts.
 """
 from __future__ import annotations
 

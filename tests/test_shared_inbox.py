@@ -217,7 +217,8 @@ def test_a_daemon_whose_job_was_taken_over_stops_it_and_commits_nothing(tmp_path
                         "A's outcome of the job", on_fail=a.log_tail)
         assert last["result"] == "lost", last
         t_lost = time.monotonic()
-        assert a.events("job contested was taken over by another daemon"), a.log_tail()
+        assert a.events(f"job contested: this daemon no longer holds it: another daemon took it over "
+                        f"({ELSEWHERE.label}, generation 2)"), a.log_tail()
         assert (a.work / "contested").is_dir() and not (a.out / "contested").exists(), "nothing moved or committed"
         assert other.holds("contested") and other.read("contested").owner == ELSEWHERE
         assert 'augd_claims_lost_total 1.0' in a.get("/metrics")[1]

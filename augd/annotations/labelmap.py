@@ -10,8 +10,12 @@ from augd.annotations.model import AnnotationError
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
 from augd.labels import LABELS_MAX_BYTES, LabelMapError
+from augd.parsing.pbtxt import quoted_end
 
-__all__ = ["LabelMap", "LabelMapError"]
+__all__ = ["LabelMap", "LabelMapError", "MAX_ID"]
+
+#: The largest id: the Object Detection API's StringIntLabelMapItem.id is an int32.
+MAX_ID = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class LabelMap:
             ident, name = fields["id"], fields["name"]
             if not isinstance(ident, int) or isinstance(name, int):
                 raise LabelMapError(f"{where}: `id` must be an integer and `name` a quoted string")
+            if ident > MAX_ID:
+                raise LabelMapError(f"{where}: id {ident} is out of range: ids are 1 to {MAX_ID} (the Object Detection "
+                                    f"API reads them as int32)")
             if ident == 0 and "background" in (name, fields.get("display_name")):
                 continue
             if name in ids:
@@ -100,9 +107,9 @@ def _check(ids: dict, source: str) -> None:
         if not isinstance(name, str) or not name or name != name.strip():
             raise LabelMapError(f"{source}: class name {name!r} must be a non-empty string without surrounding "
                                 f"spaces")
-        if not isinstance(ident, int) or isinstance(ident, bool) or ident < 1:
+        if not isinstance(ident, int) or isinstance(ident, bool) or not 1 <= ident <= MAX_ID:
             raise LabelMapError(f"{source}: class {name!r} has id {ident!r}; ids are integers >= 1 (0 is the "
-                                f"background)")
+                                f"background) and <= {MAX_ID} (int32)")
         if ident in by_id:
             raise LabelMapError(f"{source}: id {ident} is given to both {by_id[ident]!r} and {name!r}")
         by_id[ident] = name
@@ -112,13 +119,15 @@ def _check(ids: dict, source: str) -> None:
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|\#[^\n]*)
-  | (?P<str>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
   | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)[fF]?)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[{}<>:;,\[\]])
 """, re.VERBOSE)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f",
             "v": "\v", "?": "?"}
+
+
+_OCTAL, _HEX = re.compile(r"[0-7]{1,3}"), re.compile(r"[0-9a-fA-F]{1,2}")
 
 
 def _unquote(tok: str, where: str) -> str:
@@ -134,11 +143,10 @@ def _unquote(tok: str, where: str) -> str:
             out += _ESCAPES[e].encode()
             i += 2
         elif e in "01234567":
-            m = re.match(r"[0-7]{1,3}", body[i + 1:])
+            m = _OCTAL.match(body, i + 1)   # at the position, not on a slice: a slice per escape is quadratic
             out.append(int(m.group(), 8) & 0xFF)
             i += 1 + len(m.group())
-        elif e == "x" and re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:]):
-            m = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
+        elif e == "x" and (m := _HEX.match(body, i + 2)):
             out.append(int(m.group(), 16))
             i += 2 + len(m.group())
         else:
@@ -166,6 +174,13 @@ def _quote(name: str) -> str:
 def _tokens(text: str, path: str):
     pos, line = 0, 1
     while pos < len(text):
+        if text[pos] in "'\"":   # strings scanned without a backtracking regex (pbtxt.quoted_end)
+            end = quoted_end(text, pos)
+            if end is None:
+                raise LabelMapError(f"{path}:{line}: invalid label map: a string that is not closed on its line")
+            yield "str", text[pos:end], line
+            pos = end
+            continue
         m = _TOKEN.match(text, pos)
         if m is None:
             raise LabelMapError(f"{path}:{line}: invalid label map: unexpected {text[pos:pos + 10]!r}")
@@ -212,10 +227,11 @@ def _items(text: str, path: str) -> list[tuple[int, dict]]:
             if tok == "[":
                 fail(i, f"list values are not supported (field {name!r})")
             if kind == "str":
-                value: object = _unquote(tok, f"{path}:{toks[i][2]}")
-                while i + 1 < len(toks) and toks[i + 1][0] == "str":  # adjacent strings concatenate
+                parts = [_unquote(tok, f"{path}:{toks[i][2]}")]
+                while i + 1 < len(toks) and toks[i + 1][0] == "str":  # adjacent strings concatenate (joined once)
                     i += 1
-                    value += _unquote(toks[i][1], f"{path}:{toks[i][2]}")
+                    parts.append(_unquote(toks[i][1], f"{path}:{toks[i][2]}"))
+                value: object = "".join(parts)
             elif kind == "num":
                 try:
                     value = int(tok, 0)

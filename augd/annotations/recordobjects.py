@@ -9,7 +9,7 @@ import math
 import os
 from collections import Counter
 
-from augd.annotations.labelmap import LabelMap
+from augd.annotations.labelmap import MAX_ID, LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
 from augd.annotations.occlusion import IGNORE_REASONS
 from augd.errors import Rejected, UntrustedFileError
@@ -18,12 +18,22 @@ from augd.formats import NeedMoreData, read_header
 from augd.labels import LABELS_MAX_BYTES
 from augd.parsing import pbtxt
 
-__all__ = ["MASK_KEY", "ObjectReader"]
+__all__ = ["MASK_KEY", "ObjectReader", "not_utf8"]
 
 BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
 _OBJECT_LISTS = ("image/object/class/label", "image/object/class/text", "image/object/difficult",
                  "image/object/truncated", "image/object/is_crowd", "image/object/weight", "augd/object/ignored")
 MASK_KEY = "image/segmentation/class/encoded"   # DeepLab's semantic mask PNG
+
+
+def not_utf8(text: str) -> str:
+    """"" for text that was UTF-8 in the record, else what is wrong with it (the record's bytes were decoded with
+    surrogateescape: each byte that is no UTF-8 became a lone surrogate, which no file augd writes can hold)."""
+    for k, ch in enumerate(text):
+        if 0xDC80 <= ord(ch) <= 0xDCFF:
+            raw = text.encode("utf-8", "surrogateescape")[:60]
+            return f"{raw!r} is not UTF-8 text (byte {ord(ch) - 0xDC00:#04x} at character {k})"
+    return ""
 
 
 class ObjectReader:
@@ -93,6 +103,11 @@ class ObjectReader:
         fixed = self.fixed
         if label is not None and not isinstance(label, int):
             raise AnnotationError(f"{where}: object {k + 1}: image/object/class/label {label!r} is no integer")
+        if label is not None and label > MAX_ID:
+            raise AnnotationError(f"{where}: object {k + 1}: image/object/class/label {label} is out of range: label "
+                                  f"map ids are 1 to {MAX_ID} (the OD API reads them as int32)")
+        if bad := not_utf8(text):
+            raise AnnotationError(f"{where}: object {k + 1}: image/object/class/text {bad}; class names are UTF-8")
         if text and text != text.strip():
             raise AnnotationError(f"{where}: object {k + 1}: class text {text!r} has spaces around it")
         if text:
@@ -125,9 +140,12 @@ class ObjectReader:
         for o in range(n):
             pts = []
             for i in range(o * k, o * k + k):
+                if vis and vis[i] not in (0, 1, 2):   # COCO's and YOLO's readers reject the image so too
+                    raise AnnotationError(f"{where}: object {o + 1}: keypoint {i - o * k + 1}: visibility {vis[i]!r} "
+                                          f"(image/object/keypoint/visibility): COCO's 0, 1 or 2 expected")
                 v = int(vis[i]) if vis else (2 if math.isfinite(xs[i]) and math.isfinite(ys[i]) else 0)
                 ok = v > 0 and math.isfinite(xs[i]) and math.isfinite(ys[i])
-                pts.append((_px(xs[i], w), _px(ys[i], h), min(v, 2)) if ok else (0.0, 0.0, 0))
+                pts.append((_px(xs[i], w), _px(ys[i], h), v) if ok else (0.0, 0.0, 0))
             out.append(tuple(pts))
         return out
 

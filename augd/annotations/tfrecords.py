@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
-import weakref
 from dataclasses import dataclass, replace
 
 from augd.annotations.labelmap import LabelMap, LabelMapError
 from augd.annotations.model import AnnotationError, Span
-from augd.annotations.recordobjects import BOX_KEYS, MASK_KEY, ObjectReader
+from augd.annotations.recordobjects import BOX_KEYS, MASK_KEY, ObjectReader, not_utf8
 from augd.annotations.reading import SPLIT_NAMES, AnnotatedJob, Reading
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import Rejected, UntrustedFileError
@@ -43,6 +40,8 @@ from augd.formats import NeedMoreData, read_header
 from augd.io.inputs import InputImage, RejectedInput, ScanResult
 from augd.io.scan import check_header
 from augd.io.lite import decode_example, frames, inflate, sniff_shard, value_offsets
+from augd.io.limits import ReadLimits
+from augd.io.scratch import Scratch
 
 __all__ = ["FORMAT", "RecordsJob", "Scratch", "find_shards", "read_records_job", "shard_split"]
 
@@ -56,19 +55,6 @@ _WORD = re.compile(r"[a-z0-9]+")
 _DETECTION_KEYS = (*BOX_KEYS, MASK_KEY)
 #: The largest image/class/label id a classification record may carry (its classes are listed 0..id).
 MAX_LABEL = 100_000
-
-
-class Scratch:
-    """A job's scratch folder (inflated GZIP and ZLIB shards): removed when the last plan
-    holding it is dropped, or when the process exits. A pickled copy (a Beam worker's) names it, owns nothing."""
-
-    def __init__(self, path: str | None = None):
-        self.path = path or tempfile.mkdtemp(prefix="augd-records-")
-        if path is None:
-            weakref.finalize(self, shutil.rmtree, self.path, True)
-
-    def __reduce__(self):
-        return Scratch, (self.path,)
 
 
 @dataclass(frozen=True)
@@ -111,16 +97,19 @@ def shard_split(name: str) -> str:
 
 
 def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None = None, repair: bool = False,
-                     classes: tuple[str, ...] | None = None, max_pixels: int, skip=frozenset()) -> RecordsJob | None:
+                     classes: tuple[str, ...] | None = None, max_pixels: int, skip=frozenset(),
+                     limits: ReadLimits | None = None) -> RecordsJob | None:
     """Read the records job at `root` (None: no TFRecord file at its root). `fmt` "none" reads it as a
     classification job whatever its keys; `label_map`: a fixed map (else label_map.pbtxt beside the shards, if
-    any); `classes`: a classification job's fixed class names; `skip`: file names that are not data."""
+    any); `classes`: a classification job's fixed class names; `skip`: file names that are not data; `limits`:
+    the job's (the largest record, the beat; default ReadLimits())."""
     shards = find_shards(root)
     if not shards or fmt == "auto" and _folder_job(root, {n for n, _ in shards}):
         return None
     fixed = label_map if label_map is not None else _beside_map(root)
     reading = Reading(root, Tree(root), FORMAT, fixed, repair=repair)
-    r = _Reader(root, reading, max_pixels, fmt == "none")
+    compressed = sum(_size(os.path.join(root, n)) for n, c in shards if c != "none")
+    r = _Reader(root, reading, max_pixels, fmt == "none", limits or ReadLimits(), compressed)
     split_of = {name: shard_split(name) for name, _ in shards}
     splits_named = any(split_of.values())
     for name, compression in shards:
@@ -152,6 +141,13 @@ def read_records_job(root: str, *, fmt: str = "auto", label_map: LabelMap | None
     rejected += _beside(root, {n for n, _ in shards} | {p.split("/", 1)[0] for p in skip})
     splits = tuple(s for s in ("train", "validation", "test") if any(i.split == s for i in images))
     return RecordsJob(ScanResult(root, out_classes, tuple(images), tuple(rejected), splits), layout, r.scratch)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _folder_job(root: str, shards: set[str]) -> bool:
@@ -194,18 +190,31 @@ def _beside_map(root: str) -> LabelMap | None:
 
 
 def _labels_txt(root: str) -> dict[int, str]:
-    """TF-slim's labels.txt (`0:daisy` per line; augd writes the same), or plain names one per line."""
+    """TF-slim's labels.txt (`0:daisy` per line; augd writes the same), or plain names one per line. A line that
+    names no class, an id past MAX_LABEL or text that is not UTF-8 is the whole file's error (it names every
+    record's class): AnnotationError naming the line."""
     path = os.path.join(root, "labels.txt")
     if not os.path.isfile(path):
         return {}
     out = {}
     try:
-        text = read_capped(path, LABELS_MAX_BYTES, "labels", "LABELS_MAX_BYTES").decode("utf-8", "surrogateescape")
+        raw = read_capped(path, LABELS_MAX_BYTES, "labels", "LABELS_MAX_BYTES")
     except (OSError, UntrustedFileError) as exc:
         raise AnnotationError(f"labels.txt beside the shards: {exc}") from None
-    for k, line in enumerate(text.splitlines()):
+    for k, line in enumerate(raw.split(b"\n")):
+        where = f"labels.txt beside the shards, line {k + 1}"
+        try:
+            line = line.rstrip(b"\r").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AnnotationError(f"{where}: {line[:60]!r} is not UTF-8 text (byte {line[exc.start]:#04x} at "
+                                  f"{exc.start}); class names are UTF-8") from None
         ident, colon, name = line.partition(":")
         if colon and ident.strip().isascii() and ident.strip().isdigit():
+            if int(ident) > MAX_LABEL:
+                raise AnnotationError(f"{where}: id {ident.strip()} is over {MAX_LABEL}, the largest label a "
+                                      f"classification record may carry")
+            if not name.strip():
+                raise AnnotationError(f"{where}: {line!r} names no class: `{int(ident)}:name` expected")
             out[int(ident)] = name
         elif line.strip():
             out[k] = line.strip()
@@ -215,8 +224,12 @@ def _labels_txt(root: str) -> dict[int, str]:
 class _Reader:
     """What reading the shards gathers: the images, the rejections, the classes seen."""
 
-    def __init__(self, root: str, reading: Reading, max_pixels: int, classify: bool):
+    def __init__(self, root: str, reading: Reading, max_pixels: int, classify: bool, limits: ReadLimits,
+                 compressed: int):
         self.root, self.reading, self.max_pixels, self.classify = root, reading, max_pixels, classify
+        self.limits = limits
+        self.compressed = compressed   # bytes of the job's GZIP and ZLIB shards: the scratch budget's measure
+        self.scratch_left = limits.scratch_bytes(compressed)
         self.images: list[InputImage] = []
         self.rejected: list[RejectedInput] = []
         self.labels: dict[str, tuple[int, str]] = {}   # relpath -> (image/class/label, image/class/text)
@@ -237,9 +250,12 @@ class _Reader:
             root = self._scratch()
             path = os.path.join(root, f"{self.inflated}.tfrecord")
             self.inflated += 1
-            note = inflate(os.path.join(self.root, name), compression, path)
+            note = inflate(os.path.join(self.root, name), compression, path, self.scratch_left,
+                           self.limits.scratch_why(self.compressed), self.limits.beat)
+            self.scratch_left = max(0, self.scratch_left - _size(path))   # one budget for all the job's shards
         last = -1
-        for fr in frames(path):
+        for fr in frames(path, self.limits.record_bytes, self.limits.record_limit):
+            self.limits.beat()
             last = fr.index
             where = f"{name}#{fr.index}"
             if fr.data is None:
@@ -310,16 +326,22 @@ class _Reader:
         its class by name; `classes` (fixed) rules, by name. A label that is no id from 0 to MAX_LABEL (or -1:
         unlabelled) rejects its record."""
         names, out, rejected = dict(txt), [], []
-        for label, text in self.labels.values():
-            if isinstance(label, int) and 0 <= label <= MAX_LABEL and text:
+        bad = {rel: why for rel, (_, text) in self.labels.items() if (why := _bad_class_text(text))}
+        for rel, (label, text) in self.labels.items():
+            if isinstance(label, int) and 0 <= label <= MAX_LABEL and text and rel not in bad:
                 names.setdefault(label, text)
-        valid = {rel: lab for rel, (lab, _) in self.labels.items() if isinstance(lab, int) and -1 <= lab <= MAX_LABEL}
+        valid = {rel: lab for rel, (lab, _) in self.labels.items() if isinstance(lab, int) and -1 <= lab <= MAX_LABEL
+                 and rel not in bad}
         if classes is None:
             top = max([-1, *valid.values()])
             classes = [names.get(i, str(i)) for i in range(top + 1)]
             classes += sorted({t for rel, (lab, t) in self.labels.items() if valid.get(rel) == -1 and t} - set(classes))
         for img in self.images:
             label, text = self.labels[img.relpath]
+            if img.relpath in bad:
+                rejected.append(RejectedInput(img.relpath, "bad_annotation", f"{img.relpath}: image/class/text "
+                                              f"{bad[img.relpath]}"))
+                continue
             if img.relpath not in valid:
                 rejected.append(RejectedInput(img.relpath, "bad_annotation", f"{img.relpath}: image/class/label is "
                                               f"{label!r}: one id from 0 to {MAX_LABEL} expected (-1: unlabelled)"))
@@ -331,6 +353,15 @@ class _Reader:
                 continue
             out.append(_labelled(img, classes.index(name) if name else -1, name))
         return out, rejected, tuple(classes)
+
+
+def _bad_class_text(text: str) -> str:
+    """What makes a record's image/class/text no class name ("" when nothing): labels.txt holds one per line."""
+    if why := not_utf8(text):
+        return why + "; class names are UTF-8"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return f"{text[:60]!r} holds a control character (labels.txt holds one name per line)"
+    return ""
 
 
 def _labelled(img: InputImage, label: int, text: str) -> InputImage:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from augd.annotations.repair import summary
 from augd.check.hashing import MAX_DISTANCE, hash_files, near_pairs
 from augd.errors import RejectReason, undecodable_pixels
+from augd.files import one_line
+from augd.io.limits import no_beat
 
 __all__ = ["FAIL_ON", "CheckReport", "check_plan", "text"]
 
@@ -81,10 +83,10 @@ class CheckReport:
 
 
 def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=None,
-               max_distance: int = MAX_DISTANCE) -> CheckReport:
+               max_distance: int = MAX_DISTANCE, beat=no_beat) -> CheckReport:
     """The check of a job's plan (augd.job.units.JobPlan: what the job would run), its images hashed through
-    `mapper` (hashing.hash_files) or on `workers` processes. `known`: a fixed label map's class names, to list the
-    classes it lacks (None: no such check)."""
+    `mapper` (hashing.hash_files) or on `workers` processes, `beat` called as they are. `known`: a fixed label
+    map's class names, to list the classes it lacks (None: no such check)."""
     path, det, images = plan.input_dir, plan.detection, plan.images
     # what a job would reject: the scan's, an object of a class the fixed map lacks, pixels that do not decode
     rejected = [(r.relpath, str(r.reason), r.message, r.split) for r in plan.scan.rejected]
@@ -100,7 +102,7 @@ def check_plan(plan, *, known: set[str] | None = None, workers: int = 1, mapper=
                                  f"{img.relpath}: class {', '.join(map(repr, gone))} is not in the label map",
                                  img.split))
     hashes = hash_files([(img.path, img.header.height, img.header.width, None if img.offset < 0 else
-                          (img.offset, img.size)) for img in images], workers, mapper)
+                          (img.offset, img.size)) for img in images], workers, mapper, beat)
     # an image whose header reads but whose pixels do not decode (a truncated JPEG): a job rejects it as well, in
     # the job's words
     rejected += [(img.relpath, str(RejectReason.UNDECODABLE), undecodable_pixels(img.header.format), img.split)
@@ -169,4 +171,4 @@ def text(report: CheckReport, shown: int = 10) -> str:
     code = report.exit_code()
     out.append("  verdict: " + ("problems a job would meet: " + ", ".join(
         f"{k}={n}" for k, n in report.problems().items() if n) if code else "nothing a job would fail on"))
-    return "\n".join(out)
+    return "\n".join(one_line(line) for line in out)

@@ -57,19 +57,31 @@ def hash_chunk(items: list) -> list:
     return [hash_file(*it) for it in items]
 
 
-def hash_files(items: list[tuple], workers: int = 1, mapper=None) -> list[int | None]:
+#: Images hashed between two beats at most (through a mapper, or here).
+BEAT_ITEMS = 512
+
+
+def hash_files(items: list[tuple], workers: int = 1, mapper=None, beat=lambda: None) -> list[int | None]:
     """hash_file over [(path, h, w[, span])]: through `mapper(fn, items)` when given (a job's warm pool:
     augd.job.workers.pool.chunked_map), else on `workers` processes of its own (each reads and decodes its share
-    once), else here."""
-    if mapper is not None:
-        return mapper(hash_chunk, items)
-    if workers <= 1 or len(items) < 64:
-        return hash_chunk(items)
+    once), else here; `beat()` after each slice or chunk done (it may raise: nothing is left in flight but a
+    pool of its own, which its `with` ends)."""
+    if mapper is not None or workers <= 1 or len(items) < 64:
+        out: list[int | None] = []
+        for i in range(0, len(items), BEAT_ITEMS):
+            part = items[i:i + BEAT_ITEMS]
+            out += mapper(hash_chunk, part) if mapper is not None else hash_chunk(part)
+            beat()
+        return out
     import multiprocessing as mp
-    n = max(16, len(items) // (workers * 8))
+    n = max(16, min(BEAT_ITEMS, len(items) // (workers * 8)))
     chunks = [items[i:i + n] for i in range(0, len(items), n)]
+    out = []
     with mp.get_context("forkserver").Pool(workers) as pool:
-        return [h for part in pool.map(hash_chunk, chunks) for h in part]
+        for part in pool.imap(hash_chunk, chunks):
+            out += part
+            beat()
+    return out
 
 
 def near_pairs(hashes: list[int | None], max_distance: int = MAX_DISTANCE) -> list[tuple[int, int, int]]:

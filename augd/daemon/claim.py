@@ -29,13 +29,16 @@ from augd.daemon.logs import TextFormatter
 from augd.daemon.watcher import CLAIM_FILE, JobReady
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
+from augd.io import clean_stale_temps
 from augd.io.jobfs import folder_identity
+from augd.io.scratch import sweep_scratch
 from augd.jobfolder import ERROR_FILE, FAILURE_FILE
+from augd.owner import Owner
 
 log = logging.getLogger("augd.daemon")
 
 __all__ = ["JOB_LOG", "Claimed", "claim", "fail", "finish", "folder_state", "last_log_lines", "next_attempt",
-           "job_log", "open_job_log", "requeue", "take_over"]
+           "job_log", "open_job_log", "requeue", "still_ready", "sweep_leftovers", "take_over"]
 
 #: The job's own log while it runs (hidden: the job scan skips it); it moves with the job to done/ or failed/.
 JOB_LOG = ".augd-job.log"
@@ -54,6 +57,7 @@ class Claimed:
     attempts: int = 1             # processes that started this job (each takeover adds one)
     identity: tuple[int, int] | None = None   # (device, inode) of its folder: replaced, it is not this job
     taken_from: str | None = None  # the holder it was taken over from (host:pid), when it had one
+    holder: Owner | None = None    # ... and that holder, whose leftovers (temp output, scratch) are swept
 
     @property
     def key(self) -> str:
@@ -62,7 +66,7 @@ class Claimed:
 
     def meta(self) -> dict:
         d = asdict(self)
-        del d["path"], d["recovered"], d["attempts"], d["identity"], d["taken_from"]
+        del d["path"], d["recovered"], d["attempts"], d["identity"], d["taken_from"], d["holder"]
         return d
 
 
@@ -96,7 +100,8 @@ _SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 def _write_json(path: str, obj) -> None:
     tmp = f"{path}.{secrets.token_hex(4)}.tmp"   # its own: two daemons may claim one folder at once
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _SAFE, 0o644), "w", encoding="utf-8") as fh:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _SAFE, 0o644), "w", encoding="utf-8",
+                   errors="backslashreplace") as fh:   # a non-UTF-8 name's surrogate: its \udcXX JSON escape
         json.dump(obj, fh, indent=2, ensure_ascii=False, sort_keys=True)
         fh.write("\n")
         fh.flush()
@@ -155,8 +160,24 @@ def take_over(leases: Leases) -> Claimed | None:
         meta = _claim_meta(path)
         if meta is None:   # claimed by hand, or the claim file was lost: a plain job, its output checked again
             meta = {"name": key, "route": None, "inbox_relpath": key, "claimed_at": _now(), "output_checked": False}
-        return Claimed(path=path, recovered=True, attempts=attempts, identity=identity, taken_from=was, **meta)
+        return Claimed(path=path, recovered=True, attempts=attempts, identity=identity, taken_from=was,
+                       holder=rec.owner if rec is not None else None, **meta)
     return None
+
+
+def sweep_leftovers(out_root: str, holder: Owner | None = None) -> list[str]:
+    """What dead processes left, swept by whichever daemon takes a job over or starts: temp outputs in `out_root`
+    of this machine's dead processes and of `holder` (gone: its job was taken over), and this machine's scratch
+    folders whose process is gone (inflated shards). Their paths."""
+    return clean_stale_temps(out_root, holder) + sweep_scratch()
+
+
+def still_ready(job: JobReady) -> bool:
+    """Whether the ready job's folder is still in the inbox, unclaimed (a claim that failed left it there)."""
+    try:
+        return os.stat(job.path, follow_symlinks=False).st_ino == job.inode
+    except OSError:
+        return False
 
 
 def _claim_meta(path: str) -> dict | None:
@@ -241,7 +262,7 @@ def fail(c: Claimed, failed_dir: str, failure: dict, text: str, leases: Leases) 
         error_txt = os.path.join(c.path, ERROR_FILE)
         _own(error_txt)
         with os.fdopen(os.open(error_txt, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _SAFE, 0o644), "w",
-                       encoding="utf-8") as fh:
+                       encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text.rstrip("\n") + "\n")
     except OSError as exc:  # a read-only job folder must still leave work/
         log.error("cannot write the failure report into %s: %s", c.path, exc)

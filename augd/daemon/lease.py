@@ -72,6 +72,7 @@ class Leases:
         self.lease_seconds = lease_seconds
         self.me = me or Owner.me()
         self._held: dict[str, Record] = {}
+        self._abandoned: set[str] = set()   # jobs this daemon held and let go of (abandon): its own orphans
         self._watched: dict[str, tuple[int, tuple, float]] = {}   # job -> (gen, stamp, monotonic time first seen)
         self._lock = threading.RLock()
         self._renewed = 0.0
@@ -142,6 +143,7 @@ class Leases:
     def _hold(self, rec: Record) -> Record:
         with self._lock:
             self._held[rec.job] = rec
+            self._abandoned.discard(rec.job)
         return rec
 
     # -- what the job runner does ----------------------------------------------------------------------------
@@ -211,6 +213,24 @@ class Leases:
         """Stop holding a job another daemon took over: its records are theirs now."""
         with self._lock:
             self._held.pop(job, None)
+
+    def abandon(self) -> list[str]:
+        """Stop holding every held job (the runner's step failed with one in work/, a folder not writable say):
+        each is this daemon's orphan now, which its next rescan takes over and runs again (`orphans`)."""
+        with self._lock:
+            jobs, self._held = list(self._held), {}
+            self._abandoned.update(jobs)
+        return jobs
+
+    def lost_how(self, job: str) -> str:
+        """Why this daemon no longer holds `job`: "taken over by HOLDER" or "its claim records are gone"."""
+        rec = self.read(job)
+        if rec is None:
+            return (f"its claim records ({os.path.join(self.root, job)}) are gone: removed by hand or by a tool, not "
+                    f"by a daemon (a daemon takes a job over by adding a generation)")
+        holder = rec.owner.label if rec.owner else "a holder whose record is unreadable"
+        return (f"another daemon took it over ({holder}, generation {rec.gen}): this daemon's heartbeat was older "
+                f"than claim_lease_seconds={self.lease_seconds:g}")
 
     def holds(self, job: str) -> bool:
         """Whether this daemon still holds the job: its generation is the highest (read now, not remembered).
@@ -285,13 +305,15 @@ class Leases:
             if job in held:
                 continue
             rec = self.read(job)
-            if rec is None or self._alive(rec, now, watch=True) is False:
+            mine = job in self._abandoned and rec is not None and rec.owner == self.me   # let go of: run it again
+            if rec is None or mine or self._alive(rec, now, watch=True) is False:
                 out.append((job, rec))
         for job in sorted(recorded - set(jobs) - held):
             rec = self.read(job) or Record(job, 0, None)   # no generation yet: a claim creating its first
             if self._alive(rec, now, watch=True) is False and not os.path.lexists(os.path.join(self.work, job)):
                 shutil.rmtree(self._dir(job), ignore_errors=True)
         self._watched = {k: v for k, v in self._watched.items() if k in recorded or k in jobs}
+        self._abandoned &= set(jobs)
         return out
 
     def view(self) -> list[dict]:

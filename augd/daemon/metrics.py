@@ -41,6 +41,7 @@ METRIC_NAMES = (
     "augd_last_success_timestamp_seconds", "augd_graph_builds_total", "augd_graph_traces_total",
     "augd_device_memory_bytes", "augd_job_failures_total", "augd_http_connections_closed_total",
     "augd_owner_info", "augd_work_jobs", "augd_jobs_taken_over_total", "augd_claims_lost_total",
+    "augd_claim_failures_total",
 )
 #: Who holds a job in work/, as augd_work_jobs counts them (augd/daemon/lease.py).
 HOLDERS = ("this", "other", "none")
@@ -117,7 +118,11 @@ class Metrics:
                                   "their holder was gone (a crash, kill -9, another daemon's lapsed lease).",
                                   registry=r)
         self.claims_lost = Counter("augd_claims_lost_total", "Jobs this daemon gave up because another daemon took "
-                                   "them over (its own heartbeat lapsed past claim_lease_seconds).", registry=r)
+                                   "them over (its own heartbeat lapsed past claim_lease_seconds), or their claim "
+                                   "records were removed under it.", registry=r)
+        self.claim_failures = Counter("augd_claim_failures_total", "Claims of ready jobs that failed for a "
+                                      "transient reason (work/ or its claim records not writable, a full disk); "
+                                      "each job stays in the inbox and the next rescan retries it.", registry=r)
         r.register(_DeviceMemory(device_memory))
         # Known label values start at 0, so rate() and ratios work from the first scrape.
         from augd.io import REJECT_REASONS

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 import augd
 from augd import defaults
-from augd.daemon import warmup
+from augd.daemon import claim, warmup
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
 from augd.daemon.http import StatusServer
 from augd.daemon.lease import Leases
@@ -31,7 +31,6 @@ from augd.daemon.worker import JobWorker, Pause, no_pause
 from augd.host import raise_open_files
 from augd.engine import Engine
 from augd.errors import AugdError, CancelCause, SpecError
-from augd.io import clean_stale_temps
 from augd.spec import known_pipelines
 
 log = logging.getLogger("augd.daemon")
@@ -66,7 +65,7 @@ class Daemon:
                                settle_seconds=settings.settle_seconds, rescan_seconds=settings.rescan_seconds,
                                polling=settings.polling)
         self.worker = JobWorker(settings, self.jobs, self.leases, self.metrics, self.notifier,
-                                waiting=lambda: self.watcher.waiting, pause=pause)
+                                waiting=lambda: self.watcher.waiting, pause=pause, retry=self.watcher.retry)
         self.metrics.queue_sources(ready=self.jobs.qsize, waiting=lambda: self.watcher.waiting)
         self.http = None
         # a stop signal to the whole process group ends the workers too: none may be replaced meanwhile
@@ -134,6 +133,9 @@ class Daemon:
                 "queue": {"ready": len(queued), "waiting": len(settling), "jobs": queued},
                 "settling": settling,  # the waiting jobs by name (beside "queue", whose keys scripts may pin)
                 "current": current, "last_jobs": last,
+                # ready jobs whose claim failed for a transient reason: each retried by the next rescan
+                "claim_retries": [{**r, "last_iso": _iso(r["last"])} for r in list(self.worker.claim_retries.values())
+                                  if os.path.isdir(os.path.join(self.settings.inbox, r["job"]))],
                 "last_preview": {"job": self.worker.last_preview[0], "finished": round(self.worker.last_preview[1], 3),
                                  "url": f"/preview.png?t={self.worker.last_preview[1]:.3f}"}
                 if self.worker.last_preview else None,
@@ -187,7 +189,7 @@ class Daemon:
             self.warmed = warmup.warm_up(engine, warmup.configured_pipelines(s.default_pipeline, s.pipelines_dir),
                                          s.search_dirs(), lambda: self.signals.stops > 0, self.notifier.notify)
         self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)
-        for path in clean_stale_temps(s.out):
+        for path in claim.sweep_leftovers(s.out):   # temp outputs and scratch of this machine's dead processes
             event("stale_temp_removed", "removed stale temp output %s", path, path=path)
         self.watcher.start()
         self.worker.heartbeat = time.monotonic()

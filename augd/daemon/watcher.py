@@ -127,6 +127,7 @@ class Watcher:
         self._hints = _Hints(self.inbox, self._wake)
         self._seen: dict[tuple[str, int], _Seen] = {}
         self._emitted: set[tuple[str, int]] = set()
+        self._retry_at: dict[tuple[str, int], float] = {}   # a job whose claim failed: not emitted before then
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._observer = None
@@ -180,6 +181,15 @@ class Watcher:
         """SIGHUP: new timings; what was seen so far is kept."""
         self.settle_seconds, self.rescan_seconds = settle_seconds, rescan_seconds
         self._wake.set()
+
+    def retry(self, job: JobReady) -> None:
+        """The job was emitted and could not be claimed (a transient error, its folder still in the inbox): emit it
+        again, as if never emitted, at the first scan a rescan period from now (not at once: a claims folder that
+        stays unwritable for an hour costs a line per job per rescan, not a busy loop)."""
+        with self._lock:
+            key = (job.relpath, job.inode)
+            self._emitted.discard(key)
+            self._retry_at[key] = time.monotonic() + self.rescan_seconds
 
     @property
     def waiting(self) -> int:
@@ -268,6 +278,7 @@ class Watcher:
             for key in [k for k in self._seen if k not in found]:
                 del self._seen[key]
             self._emitted &= set(found)
+            self._retry_at = {k: t for k, t in self._retry_at.items() if k in found and t > now}
             for key, (path, rel, name, route) in found.items():
                 if key in self._emitted:
                     continue
@@ -278,7 +289,7 @@ class Watcher:
                     event("job_seen", "job %s seen in the inbox", rel, job=name, route=route)
                 elif sig != seen.signature or rel in touched:
                     seen.signature, seen.since = sig, now
-                if sig is None:
+                if sig is None or key in self._retry_at:
                     continue
                 if os.path.isfile(os.path.join(path, defaults.READY_MARKER)):
                     trigger = "marker"

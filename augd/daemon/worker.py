@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
 import logging
 import queue
 import threading
@@ -26,6 +25,7 @@ from augd.daemon import claim
 from augd.daemon.lease import Leases, Lost
 from augd.daemon.logs import event
 from augd.daemon.metrics import Metrics
+from augd.daemon.outcomes import Outcome, Outcomes
 from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
@@ -35,14 +35,15 @@ from augd.io import is_complete
 from augd.job.executors import Choice, ExecutorKind, Host, choose, traits
 
 if TYPE_CHECKING:
-    from augd.job import Cancel, JobProgress, JobResult
+    from augd.job import Cancel, JobProgress
 
 log = logging.getLogger("augd.daemon")
 
 __all__ = ["JobWorker", "Outcome", "Pause", "RunningJob", "no_pause"]
 
 #: A seam for tests: called with a point's name ("startup" before TensorFlow loads, "loop" on every tick of the
-#: work loop, "image" after each image a running job wrote) and a should_stop() it must return on; it may block
+#: work loop, "beat" at every beat of a job outside its images: each record or file its scan reads, each file its
+#: commit syncs, "image" after each image a running job wrote) and a should_stop() it must return on; it may block
 #: there to stall the daemon (or hold a job mid-way) on purpose.
 Pause = Callable[[str, Callable[[], bool]], None]
 
@@ -53,14 +54,6 @@ def no_pause(point: str, should_stop: Callable[[], bool]) -> None:
 
 #: Images of each finished job drawn on the status page's preview sheet (its first ones, with 3 variants each).
 PREVIEW_IMAGES = 3
-
-
-class Outcome(str, enum.Enum):
-    DONE = "done"
-    FAILED = "failed"
-    REQUEUED = "requeued"
-    SKIPPED = "skipped"
-    LOST = "lost"          # another daemon took it over
 
 
 @dataclass
@@ -75,11 +68,11 @@ class RunningJob:
     progress: JobProgress | None = None
 
 
-class JobWorker:
+class JobWorker(Outcomes):
     """worker = JobWorker(settings, q, leases, metrics, notifier); worker.start(); ... worker.stop_taking()"""
 
     def __init__(self, settings, jobs: "queue.Queue[JobReady]", leases: Leases, metrics: Metrics, notifier: Notifier,
-                 waiting=lambda: 0, pause: Pause = no_pause):
+                 waiting=lambda: 0, pause: Pause = no_pause, retry=lambda job: None):
         self.settings = settings            # replaced whole on SIGHUP
         self.jobs = jobs
         self.leases = leases
@@ -87,6 +80,9 @@ class JobWorker:
         self.notifier = notifier
         self.waiting = waiting
         self.pause = pause
+        self.retry = retry                  # (JobReady) -> None: the watcher emits the job again at its next rescan
+        self.claim_retries: dict[str, dict] = {}   # relpath -> the last transient claim failure, for /status
+        self._lost_counted: dict[str, str] = {}   # job key -> why it was lost (said once)
         self.heartbeat = time.monotonic()
         self.last_results: collections.deque = collections.deque(maxlen=20)
         self.current: RunningJob | None = None
@@ -185,18 +181,14 @@ class JobWorker:
         with self._lock:
             return self._cancel is not None and self._cancel.set(cause)
 
-    def lost(self, job_keys: list[str]) -> None:
-        """The main loop's renewal found these held jobs taken over by another daemon: stop the one running."""
-        cur = self.current
-        for key in job_keys:
-            log.error("job %s: another daemon took it over (this daemon's claim lapsed: its heartbeat was older "
-                      "than claim_lease_seconds=%g); stopping it here, committing nothing", key,
-                      self.leases.lease_seconds)
-            self.metrics.claims_lost.inc()
-            if cur is not None and cur.key == key:
-                self.cancel_current(CancelCause.LOST)
-
     # -- heartbeat -------------------------------------------------------------------------------------------
+    def _beat(self) -> None:
+        """A job's beat outside its images (its scan, its check, its commit: JobWatch.on_beat), a tick at most
+        every BEAT_SECONDS (a scan beats per record)."""
+        self.pause("beat", self._stop.is_set)
+        if time.monotonic() - self.heartbeat >= defaults.BEAT_SECONDS:
+            self.tick()
+
     def tick(self) -> None:
         self.pause("loop", self._stop.is_set)
         now = time.monotonic()
@@ -245,12 +237,28 @@ class JobWorker:
             self.tick()
 
     def _guarded(self, step, job, where: str) -> None:
+        """Run a step; an OSError (a room not writable, a full disk) leaves the job where it is, and it is tried
+        again: a ready job still in the inbox by the watcher's next rescan, one in work/ by this daemon's next
+        takeover rescan."""
         try:
             step(job)
-        except OSError as exc:  # e.g. a room not writable: the job stays where it is, the daemon goes on
-            log.error("job %s: %s; it stays where it is (a restart retries it)", where, exc)
+        except OSError as exc:
             self.current = None
             self.metrics.inflight.set(0)
+            if isinstance(job, JobReady) and claim.still_ready(job):
+                return self._claim_failed(job, exc)
+            again = self.leases.abandon()
+            log.error("job %s: %s; %s", where, exc, "it stays in work/ and the next rescan runs it again" if again
+                      else "it stays where it is")
+
+    def _claim_failed(self, job: JobReady, exc: OSError) -> None:
+        self.metrics.claim_failures.inc()
+        entry = self.claim_retries.setdefault(job.relpath, {"job": job.relpath, "failures": 0})
+        entry.update(failures=entry["failures"] + 1, error=str(exc), last=round(time.time(), 3))
+        event("claim_failed", "job %s: cannot claim it (%s); it stays in the inbox, and the next rescan (within "
+              "%gs) claims it again", job.relpath, exc, self.settings.rescan_seconds, level=logging.WARNING,
+              job=job.name, error=str(exc), failures=entry["failures"])
+        self.retry(job)
 
     def _take_over(self) -> bool:
         """Run one job in work/ whose holder is gone, now held by this daemon; False when there was none."""
@@ -264,10 +272,12 @@ class JobWorker:
         return c is not None
 
     def _recover(self, c: claim.Claimed) -> Outcome:
-        """A job in work/ whose holder is gone ended that process: run it again, or dead-letter it after
-        max_attempts."""
+        """A job in work/ whose holder is gone ended that process: what it left is swept (its temp output, its
+        scratch), then the job runs again, or is dead-lettered after max_attempts."""
         s = self.settings
         self.metrics.taken_over.inc()
+        for path in claim.sweep_leftovers(s.out, c.holder):
+            event("stale_temp_removed", "removed stale temp output %s", path, path=path)
         committed = c.output_checked and is_complete(f"{s.out}/{c.name}")  # _run moves it to done/
         if c.attempts >= s.max_attempts and not committed:
             return self._dead_letter(c)
@@ -286,6 +296,7 @@ class JobWorker:
         s = self.settings
         clash = is_complete(f"{s.out}/{job.name}")
         c = claim.claim(job, self.leases, output_checked=not clash)
+        self.claim_retries.pop(job.relpath, None)
         if c is None:
             event("job_skipped", "job %s is gone (another daemon claimed it, or it was removed) or was replaced before "
                   "it was claimed", job.relpath, job=job.name)
@@ -333,6 +344,7 @@ class JobWorker:
             sheet.add(o)
             self.tick()
             self.pause("image", cancel.is_set)   # tests hold a job here after an image, until it is cancelled
+        self._lost_counted.pop(c.key, None)
         timer = None
         if s.job_timeout_seconds:
             timer = threading.Timer(s.job_timeout_seconds, self.cancel_current, (CancelCause.TIMEOUT,))
@@ -364,7 +376,8 @@ class JobWorker:
             else:
                 result = run_job(c.path, spec, s.out, options,
                                  JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
-                                          before_commit=lambda: self._still_held(c)), self.engine, self.pool)
+                                          before_commit=lambda: self._still_held(c), on_beat=self._beat),
+                                 self.engine, self.pool)
         except JobCancelled as exc:
             if exc.cause is CancelCause.LOST:
                 return self._lost(c, t0)
@@ -372,7 +385,8 @@ class JobWorker:
                 return self._requeue(c)
             return self._fail(c, t0, FailureReason.TIMEOUT, spec.name,
                               f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
-                              f"cancelled after {self._done_images()} images; split it, or raise the limit.")
+                              f"cancelled {exc.where or f'after {self._done_images()} images'}; split it, or raise "
+                              f"the limit.")
         except JobFailed as exc:
             if exc.reason is FailureReason.WORKER_LOST and self._draining:
                 return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
@@ -412,89 +426,3 @@ class JobWorker:
             self._last_progress_log = now
             event("job_progress", "job %s: %d/%d images, %.1f img/s", p.name, p.done, p.total, p.images_per_second,
                   job=p.name, done=p.done, total=p.total, images_per_second=round(p.images_per_second, 2))
-
-    # -- outcomes --------------------------------------------------------------------------------------------
-    def _record(self, c, outcome: Outcome, t0: float, **extra) -> None:
-        self.last_results.appendleft({"job": c.name, "result": outcome.value, "finished": time.time(),
-                                      "seconds": round(time.monotonic() - t0, 3), **extra})
-        self.current = None
-
-    def _still_held(self, c: claim.Claimed) -> None:
-        """Before the commit: stop (JobCancelled LOST) if another daemon took the job over meanwhile."""
-        if not self._mine(c):
-            raise JobCancelled(CancelCause.LOST)
-
-    def _mine(self, c: claim.Claimed) -> bool:
-        """Whether this daemon still holds the job; True when its records cannot be read now (it held it last)."""
-        try:
-            return self.leases.holds(c.key)
-        except OSError as exc:
-            log.warning("job %s: cannot read its claim records (%s); going on as its holder", c.name, exc)
-            return True
-
-    def _lost(self, c: claim.Claimed, t0: float) -> Outcome:
-        """Another daemon holds the job now: leave its folder, its records and its output to that daemon."""
-        self.leases.forget(c.key)
-        event("job_lost", "job %s was taken over by another daemon; left to it", c.name, level=logging.WARNING,
-              job=c.name)
-        self._record(c, Outcome.LOST, t0)
-        return Outcome.LOST
-
-    def _finish(self, c, t0, result: JobResult | None, note: str | None) -> Outcome:
-        s = self.settings
-        if not self._mine(c):   # committed, then taken over: the folder is the new holder's to move
-            return self._lost(c, t0)
-        dest = claim.finish(c, s.done, s.on_success, self.leases)
-        if dest is None and s.on_success != "delete":
-            log.warning("job %s: its folder left work/ after its output was committed; nothing to move to done/",
-                        c.name)
-        extra = {"output": result.out_dir, "images": result.report.inputs.written,
-                 "records": result.report.records.written} if result else {"note": note}
-        self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
-        return Outcome.DONE
-
-    def _dead_letter(self, c: claim.Claimed, why: str | None = None) -> Outcome:
-        """A job that ended the process max_attempts times (or whose attempts cannot be counted): to failed/,
-        with what it was doing last, instead of taking the daemon down again."""
-        lines = claim.last_log_lines(c)
-        last = lines[-1] if lines else None
-        why = why or "it was killed or crashed while running it each time"
-        return self._fail(
-            c, time.monotonic(), FailureReason.CRASHED, None,
-            f"the job ended the daemon's process {c.attempts} times (max_attempts={self.settings.max_attempts}): "
-            f"{why}, so it is not run again. Last log line: "
-            f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {claim.JOB_LOG}):\n"
-            + "\n".join(lines), last_log_line=last)
-
-    def _fail(self, c, t0, reason: FailureReason, pipeline: str | None, message: str, **extra) -> Outcome:
-        s = self.settings
-        if not self._mine(c):   # another daemon took it over: its folder and outcome are theirs
-            return self._lost(c, t0)
-        duration = time.monotonic() - t0
-        message = message.replace(c.path + "/", "")  # "augd.yaml:3: ...": the job folder moves on from work/
-        self.metrics.job_failed(duration, reason)
-        failure = {"reason": reason, "message": message.splitlines()[0] if message else reason,
-                   "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3),
-                   "attempts": c.attempts, **extra}
-        text = f"augd could not process job {c.name!r} (reason: {reason}).\n\n{message}\n"
-        dest = claim.fail(c, s.failed, failure, text, self.leases)
-        event("job_failed", "job %s failed (%s): %s%s", c.name, reason, failure["message"],
-              "" if dest else " (its folder is gone from work/: nothing to move to failed/)", level=logging.WARNING,
-              job=c.name, reason=reason, moved_to=dest)
-        self._record(c, Outcome.FAILED, t0, reason=reason, message=failure["message"], moved_to=dest,
-                     attempts=c.attempts)
-        return Outcome.FAILED
-
-    def _requeue(self, c) -> Outcome:
-        if not self._mine(c):
-            return self._lost(c, time.monotonic())
-        try:
-            dest = claim.requeue(c, self.settings.inbox, self.leases)
-        except OSError as exc:
-            log.error("cannot move job %s back to the inbox (%s); it stays in work/ and runs at the next start",
-                      c.name, exc)
-            self.current = None
-            return Outcome.REQUEUED
-        event("job_requeued", "job %s cancelled by shutdown, back in the inbox: %s", c.name, dest, job=c.name)
-        self.current = None
-        return Outcome.REQUEUED

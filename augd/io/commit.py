@@ -57,6 +57,9 @@ def is_complete(dest: str) -> bool:
 
 
 def write_text(path: str, text: str) -> None:
+    # a lone surrogate (a non-UTF-8 file name, os.fsdecode'd) becomes its \udcXX escape: valid JSON, and never an
+    # error after a job's work (a rejected file of such a name made writing manifest.json raise)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if is_url(path):
         with _gfile().GFile(path, "w") as f:
             f.write(text)
@@ -70,10 +73,12 @@ def write_json(path: str, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def _fsync_tree(root: str) -> None:
+def _fsync_tree(root: str, tick=None) -> None:
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             fsync_file(os.path.join(dirpath, name))
+            if tick is not None:   # a shard's fsync can take seconds: the caller's heartbeat goes on
+                tick()
         fsync_dir(dirpath)
 
 
@@ -122,21 +127,22 @@ class AtomicOutput:
         mkdir(tmp)
         return self
 
-    def commit(self) -> None:
+    def commit(self, tick=None) -> None:
+        """Commit; `tick()` is called after each file synced (it must not raise)."""
         if self.committed:
             raise RuntimeError("commit() called twice")
         if self.local:
-            self._commit_local()
+            self._commit_local(tick)
         else:
             self._commit_remote()
         self.committed = True
 
-    def _commit_local(self) -> None:
+    def _commit_local(self, tick=None) -> None:
         """_SUCCESS goes into the temp folder first, and one rename makes the whole output appear: a reader (or
         another daemon committing an output of the same name) never meets the destination without it."""
         tmp, dest, root = local_path(self.tmp_dir), local_path(self.dest), local_path(self.out_root)
         write_text(os.path.join(tmp, SUCCESS), "")
-        _fsync_tree(tmp)
+        _fsync_tree(tmp, tick)
         aside = None
         if os.path.lexists(dest):
             if is_complete(dest) and not self.overwrite:  # another run committed while we worked
@@ -187,9 +193,11 @@ def _copy_tree(src: str, dst: str) -> None:
             gfile.copy(s, d, overwrite=True)
 
 
-def clean_stale_temps(out_root: str) -> list[str]:
-    """Remove temp folders of this machine's runs that died (their pid is gone) under a local out_root; returns
-    their paths. Another machine's are left alone (its pid means nothing here), as are object-store roots."""
+def clean_stale_temps(out_root: str, gone=None) -> list[str]:
+    """Remove temp folders of this machine's runs that died (their pid is gone) under a local out_root, and those
+    of `gone` (an augd.owner.Owner known to be gone: a daemon on another machine whose job was taken over);
+    returns their paths. Another machine's are otherwise left alone (its pid means nothing here), as are
+    object-store roots."""
     if is_url(out_root):
         return []
     root = local_path(out_root)
@@ -200,7 +208,10 @@ def clean_stale_temps(out_root: str) -> list[str]:
         return []
     for name in names:
         m = _TEMP.match(name)
-        if m and m.group("machine") in (None, machine_key()) and not pid_alive(int(m.group("pid"))):
+        if not m:
+            continue
+        theirs = gone is not None and (m.group("machine"), int(m.group("pid"))) == (gone.machine, gone.pid)
+        if theirs or m.group("machine") in (None, machine_key()) and not pid_alive(int(m.group("pid"))):
             path = os.path.join(root, name)
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)

@@ -9,7 +9,7 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import google_crc32c
 
@@ -110,27 +110,35 @@ def sniff_shard(path: str) -> str | None:
     return None
 
 
-def inflate(path: str, compression: str, dest: str) -> str:
+def inflate(path: str, compression: str, dest: str, cap: int | None = None, why: str = "",
+            beat: Callable[[], None] | None = None) -> str:
     """Inflate a GZIP or ZLIB TFRecord file into `dest` (plain: its records can then be read in place, by offset),
-    at most max(1 GiB, INFLATE_RATIO x its size) (a bomb does not fill the disk). Returns "" or what went wrong: a
-    truncated or corrupt stream, a full disk or the cap keep what inflated before (frames then reports the tail that
-    is lost), within 64 KiB of input of where it broke."""
+    at most `cap` bytes (default max(1 GiB, INFLATE_RATIO x its size); `why` says where a cap comes from), 1 MiB
+    at a time whatever the stream's ratio, calling `beat` after each (it may raise to stop). Returns "" or what
+    went wrong: a truncated or corrupt stream, a full disk or the cap keep what inflated before (frames then
+    reports the tail that is lost), within 64 KiB of input of where it broke."""
     wbits = 16 + zlib.MAX_WBITS if compression == "gzip" else zlib.MAX_WBITS
     d = zlib.decompressobj(wbits)
     with open(path, "rb") as src, open(dest, "wb") as out:
-        cap, written = max(1 << 30, INFLATE_RATIO * os.fstat(src.fileno()).st_size), 0
+        if cap is None:
+            cap = max(1 << 30, INFLATE_RATIO * os.fstat(src.fileno()).st_size)
+            why = why or f"{INFLATE_RATIO}x its size, at least 1 GiB"
+        written = 0
         try:
             while chunk := src.read(1 << 16):
                 while chunk:
-                    got = d.decompress(chunk)
-                    chunk = d.unused_data if d.eof else b""   # concatenated GZIP members: one after another
-                    if d.eof and chunk:
-                        d = zlib.decompressobj(wbits)
+                    got = d.decompress(chunk, 1 << 20)   # a bomb's 64 KiB is 64 MiB inflated: a slice at a time
+                    chunk = d.unconsumed_tail
+                    if d.eof:   # concatenated GZIP members: one after another
+                        chunk = d.unused_data
+                        if chunk:
+                            d = zlib.decompressobj(wbits)
                     written += len(got)
                     if written > cap:
-                        return (f"it inflates past {cap} bytes ({INFLATE_RATIO}x its size, at least 1 GiB): what "
-                                f"inflated before is read")
+                        return f"it inflates past {cap} bytes ({why}): what inflated before is read"
                     out.write(got)
+                    if beat is not None:
+                        beat()
             out.write(d.flush())
         except zlib.error as exc:
             return f"the {compression} stream is corrupt ({exc}); what inflated before it is read"
@@ -149,10 +157,11 @@ class Frame:
     lost: bool = False    # the framing broke here: nothing after it can be read (a truncated or corrupt tail)
 
 
-def frames(path: str) -> Iterator[Frame]:
+def frames(path: str, max_bytes: int | None = None, limit: str = "the reader's limit") -> Iterator[Frame]:
     """Every record of the plain TFRecord file at `path`, each checked against both its checksums. A record whose
-    data fails its checksum is reported and skipped (its length is trusted: its own checksum held); a length
-    that fails its checksum, or a file ending inside a record, ends the file with a Frame that is `lost`."""
+    data fails its checksum is reported and skipped (its length is trusted: its own checksum held), and so is one
+    longer than `max_bytes`, before any of it is read (`limit` says where that bound comes from); a length that
+    fails its checksum, or a file ending inside a record, ends the file with a Frame that is `lost`."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         pos = index = 0
@@ -172,10 +181,16 @@ def frames(path: str) -> Iterator[Frame]:
                 yield Frame(index, pos + 12, None, f"the file ends inside it (it needs {length + 16} bytes, {left} are "
                                                    f"left): the shard is truncated", True)
                 return
-            data = fh.read(length)
-            ok = fh.read(4) == masked_crc(data)
-            yield Frame(index, pos + 12, data if ok else None, "" if ok else "its data fails its checksum: the "
-                                                                            "record is corrupt")
+            if max_bytes is not None and length > max_bytes:
+                yield Frame(index, pos + 12, None, f"it holds {length} bytes, more than a record may ({max_bytes} "
+                                                   f"bytes: {limit}); it is "
+                                                   f"not read")
+                fh.seek(pos + 16 + length)
+            else:
+                data = fh.read(length)
+                ok = fh.read(4) == masked_crc(data)
+                yield Frame(index, pos + 12, data if ok else None, "" if ok else "its data fails its checksum: the "
+                                                                                "record is corrupt")
             pos, index = pos + 16 + length, index + 1
 
 
@@ -184,44 +199,77 @@ def value_offsets(serialized: bytes, keys) -> dict[str, list[tuple[int, int]]]:
     `keys` (a key absent: not in the dict): where image/encoded's bytes lie in a record, so a worker reads them in
     place."""
     want = {k.encode("utf-8"): k for k in keys}
-    buf, out = memoryview(serialized), {}
-    for number, wire, features, at in _fields(buf, 0, len(buf)):
+    buf, out, budget = memoryview(serialized), {}, _Budget()
+    for number, wire, features, at in _fields(buf, 0, len(buf), budget):
         if number != 1:
             continue
-        for _, e_wire, entry, e_at in _fields(buf, at, at + len(_len(wire, features))):
+        for _, e_wire, entry, e_at in _fields(buf, at, at + len(_len(wire, features)), budget):
             got, value_at, value = None, 0, b""
-            for n, v_wire, v, v_at in _fields(buf, e_at, e_at + len(_len(e_wire, entry))):
+            for n, v_wire, v, v_at in _fields(buf, e_at, e_at + len(_len(e_wire, entry)), budget):
                 if n == 1:
                     got = bytes(_len(v_wire, v))
                 elif n == 2:
                     value, value_at = _len(v_wire, v), v_at
             if got in want:
                 spans = out.setdefault(want[got], [])
-                for kind, k_wire, body, b_at in _fields(buf, value_at, value_at + len(value)):
+                for kind, k_wire, body, b_at in _fields(buf, value_at, value_at + len(value), budget):
                     if kind == 1:
                         spans += [(v_at, len(_len(w, v))) for _, w, v, v_at in
-                                  _fields(buf, b_at, b_at + len(_len(k_wire, body)))]
+                                  _fields(buf, b_at, b_at + len(_len(k_wire, body)), budget)]
     return out
 
 
+#: The most bytes of one varint, as protobuf's own parser reads them (64 bits): past them a record is malformed,
+#: and each byte costs the same (an unbounded shift made 320 KB of 0xFF take seconds, quadratically).
+MAX_VARINT_BYTES = 10
+
+
+#: The most fields and values one record may hold, counted as they are read (packed floats, masks included, are
+#: read in one piece and count once). A real record holds a few dozen fields and a value or a few per object; a
+#: hostile one of nothing but 2-byte fields would cost ~0.5 s of Python per MB, and ~20x its size in objects.
+MAX_RECORD_FIELDS = 1_000_000
+
+
+class _Budget:
+    """What is left of MAX_RECORD_FIELDS for one record."""
+    __slots__ = ("left",)
+
+    def __init__(self, n: int = MAX_RECORD_FIELDS):
+        self.left = n
+
+    def take(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise ValueError(f"it holds more than {MAX_RECORD_FIELDS} fields and values (MAX_RECORD_FIELDS)")
+
+
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
+    result = 0
+    for k in range(MAX_VARINT_BYTES):
+        if pos >= len(buf):
+            raise ValueError("the message ends inside a varint")
         b = buf[pos]
         pos += 1
-        result |= (b & 0x7F) << shift
+        result |= (b & 0x7F) << (7 * k)
         if b < 0x80:
+            if result >> 64:
+                raise ValueError(f"a varint of {result} does not fit 64 bits")
             return result, pos
-        shift += 7
+    raise ValueError(f"a varint runs past {MAX_VARINT_BYTES} bytes")
 
 
-def _fields(buf, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, int, object, int]]:
+def _fields(buf, pos: int = 0, end: int | None = None, budget: _Budget | None = None) \
+        -> Iterator[tuple[int, int, object, int]]:
     """(field number, wire type, value, where the value starts in `buf`) of the protobuf message in buf[pos:end]:
-    ints for varints, bytes (memoryview slices of a memoryview) for the rest."""
+    ints for varints, bytes (memoryview slices of a memoryview) for the rest; each field taken from `budget`."""
     end = len(buf) if end is None else end
     while pos < end:
+        if budget is not None:
+            budget.take()
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError("a field numbered 0 (protobuf numbers fields from 1)")
         if wire == 0:
             at = pos
             value, pos = _varint(buf, pos)
@@ -253,11 +301,11 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _feature(buf: bytes) -> list:
+def _feature(buf: bytes, budget: _Budget) -> list:
     """A Feature's values: BytesList (1), FloatList (2) or Int64List (3), packed or not."""
-    for kind, wire, body, _ in _fields(buf):
+    for kind, wire, body, _ in _fields(buf, budget=budget):
         values: list = []
-        for _, wire, v, _ in _fields(_len(wire, body)):
+        for _, wire, v, _ in _fields(_len(wire, body), budget=budget):
             if kind == 1:
                 values.append(bytes(_len(wire, v)))
             elif kind == 2 and wire in (2, 5):
@@ -265,6 +313,7 @@ def _feature(buf: bytes) -> list:
             elif kind == 3 and wire == 2:
                 pos = 0
                 while pos < len(v):
+                    budget.take()
                     x, pos = _varint(v, pos)
                     values.append(_signed(x))
             elif kind == 3 and wire == 0:
@@ -285,16 +334,18 @@ def decode_example(serialized: bytes) -> dict:
 
 def _decode_example(serialized: bytes) -> dict:
     out: dict = {}
-    for number, wire, features, _ in _fields(serialized):
+    budget = _Budget()
+    for number, wire, features, _ in _fields(serialized, budget=budget):
         if number != 1:
             continue
-        for _, e_wire, entry, _ in _fields(_len(wire, features)):  # map<string, Feature> entries: key 1, value 2
+        # map<string, Feature> entries: key 1, value 2
+        for _, e_wire, entry, _ in _fields(_len(wire, features), budget=budget):
             key, values = "", []
-            for n, v_wire, v, _ in _fields(_len(e_wire, entry)):
+            for n, v_wire, v, _ in _fields(_len(e_wire, entry), budget=budget):
                 if n == 1:
                     key = bytes(_len(v_wire, v)).decode("utf-8", "surrogateescape")
                 elif n == 2:
-                    values = _feature(_len(v_wire, v))
+                    values = _feature(_len(v_wire, v), budget)
             out[key] = feature_value(key, values)
     return out
 
@@ -304,6 +355,8 @@ def feature_value(key: str, values: list):
     the per-object keys always as a list."""
     if key in OBJECT_KEYS or key in MIX_KEYS:
         if key in ("image/object/class/text", "augd/object/ignored", "augd/partners", "augd/mix/text"):
+            if not all(isinstance(v, bytes) for v in values):   # a FloatList where text goes
+                raise ValueError(f"{key} holds numbers, where it holds text (a bytes list)")
             return [v.decode("utf-8", "surrogateescape") for v in values]
         return list(values)
     value = values[0] if len(values) == 1 else values

@@ -28,6 +28,7 @@ from augd.errors import FailureReason, JobFailed, Rejected, RejectReason
 from augd.formats import ImageHeader, NeedMoreData, read_header, unsupported
 from augd.io.inputs import ImageLayout, InputImage, RejectedInput, ScanResult
 from augd.io.jobfs import GFileTree, LocalTree, OutsideJob, is_url, local_path, vanished
+from augd.io.limits import no_beat
 
 __all__ = [
     "REJECT_REASONS", "SPLITS", "SPLIT_FOLDERS", "InputImage", "RejectedInput", "ScanResult",
@@ -76,17 +77,18 @@ class _Skip:
 def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str], bool] | None = None,
              classes: tuple[str, ...] | None = None,
              skip_names: frozenset[str] = frozenset(), skip_anywhere: frozenset[str] = frozenset(),
-             layout: ImageLayout | None = None) -> ScanResult:
+             layout: ImageLayout | None = None, beat: Callable[[], None] = no_beat) -> ScanResult:
     """Scan `root`. Skipped silently: hidden names, `skip_names` in the root and the split folders, `skip_anywhere`
     at any depth, and what `ignore(relpath)` says. `classes`: a fixed label map (a class folder missing from it
     fails the job, a class without a folder keeps its id); without one, the class folders in sorted order.
-    `layout`: a detection job's annotations (read by augd.annotations.layout.read_job): no class folders."""
+    `layout`: a detection job's annotations (read by augd.annotations.layout.read_job): no class folders. `beat`:
+    called after each file's header is read (augd.io.limits.ReadLimits.beat)."""
     fs = GFileTree(root) if is_url(root) else LocalTree(local_path(root))
     if not fs.isdir(""):
         raise JobFailed(f"{root}: job folder does not exist or is not a folder", reason=FailureReason.INPUT_MISSING)
     skip = _Skip(skip_names, skip_anywhere, ignore or (lambda _rel: False))
     if layout is not None:
-        return _scan_layout(root, fs, skip, layout, max_pixels)
+        return _scan_layout(root, fs, skip, layout, max_pixels, beat)
     candidates: list[_Candidate] = []
     rejected: list[RejectedInput] = []
     try:
@@ -133,15 +135,16 @@ def scan_job(root: str, *, max_pixels: int = MAX_PIXELS, ignore: Callable[[str],
                 else:
                     rejected.append(RejectedInput(rel, kind, detail))
     found = tuple(s for s in SPLITS if any(SPLIT_FOLDERS[f] == s for f in splits))
-    return _result(root, fs, tuple(classes), candidates, rejected, found, max_pixels)
+    return _result(root, fs, tuple(classes), candidates, rejected, found, max_pixels, beat=beat)
 
 
-def _result(root, fs, classes, candidates, rejected, splits, max_pixels, known=None) -> ScanResult:
+def _result(root, fs, classes, candidates, rejected, splits, max_pixels, known=None, beat=no_beat) -> ScanResult:
     """Each candidate's header checked; images and rejections in path order. `known`: relpath -> the header
     already read (by the annotations' layout), not read again."""
     images: list[InputImage] = []
     known = known or {}
     for c in candidates:
+        beat()
         try:
             # past HEADER_RETRY_MAX the scan's own reads decide (it does not look beyond its prefixes there)
             header = _check(fs, c, max_pixels, known.get(c.relpath) if c.size <= HEADER_RETRY_MAX else None)
@@ -154,7 +157,7 @@ def _result(root, fs, classes, candidates, rejected, splits, max_pixels, known=N
     return ScanResult(root, classes, tuple(images), tuple(rejected), splits)
 
 
-def _scan_layout(root: str, fs, skip: _Skip, layout: ImageLayout, max_pixels: int) -> ScanResult:
+def _scan_layout(root: str, fs, skip: _Skip, layout: ImageLayout, max_pixels: int, beat=no_beat) -> ScanResult:
     """A detection job: every file below the layout's image folders that is not one of its own files is an
     unlabeled image in the split the layout gives it; the images the layout rejected are `bad_annotation`."""
     own = frozenset(p.rstrip("/") for p in layout.skip)
@@ -185,7 +188,7 @@ def _scan_layout(root: str, fs, skip: _Skip, layout: ImageLayout, max_pixels: in
         else:
             candidates.append(_Candidate(rel, fs.path(rel), detail, -1, "", split))
     splits = tuple(s for s in SPLITS if any(c.split == s for c in candidates))
-    result = _result(root, fs, (), candidates, rejected, splits, max_pixels, layout.headers)
+    result = _result(root, fs, (), candidates, rejected, splits, max_pixels, layout.headers, beat)
     # The layout's rejections the walk did not find (its own files, skipped above) are annotation files.
     return replace(result, not_inputs=frozenset(rel for rel in layout.rejected if rel not in found))
 

@@ -405,10 +405,11 @@ def _refuse_moves_inside_boxes(layout, spec: PipelineSpec, where: str) -> None:
                             f"and keypoints", reason=FailureReason.BAD_PIPELINE)
 
 
-def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=frozenset()):
+def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=frozenset(), limits=None):
     """A records job (TFRecord shards at the folder's root: augd.annotations.tfrecords) as (its scan, its Detection
     or None for a classification job, its scratch folder); None when the folder holds no shard (or `format`
-    names a folder format). JobFailed when `format: tfrecord` finds no shard, or the label map cannot be used."""
+    names a folder format). JobFailed when `format: tfrecord` finds no shard, or the label map cannot be used.
+    `limits`: the job's augd.io.limits.ReadLimits (its largest record, its beat)."""
     settings = spec.annotations or Annotations()
     fmt = settings.value("format")
     if is_url(input_dir) or fmt not in ("auto", "none", "tfrecord"):
@@ -426,7 +427,7 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
         skip = frozenset(skip) | {os.path.normpath(named)}   # the job's own map: no input
     try:
         job = read_records_job(input_dir, fmt=fmt, label_map=fixed, repair=settings.value("repair") == "standard",
-                               classes=spec.labels, max_pixels=max_pixels, skip=skip)
+                               classes=spec.labels, max_pixels=max_pixels, skip=skip, limits=limits)
     except AnnotationError as exc:
         raise JobFailed(f"{input_dir}: cannot read the job's TFRecord shards: {exc}",
                         reason=FailureReason.BAD_LABELS) from None

@@ -8,7 +8,7 @@ from typing import Callable
 
 from augd import defaults
 from augd.defaults import ExecutorKind
-from augd.errors import CancelCause
+from augd.errors import CancelCause, JobCancelled
 
 __all__ = ["Cancel", "ExecutorKind", "JobOptions", "JobResult", "JobWatch"]
 
@@ -94,3 +94,18 @@ class JobWatch:
     cancel: Cancel | None = None
     #: Called just before the commit, may raise to stop it (JobCancelled): the daemon checks it still holds the job.
     before_commit: Callable[[], None] | None = None
+    #: () -> None, called as the job works outside its images: each record or file its scan reads, each chunk its
+    #: check hashes, each file its commit syncs (the daemon's heartbeat: a long scan is no hang).
+    on_beat: Callable[[], None] | None = None
+
+    def beat(self) -> None:
+        """The job is working: `on_beat`, then JobCancelled if it was cancelled (the scan's and the check's
+        beats: job_timeout_seconds covers them)."""
+        self.tick()
+        if self.cancel is not None and self.cancel.is_set():
+            raise JobCancelled(self.cancel.cause, "before its first image, while it read and checked its inputs")
+
+    def tick(self) -> None:
+        """The job is working, where it cannot stop (its commit): `on_beat` alone."""
+        if self.on_beat is not None:
+            self.on_beat()

@@ -16,6 +16,7 @@ from augd.errors import FailureReason, JobFailed
 from augd.host import usable_cpus
 from augd.io import write_text
 from augd.io.jobfs import folder_identity
+from augd.io.limits import ReadLimits
 from augd.job.executors import Choice, Host, Launch, choose, open_executor, traits
 from augd.job.executors.choice import plan_cost
 from augd.job.finish import build_report, check_outcome, check_root, claimed_output, write_sidecars
@@ -48,9 +49,10 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
     opts, watch = options or JobOptions(), watch or JobWatch()
     started, t_start = time.time(), time.perf_counter()
     root = opts.root or folder_identity(input_dir)
-    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels, chunked_map(pool) if pool is not None else None)
+    plan = plan_job(input_dir, spec, opts.name, opts.max_pixels, chunked_map(pool) if pool is not None else None,
+                    ReadLimits.for_job(opts.memory_limit, watch.beat))
     workers = opts.workers or usable_cpus()
-    checked = _check(plan, opts.check, workers, pool) if opts.check is not None else None
+    checked = _check(plan, opts.check, workers, pool, watch.beat) if opts.check is not None else None
     engine_options = engine_options or (engine.options if engine is not None else EngineOptions())
     choice = opts.choice   # made by the caller (augd run's early pool, the daemon's warm one) for opts.executor
     if opts.executor is not ExecutorKind.AUTO and (choice is None or choice.kind is not opts.executor):
@@ -100,17 +102,17 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
             check_root(input_dir, root)
             if watch.before_commit is not None:
                 watch.before_commit()
-            out.commit()
+            out.commit(watch.tick)
     finally:
         if executor is not None:
             executor.close()
     return JobResult(name=plan.name, out_dir=out.dest, report=report)
 
 
-def _check(plan, fail_on: tuple[str, ...], workers: int, pool):
+def _check(plan, fail_on: tuple[str, ...], workers: int, pool, beat):
     """augd check on the job's own plan (its images hashed on its pool, when it has one); JobFailed (check_failed,
     with the report's text) when it finds what `fail_on` names."""
-    report = check_plan(plan, workers=workers, mapper=chunked_map(pool) if pool is not None else None)
+    report = check_plan(plan, workers=workers, mapper=chunked_map(pool) if pool is not None else None, beat=beat)
     if report.exit_code(fail_on):
         found = ", ".join(f"{k}={n}" for k, n in report.problems().items() if n and k in fail_on)
         raise JobFailed(f"{plan.input_dir}: the dataset check found {found} (check: fail_on {list(fail_on)}); "

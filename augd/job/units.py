@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from augd import jobfolder
 from augd.errors import FailureReason, JobFailed
 from augd.io import SPLIT_FOLDERS, SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
+from augd.io.limits import ReadLimits
 from augd.job.detection import Detection, prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.ops import Kind
@@ -98,6 +99,23 @@ def record_slots(records_per_image, shards: int) -> list[list[tuple[int, int]]]:
     return out
 
 
+#: Items a beating mapper hands its mapper at a time: a beat every few seconds of reading at most.
+BEAT_ITEMS = 1024
+
+
+def beating(mapper, beat):
+    """`mapper` (a Reading.map: map(fn, items) -> results, None: here) with `beat` called between slices of
+    BEAT_ITEMS items: each slice is whole before the beat, which may stop the job (nothing left in flight)."""
+    def run(fn, items: list) -> list:
+        out: list = []
+        for i in range(0, len(items), BEAT_ITEMS):
+            part = items[i:i + BEAT_ITEMS]
+            out += mapper(fn, part) if mapper is not None else fn(part)
+            beat()
+        return out
+    return run
+
+
 def _estimate_bytes(spec: PipelineSpec, images, n: int, more: dict | None = None) -> int:
     """The shard count's size estimate: part of the output's identity (it decides the shards), so unchanged;
     `more`: class balance's records per image where an image gets more than `n`."""
@@ -153,19 +171,22 @@ def _in_splits(scan: ScanResult, spec: PipelineSpec, detection: Detection | None
     return tuple(dataclasses.replace(r, split=split(r)) for r in scan.rejected)
 
 
-def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: int, mapper=None) -> JobPlan:
+def plan_job(input_dir: str, spec: PipelineSpec, name: str | None, max_pixels: int, mapper=None,
+             limits: ReadLimits | None = None) -> JobPlan:
     """Scan the job (annotations included) and fix its groups. Raises JobFailed when no image is left. `mapper`:
     how the annotation files are read (augd.annotations.reading.Reading.map; run_job's reads them on a warm
-    pool's idle workers: augd.job.workers.pool.chunked_map); the plan is the same either way."""
+    pool's idle workers: augd.job.workers.pool.chunked_map); the plan is the same either way. `limits`: what
+    reading may spend (augd.io.limits; its beat is called throughout the scan, and may stop it)."""
     input_dir = input_dir.rstrip("/") or "/"
-    records = prepare_records(input_dir, spec, max_pixels, jobfolder.CONTROL_FILES | jobfolder.MARKERS)
+    limits = limits or ReadLimits()
+    records = prepare_records(input_dir, spec, max_pixels, jobfolder.CONTROL_FILES | jobfolder.MARKERS, limits)
     if records is not None:
         scan, detection, scratch = records
     else:
-        detection, scratch = prepare(input_dir, spec, max_pixels, mapper), None
+        detection, scratch = prepare(input_dir, spec, max_pixels, beating(mapper, limits.beat)), None
         scan = scan_job(input_dir, max_pixels=max_pixels, classes=spec.labels, ignore=_label_map_file(spec),
                         skip_names=jobfolder.CONTROL_FILES, skip_anywhere=jobfolder.MARKERS,
-                        layout=detection.layout if detection else None)
+                        layout=detection.layout if detection else None, beat=limits.beat)
     negatives_rejected = 0
     splits_of = {i.relpath: i.split for i in scan.images}
     if detection is not None:

@@ -21,6 +21,7 @@ from augd import defaults
 from augd.ops import REGISTRY, SeededOp
 from augd.ops.pads import MAX_PADDING
 from augd.parsing.pbtxt import Field, PbtxtError, first, parse, scalars
+from augd.spec.odapi_values import BadValue, line_of, p as _p, repeated as _list, validate_ops
 
 __all__ = ["Conversion", "Imported", "OPTIONS", "convert", "import_config", "strip", "table"]
 
@@ -51,22 +52,12 @@ class Imported:
                 if c.verdict in (APPROXIMATE, MISSING)]
 
 
-def _p(values: dict, key: str, default):
-    v = values.get(key, default)
-    return v[-1] if isinstance(v, list) else v
-
-
-def _list(values: dict, key: str) -> list:
-    v = values.get(key, [])
-    return v if isinstance(v, list) else [v]
-
-
 # ---- one converter per option: (its scalar fields, its sub-messages) -> Conversion ------------------------------
 
 def _flip(op: str, vertical: bool):
     def convert(v, _msgs) -> Conversion:
         prob = float(_p(v, "probability", 0.5))
-        perm = [int(x) for x in _list(v, "keypoint_flip_permutation")]
+        perm = _list(v, "keypoint_flip_permutation", 0)
         flip = {op: {"probability": prob} if prob != 0.5 else {}}
         if vertical and perm:
             return Conversion(APPROXIMATE, [flip], {}, "its keypoint_flip_permutation: augd swaps keypoints on a "
@@ -167,12 +158,12 @@ def _ssd_crop(_v, msgs) -> Conversion:
     if not ops_:
         ops_ = [{"min_object_covered": c, "min_aspect_ratio": 0.5, "max_aspect_ratio": 2.0, "min_area": 0.1,
                  "max_area": 1.0, "overlap_thresh": c, "random_coef": 0.15} for c in _SSD_COVERED]
-    crops = [_crop(float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
-                   float(o.get("max_area", 1.0))), (float(o.get("min_aspect_ratio", 0.5)),
-                   float(o.get("max_aspect_ratio", 2.0))), float(o.get("random_coef", 0.0)),
-                   float(o.get("overlap_thresh", 0.0))) for o in ops_]
+    crops = [_crop(float(_p(o, "min_object_covered", 0.0)), (float(_p(o, "min_area", 0.1)),
+                   float(_p(o, "max_area", 1.0))), (float(_p(o, "min_aspect_ratio", 0.5)),
+                   float(_p(o, "max_aspect_ratio", 2.0))), float(_p(o, "random_coef", 0.0)),
+                   float(_p(o, "overlap_thresh", 0.0))) for o in ops_]
     return _clipped(Conversion(EXACT, [{"one_of": {"ops": crops}}], dict(_CROP_JOB), "one of the crops, each with "
-                               "its own overlap_thresh"), [_on(o.get("clip_boxes", True)) for o in ops_])
+                               "its own overlap_thresh"), [_on(_p(o, "clip_boxes", True)) for o in ops_])
 
 
 def _fill(colour: list) -> tuple[object, str]:
@@ -213,11 +204,11 @@ def _absolute_pad(v, _msgs) -> Conversion:
 def _crop_pad(o: dict, colour: list, default_covered: float, default_aspect, default_thresh: float):
     """One crop-then-pad of the API (random_crop_pad_image): (its two ops, what differs)."""
     fill, why = _fill(colour)
-    crop = _crop(float(o.get("min_object_covered", default_covered)),
-                 (float(o.get("min_area", 0.1)), float(o.get("max_area", 1.0))),
-                 (float(o.get("min_aspect_ratio", default_aspect[0])), float(o.get("max_aspect_ratio",
+    crop = _crop(float(_p(o, "min_object_covered", default_covered)),
+                 (float(_p(o, "min_area", 0.1)), float(_p(o, "max_area", 1.0))),
+                 (float(_p(o, "min_aspect_ratio", default_aspect[0])), float(_p(o, "max_aspect_ratio",
                                                                                   default_aspect[1]))),
-                 float(o.get("random_coef", 0.0)), float(o.get("overlap_thresh", default_thresh)))
+                 float(_p(o, "random_coef", 0.0)), float(_p(o, "overlap_thresh", default_thresh)))
     lo, hi = _list(o, "min_padded_size_ratio") or [1.0, 1.0], _list(o, "max_padded_size_ratio") or [2.0, 2.0]
     pad = {"random_pad_image": {"min_ratio": [float(x) for x in lo[:2]], "max_ratio": [float(x) for x in hi[:2]],
                                 "fill": fill}}
@@ -237,27 +228,27 @@ _SSD_PAD_COVERED = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 def _ssd_crop_pad(_v, msgs) -> Conversion:
     given = [scalars(m) for m in msgs if m.name == "operations"]
     ops_ = given or [{"min_object_covered": c, "overlap_thresh": c, "random_coef": 0.15} for c in _SSD_PAD_COVERED]
-    pairs = [_crop_pad(o, [o.get(f"pad_color_{k}", 0.0) for k in "rgb"] if given else [], 0.0, (0.5, 2.0), 0.0)
+    pairs = [_crop_pad(o, [_p(o, f"pad_color_{k}", 0.0) for k in "rgb"] if given else [], 0.0, (0.5, 2.0), 0.0)
              for o in ops_]
     c = Conversion(EXACT, [{"one_of": {"ops": [{"sequence": {"ops": p}} for p, _ in pairs]}}], dict(_CROP_JOB),
                    "one of the crops, each with its own overlap_thresh, then its pad", sized_by_source=True)
-    return _padded(_clipped(c, [_on(o.get("clip_boxes", True)) for o in ops_]), next((w for _, w in pairs if w), ""))
+    return _padded(_clipped(c, [_on(_p(o, "clip_boxes", True)) for o in ops_]), next((w for _, w in pairs if w), ""))
 
 
 def _ssd_crop_fixed(v, msgs) -> Conversion:
     aspect = float(_p(v, "aspect_ratio", 1.0))
     given = [scalars(m) for m in msgs if m.name == "operations"]
     ops_ = given or [{"min_object_covered": t, "overlap_thresh": t, "random_coef": 0.15} for t in _SSD_COVERED]
-    crops = [_crop(float(o.get("min_object_covered", 0.0)), (float(o.get("min_area", 0.1)),
-                   float(o.get("max_area", 1.0))), (aspect, aspect), float(o.get("random_coef", 0.0)),
-                   float(o.get("overlap_thresh", 0.0))) for o in ops_]
+    crops = [_crop(float(_p(o, "min_object_covered", 0.0)), (float(_p(o, "min_area", 0.1)),
+                   float(_p(o, "max_area", 1.0))), (aspect, aspect), float(_p(o, "random_coef", 0.0)),
+                   float(_p(o, "overlap_thresh", 0.0))) for o in ops_]
     # then the API's random_crop_to_aspect_ratio: the window already has the aspect, up to the pixel its rounding
     # left, which this trims
     c = Conversion(APPROXIMATE, [{"one_of": {"ops": crops}}, {"random_crop_to_aspect_ratio": {
         "aspect_ratio": aspect}}], dict(_CROP_JOB), "one of the crops of the aspect, each with its own "
         "overlap_thresh, then the pixel the window's rounding left off the aspect trimmed; the API also drops the "
         "boxes that pixel leaves under 0.3 of themselves, augd keeps them")
-    return _clipped(c, [_on(o.get("clip_boxes", True)) for o in ops_])
+    return _clipped(c, [_on(_p(o, "clip_boxes", True)) for o in ops_])
 
 
 def _resize_method(v, _msgs) -> Conversion:
@@ -270,7 +261,7 @@ def _resize_method(v, _msgs) -> Conversion:
 
 def _rotation90(v, _msgs) -> Conversion:
     prob = float(_p(v, "probability", 0.5))
-    perm = [int(x) for x in _list(v, "keypoint_rot_permutation")]
+    perm = _list(v, "keypoint_rot_permutation", 0)
     return Conversion(EXACT, [{"random_rotation90": {"p": prob}}], {"keypoint_rotation": perm} if perm else {})
 
 
@@ -371,7 +362,8 @@ OPTIONS: dict[str, Converter] = {
 
 
 def convert(block: Field, source: str = "<config>") -> tuple[str, Conversion]:
-    """One data_augmentation_options block: (its option's name, what it becomes)."""
+    """One data_augmentation_options block: (its option's name, what it becomes). PbtxtError naming `source`, the
+    line and the field when a value is no value its option takes, or makes ops augd refuses."""
     if not block.is_message or len(block.value) != 1 or not block.value[0].is_message:
         held = [f.name for f in block.value] if block.is_message else [repr(block.value)]
         raise PbtxtError(f"{source}:{block.line}: data_augmentation_options must hold one preprocessing step (a "
@@ -380,7 +372,14 @@ def convert(block: Field, source: str = "<config>") -> tuple[str, Conversion]:
     if step.name not in OPTIONS:
         return step.name, Conversion(MISSING, note="not an option of the API's preprocessor.proto that augd knows")
     msgs = [f for f in step.value if f.is_message]
-    return step.name, OPTIONS[step.name](scalars(step), msgs)
+    try:
+        c = OPTIONS[step.name](scalars(step), msgs)
+    except BadValue as exc:
+        raise PbtxtError(f"{source}:{line_of(step, exc.key, exc.value)}: {step.name}.{exc}") from None
+    validate_ops(step, c.ops, c.annotations, source)
+    return step.name, c
+
+
 
 
 def import_config(text: str, source: str, name: str | None = None, variants: int = 8) -> Imported:
