@@ -11,8 +11,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Annotation", "AnnotationError", "Keypoint", "KeypointSchema", "Object", "Polygon", "Span", "file_message",
-           "finite_number", "flip_from_names"]
+__all__ = ["IGNORE_REASONS", "Annotation", "AnnotationError", "Keypoint", "KeypointSchema", "Object", "Polygon",
+           "Span", "file_message", "finite_number", "flip_from_names"]
 
 #: A polygon as ((x, y), ...) in pixel-edge units; at least 3 points.
 Polygon = tuple[tuple[float, float], ...]
@@ -43,6 +43,13 @@ def finite_number(raw: str, at: str, what: str) -> float:
     if not math.isfinite(value):
         raise AnnotationError(f"{at}: {what} is {raw!r}, not a finite number")
     return value
+
+
+#: Why an object that still shows is ignored (Object.ignored; augd.annotations.occlusion decides): cut: a crop, pad,
+#: tile or warp left less than min_visibility of it on the canvas; covered: covers (a cutout, a paste) took it under
+#: min_visibility; keypoints: fewer than min_keypoints of its labelled points are left; input: a TFRecord input
+#: weighed it 0 (image/object/weight).
+IGNORE_REASONS = ("cut", "covered", "keypoints", "input")
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,15 @@ reports what it hides as covers, and every crop, pad, tile and mosaic cuts by it
 object then has one fate, decided by what a viewer can see of it:
 
 * kept: it shows, at least `min_visibility` of itself: its box is the extent of what shows;
-* ignored: it still shows (what shows at least `min_size` px, and `strip` px, on each side), but less than
-  `min_visibility` of itself (why: IGNORE_REASONS): written like a kept one, box of what shows, mask and keypoints as they show, but with weight 0,
-  so that a detector learns it neither as an object nor as background (the OD API's target assigner gives an
-  anchor matched to a weight-0 box no loss either way);
+* ignored: it still shows (each side of what shows at least `min_size` px, and `strip` px), but less than
+  `min_visibility` of itself (why: IGNORE_REASONS): written like a kept one, its box of what shows, its mask and
+  keypoints as they show, but with weight 0, so that a detector learns it neither as an object nor as background
+  (the OD API's target assigner gives an anchor matched to a weight-0 box no loss either way);
 * dropped: nothing a viewer can see is left (why: DROP_REASONS): no part on the canvas, what is left thinner than
-  `min_size`, or nothing past the covers. Remnants thinner than `min_size` do not count as showing, nor does a
-  part detached from the rest that is thinner than `strip` (the least a strip of colour must be for the output's
-  encoding to keep its hue: JPEG's 4:2:0 chroma averages 2x2 blocks), so a box never stretches across a cover to
-  hold one.
+  `min_size`, or nothing past the covers. A part beside a cover counts as showing where it is at least `min_size`
+  px thick, and `strip` px (the least a strip of colour must be for the output's encoding to keep its hue: JPEG's
+  4:2:0 chroma averages 2x2 blocks), so a box never stretches across a cover to hold a sliver the encoding blurs
+  away; a sliver a crop leaves at the canvas' edge counts where it is `min_size` thick (thick_box).
 
 `Rule.low_visibility` says what an object under the rule becomes: ignored (the default), dropped (the OD API's own
 behaviour: its crops drop what falls under overlap_thresh) or kept as any other. An object's `visible` is the share
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from augd.annotations.geometry import as_polygon, forward, mask_extent, rasterise, warp_mask
-from augd.annotations.model import Object
+from augd.annotations.model import IGNORE_REASONS, Object
 from augd.annotations.rle import rle_decode, rle_encode
 
 __all__ = ["DROP_REASONS", "HIDDEN", "IGNORE_REASONS", "KEPT", "LOW_VISIBILITY", "Rule", "hidden_by", "hide_in_masks",
@@ -44,10 +44,6 @@ HIDDEN = "augd/hidden_pixels"
 
 #: What an object under the rule becomes (annotations.low_visibility).
 LOW_VISIBILITY = ("ignore", "drop", "keep")
-#: Why an object that still shows is ignored: cut: a crop, pad, tile or warp left less than min_visibility of it on
-#: the canvas; covered: covers (a cutout, a paste) took it under min_visibility; keypoints: fewer than
-#: min_keypoints of its labelled points are left; input: a TFRecord input weighed it 0 (image/object/weight).
-IGNORE_REASONS = ("cut", "covered", "keypoints", "input")
 #: Why an object is dropped, in the order they are checked: outside: no part of it left on the canvas; small: a
 #: side of what is left is under min_size px; covered: nothing of it shows past the covers (remnants thinner than
 #: min_size, and detached strips thinner than `strip`, not counting). With low_visibility: drop, an object under the

@@ -10,8 +10,8 @@ import os
 from collections import Counter
 
 from augd.annotations.labelmap import MAX_ID, LabelMap
-from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, Span, flip_from_names
-from augd.annotations.occlusion import IGNORE_REASONS
+from augd.annotations.model import (IGNORE_REASONS, Annotation, AnnotationError, KeypointSchema, Object, Span,
+                                    flip_from_names)
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import NeedMoreData, read_header

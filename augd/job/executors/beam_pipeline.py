@@ -138,7 +138,8 @@ def _summary(g: int, pos: int, out: ImageOutcome, fn: _ProcessImage, seconds: fl
     return {"g": g, "pos": pos, "records": len(out.records), "bytes_read": out.bytes_read,
             "rejected": [out.rejected.reason, out.rejected.message] if out.rejected else None,
             "stages": out.stage_seconds, "seconds": seconds,
-            "objects": dataclasses.asdict(o) if o is not None else None, "tiles": list(vars(out.tiles).values()) if out.tiles is not None else None,
+            "objects": dataclasses.asdict(o) if o is not None else None,
+            "tiles": list(vars(out.tiles).values()) if out.tiles is not None else None,
             "worker": fn.instance, "traces": c.traces, "device": [c.device.name, c.device.tf_version],
             "stage_devices": c.stage_devices}
 
