@@ -273,3 +273,4 @@ def test_records_read_back_keep_their_ignored_objects_ignored(tmp_path):
     assert ann["objects"]["ignored"] == before["ignored"] and ann["objects"]["ignored_by_reason"] == {
         "cut": before["ignored"]}
     assert sum(r["image/object/weight"].count(0.0) for r in records if "image/object/weight" in r) == before["ignored"]
+

@@ -345,3 +345,18 @@ def test_captions_wrap_whole_and_counts_read_as_words(tmp_path):
                            "ops:\n  - random_hue: {}\n", "t.yaml")
     (row, *_) = preview_rows(tiled, [str(path)])
     assert row.tiles[0].lines[1].startswith("1 tile of 60×40"), row.tiles[0].lines
+
+
+def test_the_preview_of_a_split_the_job_writes_as_it_is_shows_the_original_alone(tmp_path):
+    """augd preview --root on a validation image: the job writes it as it is (augment_splits: [train], the
+    default), and so the preview shows it alone, saying why; a train image of the same job gets its variants."""
+    from augd.preview import preview_rows
+    from bench.fates import _spec
+    from tests.visible import CHAINS, scenes
+    scenes(tmp_path / "voc", 4, seed=3, split=True)
+    spec = _spec("split", CHAINS["crop, rotate, flip"], 2, None)
+    train, val = (f"JPEGImages/s00{k}.jpg" for k in (0, 1))   # scenes() alternates train and val
+    rows = preview_rows(spec, [tmp_path / "voc" / r for r in (train, val)], relpaths=[train, val],
+                        root=tmp_path / "voc")
+    assert len(rows[0].tiles) == 3 and len(rows[1].tiles) == 1
+    assert "validation: written as it is, no variants (augment_splits: train)" in rows[1].tiles[0].lines

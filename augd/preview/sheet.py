@@ -221,8 +221,14 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         original = f"v0: re-encoded as {spec.output.format}"
     from augd.job.detection import source_boxes
     objects = _objects(mixing, rel)
+    split = getattr(mixing[2].get(rel), "split", "")
+    if not spec.augments(split):   # as the job plans it (augd.job.units): the original alone, no variants
+        original = (f"{split}: written as it is, no variants (augment_splits: "
+                    f"{', '.join(spec.augment_splits or defaults.AUGMENT_SPLITS)})")
     tiles = [Tile(rel, upright if objects is None else _with_boxes(upright, objects.ann.objects),
                   [f"input {size((h, w))}", original])]
+    if not spec.augments(split):
+        return PreviewRow(path, rel, tiles)
     wanted = list(range(1, n + 1))
     items, mixed = _mixed_items(compiled, spec, data, header, rel, wanted, mixing)
     boxes = source_boxes(objects.ann) if objects is not None and compiled.program.uses_boxes else None
