@@ -234,7 +234,9 @@ class RandomGrayscale(ColourOp):
         return [self.label]  # nothing drawn: that it applied is all there is
 
     def apply_tf(self, image, params):
-        return tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image))
+        grey = tf.image.rgb_to_grayscale(image)
+        # not tf.image.grayscale_to_rgb: its shape checks are Assert ops, a device-to-host wait per image on a GPU
+        return tf.concat([grey, grey, grey], -1)
 
     def affine(self, params, mean):
         return _LUMA_ROWS, _ZERO3
