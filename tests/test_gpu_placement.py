@@ -87,6 +87,29 @@ def test_the_report_names_fallbacks_and_not_device_agnostic_kernels(monkeypatch)
     assert placement.stage_devices(gd, "GPU:0 (Test)", "tf", placement.GPU)["augment"] == "CPU"
 
 
+def test_the_check_reads_every_function_body_and_a_body_node_runs_where_its_caller_does():
+    """Nodes inside a cond's branch and a while's body nested in it are judged like top-level ones; a body node
+    that names no device inherits its caller's (a graph traced without device scopes in its branches); a check
+    (Assert) reads its inputs on the host: a fallback, although its kernel is DEFAULT."""
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32), tf.TensorSpec([], tf.bool)])
+    def f(x, coin):
+        with tf.device(placement.GPU):
+            def branch():
+                y = tf.numpy_function(lambda a: a, [x], tf.float32)
+                tf.debugging.assert_non_negative(y)
+                return tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, tf.nn.relu(v)), [0, y])[1]
+            x = tf.cond(coin, branch, lambda: x * 2.0)
+        return tf.identity(x)
+
+    gd = f.get_concrete_function().graph.as_graph_def()
+    stage = placement.gpu_stage(gd)
+    assert stage["fallback"] == {"PyFunc", "Assert"} and {"Relu", "Mul"} <= stage["gpu"], stage
+    for fn in gd.library.function:
+        for n in fn.node_def:
+            n.ClearField("device")
+    assert placement.gpu_stage(gd) == stage
+
+
 def test_the_kernel_parity_cases_cover_every_op_that_runs_in_the_graph():
     covered = {next(iter(op)) for ops, _ in kernel_parity.cases().values() for op in ops}
     assert covered == set(REGISTRY) - PARTNER_OPS
