@@ -37,9 +37,10 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
 
 
 def add_check_arguments(p) -> None:
+    from augd.annotations.layout import in_words
     from augd.spec import ANNOTATION_FORMATS
-    p.add_argument("path", help="a dataset folder as `augd run` reads it (class folders, VOC, COCO, YOLO, masks, "
-                                "TFRecord shards)")
+    p.add_argument("path", help=f"a dataset folder as `augd run` reads it: class folders, a {in_words()} layout, or "
+                                f"TFRecord shards")
     p.add_argument("--annotations", choices=ANNOTATION_FORMATS, default="auto", help="annotation format (default: "
                    "auto, as augd run detects it)")
     p.add_argument("--label-map", default=None, help="a label_map.pbtxt (or the job's own, relative to PATH) to "

@@ -357,10 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--labels", metavar="FILE|A,B,...",
                    help="fixed label map (ids across jobs): a labels.txt (0:cat lines, as augd writes) or class "
                         "names separated by commas; a class folder not in it fails the job")
+    from augd.annotations.layout import in_words
     from augd.spec import ANNOTATION_FORMATS
     r.add_argument("--annotations", choices=ANNOTATION_FORMATS, default=None,
                    help="detection/segmentation annotations: auto (the default, unless the pipeline says otherwise) "
-                        "detects TFRecord shards or a VOC, COCO, YOLO or mask layout; none: a classification job")
+                        f"detects TFRecord shards or a {in_words()} layout; none: a classification job")
     r.add_argument("--label-map", metavar="FILE", default=None,
                    help="fixed detection label map (a TF Object Detection API label_map.pbtxt): ids across jobs; an "
                         "object of a class not in it rejects its image")

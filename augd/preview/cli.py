@@ -86,8 +86,9 @@ def cmd_preview(args) -> int:
         spec = spec.with_seed(args.seed)
     if args.root is None and spec.ops and getattr(REGISTRY.get(spec.ops[0].name), "needs_boxes", False):
         # without the job, the sheet's images have no annotations: the op would paste nothing, silently
+        from augd.annotations.layout import in_words
         print(f"{prog}: ops[0].{spec.ops[0].name} pastes annotated objects of the job's images: give --root "
-              f"JOB_FOLDER, the annotated job (VOC, COCO or YOLO) the images are in", file=sys.stderr)
+              f"JOB_FOLDER, the annotated job ({in_words(objects=True)}) the images are in", file=sys.stderr)
         return 2
     try:
         n = variant_count(spec, args.variants)

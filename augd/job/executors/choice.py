@@ -270,25 +270,29 @@ def estimate_folder(path: str, spec, sample: int = 1000) -> JobCost:
     """A job's cost before its plan (no header read): its image files counted by name, their mean size from the
     first `sample` of them (a stat each: start-up stays bounded however large the job); TFRecord files at its root
     (found by contents) by their records, counted from their framing (the first `sample` records' lengths, the
-    rest of their bytes at that mean), a compressed one as one record per ~100 KB. VOC XMLs, YOLO's labels/*.txt and
-    a JSON at the root (COCO's) make the job an annotated one (and are not stat'ed)."""
+    rest of their bytes at that mean), a compressed one as one record per ~100 KB. A file that marks the job as
+    annotated in a registered format (augd.annotations.layout.marks_annotated: VOC's XMLs, YOLO's label files,
+    COCO's JSON, ...) makes it an annotated one, and is no image (nor stat'ed)."""
+    from augd.annotations.layout import marks_annotated
     from augd.annotations.tfrecords import shard_split
-    from augd.annotations.tree import IMAGE_EXTENSIONS
+    from augd.annotations.tree import IMAGE_EXTENSIONS, stem
     from augd.io.lite import sniff_shard
     from augd.io.scan import SPLIT_FOLDERS
     images, sized, size, annotated, originals = 0, 0, 0, False, 0
     shards: list[tuple[str, str]] = []
     for root, _, files in os.walk(path):
-        top = os.path.relpath(root, path).split(os.sep)[0]
+        folder = "" if root == path else os.path.relpath(root, path).replace(os.sep, "/")
+        top = folder.split("/")[0]
         plain = top in SPLIT_FOLDERS and not spec.augments(SPLIT_FOLDERS[top])   # a split folder written as it is
+        stems = {stem(f) for f in files if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS}
         for f in files:
-            originals += plain and os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS
             ext = os.path.splitext(f)[1].lower()
-            note = ext == ".xml" or (ext == ".txt" and os.path.basename(root) == "labels") or \
-                (ext == ".json" and root == path)
-            annotated = annotated or note
-            if note or (ext in IMAGE_EXTENSIONS and sized >= sample):
-                images += ext in IMAGE_EXTENSIONS
+            if marks_annotated(folder, f, stems):
+                annotated = True
+                continue
+            originals += plain and ext in IMAGE_EXTENSIONS
+            if ext in IMAGE_EXTENSIONS and sized >= sample:
+                images += 1
                 continue
             full = os.path.join(root, f)
             try:
