@@ -480,8 +480,8 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
     from PIL import Image
 
     import augd.annotations.masks as masks
+    import augd.annotations.objects as objects
     import augd.annotations.targets as targets
-    import augd.job.detection as detection
     from augd.job import JobOptions, run_job
     from augd.spec import load_pipeline
     from tests.annotated import Img, voc_job
@@ -509,13 +509,13 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
         if "m3" in (ann.source or ""):
             raise ValueError("the affine matrix is singular")
         return transform(ann, *a, **k)
-    monkeypatch.setattr(detection, "transform", singular)   # where the job calls it
+    monkeypatch.setattr(objects, "transform", singular)   # where the job calls it
 
     with pytest.raises(ValueError, match="singular"):
         run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == [], "nothing half-written"
 
-    monkeypatch.setattr(detection, "transform", transform)
+    monkeypatch.setattr(objects, "transform", transform)
     result = run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     bad = {r.relpath: r for r in result.report.inputs.rejected_files}
     assert set(bad) == {"JPEGImages/m1.png", "JPEGImages/m2.png"}

@@ -238,7 +238,7 @@ def test_boxes_change_the_crop_only_and_deterministically():
 
 def test_a_replanned_variant_is_flagged_and_its_boxes_refused(tmp_path):
     from augd.formats import read_header
-    from augd.job.detection import Detection, ImageObjects
+    from augd.annotations.objects import Detection, ImageObjects
     from augd.annotations import AnnotationError
     from augd.annotations.labelmap import LabelMap
     from augd.io import InputImage

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from augd.annotations.indexpng import index_pixels
+from augd.indexpng import index_pixels
 from augd.annotations.model import AnnotationError, Span
 from augd.annotations.reading import VOC_FOLDERS, AnnotationFormat, Layout, Marker, Reading, folder_splits, voc_sets
 from augd.annotations.tree import IMAGE_EXTENSIONS, pair, stem, under

@@ -11,7 +11,6 @@ systemd's watchdog, so a hang anywhere in the work stops both.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import queue
 import threading
@@ -30,9 +29,8 @@ from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
-from augd.files import count_files
 from augd.io import is_complete
-from augd.job.executors import Choice, ExecutorKind, Host, choose, traits
+from augd.job.executors import Choice, ExecutorKind, Host, choose, for_job, traits
 
 if TYPE_CHECKING:
     from augd.job import Cancel, JobProgress
@@ -356,22 +354,19 @@ class JobWorker(Outcomes):
         self._last_progress_log = time.monotonic()
         try:
             self.warm_pool()
-            # the executor warm_pool settled on (the configured one; auto's pick; threads where the pool failed)
+            # the executor warm_pool settled on (the configured one; auto's pick; threads where the pool failed), or
+            # where the job's size diverts it (Beam): one chooser, augd.job.executors
+            local = self.choice.served_by(self.pool.size if self.pool else None)
+            choice = for_job(local, c.path, s.divert)
             options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
                                  memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
-                                 executor=self.choice.kind, root=c.identity,
-                                 executor_args=s.executor_args(self.choice.kind),
-                                 choice=self.choice.served_by(self.pool.size if self.pool else None),
-                                 check=None if s.check is None else tuple(s.check.fail_on))
-            beam = s.beam_settings
-            if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
-                beam_args = s.executor_args(ExecutorKind.BEAM)   # the beam: block's options, or executor_options
-                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam_args) or
-                      "DirectRunner", job=c.name)
-                result = self._unwatched(c, spec, dataclasses.replace(options, executor="beam", choice=None,
-                                                                      executor_args=beam_args),
-                                         JobWatch(before_commit=lambda: self._still_held(c)))
-            elif not traits(options.executor).watch:
+                                 executor=choice.kind, root=c.identity, executor_args=s.executor_args(choice.kind),
+                                 choice=choice, check=None if s.check is None else tuple(s.check.fail_on))
+            if choice is not local:
+                event("job_diverted", "job %s goes to %s (%s)", c.name, choice.kind.value,
+                      " ".join(options.executor_args) or "its default options", job=c.name,
+                      executor=choice.kind.value)
+            if not traits(options.executor).watch:
                 result = self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))
             else:
                 result = run_job(c.path, spec, s.out, options,

@@ -15,7 +15,7 @@ import numpy as np
 
 from augd.engine.kernels import warp_np
 from augd.io import InputImage
-from augd.job.mixing import as_bmp, decode_upright
+from augd.engine.hostdecode import as_bmp, decode_upright
 from augd.job.report import TileCounts
 from augd.ops.sampling import coin, generator, image_seed
 from augd.spec import PipelineSpec
@@ -27,7 +27,7 @@ __all__ = ["Cut", "TilePart", "cut_tiles"]
 @dataclass(frozen=True)
 class TilePart:
     """One kept tile, ready for the graph: the tile as an image (its seed path, its header), its pixels as a BMP,
-    and in a detection job its objects as cut (augd.job.detection.ImageObjects.of_tile)."""
+    and in a detection job its objects as cut (augd.annotations.objects.ImageObjects.of_tile)."""
     tile: Tile
     image: InputImage
     data: bytes
@@ -46,9 +46,9 @@ class Cut:
 
 def cut_tiles(spec: PipelineSpec, img: InputImage, data: bytes, objects=None) -> Cut | None:
     """The image's kept tiles, the image decoded once for all of them; None when OpenCV cannot decode it.
-    `objects` (augd.job.detection.ImageObjects): a detection job's, which decide the empty tiles."""
+    `objects` (augd.annotations.objects.ImageObjects): a detection job's, which decide the empty tiles."""
     t0 = time.perf_counter()
-    pixels = decode_upright(data, img)
+    pixels = decode_upright(data, img.header)
     if pixels is None:
         return None
     h, w = pixels.shape[:2]

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from augd import jobfolder
 from augd.annotations.layout import in_words
+from augd.annotations.objects import Detection
 from augd.errors import FailureReason, JobFailed
 from augd.io import SPLIT_FOLDERS, SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
 from augd.io.limits import ReadLimits
-from augd.job.detection import Detection, prepare, prepare_records
+from augd.job.detection import prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.ops import Kind
 from augd.spec import PipelineSpec

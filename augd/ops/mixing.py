@@ -3,7 +3,7 @@
 Each samples a Mix: the canvas size and, for the image and each partner, the tile it shows and the matrix from
 that tile's pixels to the source's, the same 3x3 convention as a GeometryOp's. The job (augd/job/mixing.py)
 draws the partners, decodes each one at the scale its tile needs and lays out the canvas; boxes, masks and
-keypoints move through the same matrices (augd/job/detection.py)."""
+keypoints move through the same matrices (augd/annotations/objects.py)."""
 from __future__ import annotations
 
 import math

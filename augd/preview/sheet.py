@@ -219,7 +219,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         original = "v0: the file's own bytes"
     else:
         original = f"v0: re-encoded as {spec.output.format}"
-    from augd.job.detection import source_boxes
+    from augd.annotations.objects import source_boxes
     objects = _objects(mixing, rel)
     tiles = [Tile(rel, upright if objects is None else _with_boxes(upright, objects.ann.objects),
                   [f"input {size((h, w))}", original])]
@@ -292,7 +292,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     partner op (copy_paste) pastes the job's objects onto each tile, its partners named under it."""
     import cv2
 
-    from augd.job.mixing import decode_upright
+    from augd.engine.hostdecode import decode_upright
     from augd.job.tiles import cut_tiles
     try:
         data, header = _source(path, max_pixels)
@@ -308,7 +308,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     if cut is None:
         return [PreviewRow(path, rel, [Tile(rel, error="OpenCV cannot decode it; a pipeline with tile: decodes "
                                                      "each image with OpenCV")])]
-    overview = np.ascontiguousarray(decode_upright(data, img)[:, :, ::-1])
+    overview = np.ascontiguousarray(decode_upright(data, img.header)[:, :, ::-1])
     line = max(1, round(max(cut.height, cut.width) / 400))
     for k, part in enumerate(p for p in cut.parts if not p.tile.full):
         t = part.tile

@@ -65,13 +65,14 @@ except ImportError as _exc:  # an optional extra: augd runs without it
 
 from apache_beam.portability.api import beam_provision_api_pb2
 
+from augd.annotations.objects import ObjectCounts
 from augd.engine import Engine, release_memory
 from augd.engine.options import EngineOptions
 from augd.errors import FailureReason, JobFailed
 from augd.io import RejectedInput, ShardWriter, is_url, shard_name, write_text
 from augd.job.images import ImageOutcome, process_images
 from augd.job.options import JobWatch
-from augd.job.report import GraphInfo, ObjectCounts, ShardSet, Tally, TileCounts
+from augd.job.report import GraphInfo, ShardSet, Tally, TileCounts
 from augd.job.units import JobPlan, record_slots
 from augd.tfenv import quiet_native_stderr
 

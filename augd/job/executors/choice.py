@@ -29,9 +29,10 @@ import os
 from dataclasses import dataclass
 
 from augd.defaults import ExecutorKind
+from augd.files import count_files
 from augd.host import usable_cpus
 
-__all__ = ["Choice", "Host", "JobCost", "choose", "estimate_folder", "job_cost", "plan_cost"]
+__all__ = ["Choice", "Divert", "Host", "JobCost", "choose", "estimate_folder", "for_job", "job_cost", "plan_cost"]
 
 #: The GIL a record holds: a fixed part, a part per op of its chain and per output pixel (the Python around each
 #: kernel and the arrays it hands on), more for a job with annotations (boxes, masks and keypoints moved in
@@ -161,6 +162,23 @@ def choose(requested, cost: JobCost | None, host: Host) -> Choice:
         return Choice(ExecutorKind.PROCESSES, w, f"{what}: processes ~{options[w]:.1f} s{warm} against threads "
                       f"~{t:.1f} s", est)
     return threads(f"{what}: threads ~{t:.1f} s against processes ~{options[w]:.1f} s", est)
+
+
+@dataclass(frozen=True)
+class Divert:
+    """Where a daemon sends its larger jobs: those of at least `min_files` files run on `kind` (the config's `beam:`
+    block, or `executor: beam`: Apache Beam), the others on the daemon's own choice."""
+    kind: ExecutorKind
+    min_files: int = 0
+
+
+def for_job(local: Choice, path: str, divert: Divert | None) -> Choice:
+    """The daemon's executor for the job at `path`: `divert`'s for a job of at least its min_files files (names
+    only are counted), else `local` (the choice the daemon warmed its pool for, as the job is served)."""
+    if divert is None or count_files(path, divert.min_files) < divert.min_files:
+        return local
+    return Choice(divert.kind, local.workers, f"a job of {divert.min_files} files or more goes to "
+                  f"{divert.kind.value}", requested=divert.kind.value)
 
 
 def threads_seconds(cost: JobCost, host: Host) -> float:

@@ -11,9 +11,9 @@ from contextlib import nullcontext
 from typing import Callable
 
 from augd import defaults
+from augd.annotations.objects import Detection
 from augd.errors import JobCancelled
 from augd.io import InputImage, ShardWriter, is_url, local_path
-from augd.job.detection import Detection
 from augd.job.images import ImageOutcome, graph_variants, process_images
 from augd.job.options import JobWatch
 from augd.job.report import GraphInfo, ShardSet, Tally
