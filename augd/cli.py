@@ -264,14 +264,6 @@ def _fraction(value: str) -> float:
     return f
 
 
-def memory_arg(value: str) -> str | int | None:
-    if value in ("auto", "none"):
-        return None if value == "none" else value
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    raise argparse.ArgumentTypeError(f"must be auto, none or a whole number of MB >= 1; got {value!r}")
-
-
 def cmd_inspect(args) -> int:
     from augd.inspect import inspect_paths
     try:
@@ -351,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="override the pipeline's seed")
     r.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
                    help=f"reject images larger than this (default {defaults.MAX_PIXELS})")
+    from augd.checkcmd import memory_arg   # augd run and augd check take the same limit
     r.add_argument("--max-memory-mb", type=memory_arg, default="auto",
                    help="memory the job may add to the process, in MB; auto (default): half the host's "
                         "(cgroup-aware); none: no limit")

@@ -14,6 +14,7 @@ import os
 import time
 
 from augd.daemon.logs import event
+from augd.lazycv import cv2
 
 log = logging.getLogger("augd.daemon")
 
@@ -39,7 +40,6 @@ def configured_pipelines(default: str, pipelines_dir: str) -> list[str]:
 
 
 def _image() -> bytes:
-    import cv2
     import numpy as np
     h, w = _SIZE
     y, x = np.mgrid[0:h, 0:w]

@@ -7,6 +7,7 @@ import numpy as np
 
 from augd.engine.kernels import box_shrink_matrix
 from augd.formats import ImageHeader, read_header
+from augd.lazycv import cv2
 
 __all__ = ["as_bmp", "decode_scaled", "decode_upright"]
 
@@ -19,7 +20,6 @@ def decode_scaled(data: bytes, header: ImageHeader, m: np.ndarray):
     """(upright BGR pixels, m re-expressed for them): a JPEG at the coarsest DCT scale whose pixels are still no
     larger than the tile's. None when OpenCV cannot decode it, or decodes a size other than the scan's (a file
     changed since: its placement would be wrong)."""
-    import cv2
     ratio = min(np.hypot(m[0, 0], m[1, 0]), np.hypot(m[0, 1], m[1, 1]))
     r, flag = next(((r, f) for r, f in _REDUCED if r <= ratio), (1, cv2.IMREAD_COLOR))
     if header.format != "jpeg":
@@ -48,7 +48,6 @@ def decode_upright(data: bytes, header: ImageHeader) -> np.ndarray | None:
 
 def as_bmp(canvas: np.ndarray) -> tuple[bytes, ImageHeader]:
     """The canvas as the graph's input: an uncompressed BMP (OpenCV writes BGR; TF decodes it to RGB)."""
-    import cv2
     ok, buf = cv2.imencode(".bmp", canvas)
     if not ok:
         raise RuntimeError("OpenCV could not write a BMP of the canvas")

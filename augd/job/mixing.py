@@ -23,6 +23,7 @@ from augd.engine.hostdecode import as_bmp, decode_scaled
 from augd.engine.kernels import warp_np
 from augd.formats import ImageHeader
 from augd.io import InputImage, read_bytes
+from augd.lazycv import cv2
 from augd.ops import Mix, PartnerOp, Placement
 from augd.ops.sampling import coin, generator, image_seed
 from augd.spec.tile import source_path
@@ -332,7 +333,6 @@ def _alphas(drawn: Drawn, detection) -> dict:
             alpha = np.ones((th, tw), np.float32)
         sigma = drawn.mix.feather
         if sigma > 0:
-            import cv2
             pad = int(np.ceil(3 * sigma))
             alpha = cv2.GaussianBlur(np.pad(alpha, pad), (0, 0), sigma)[pad:pad + th, pad:pad + tw]
         out[k] = alpha

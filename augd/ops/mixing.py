@@ -159,13 +159,7 @@ class CopyPaste(PartnerOp):
             "anywhere", description="anywhere: a paste may hide the image's objects (the occlusion rule then "
                                     "shrinks or drops them); free: only where it covers no object of the image")
 
-        @model_validator(mode="after")
-        def _ordered(self):
-            for name in ("objects", "copies"):
-                lo, hi = getattr(self, name)
-                if lo > hi:
-                    raise ValueError(f"{name} [{lo}, {hi}]: min must not exceed max")
-            return self
+        ordered = (("objects",), ("copies",))
 
         @model_serializer(mode="wrap")
         def _without_defaults(self, handler):

@@ -11,6 +11,7 @@ import numpy as np
 from augd import defaults
 from augd.errors import SpecError
 from augd.files import inside
+from augd.lazycv import cv2
 from augd.ops.base import REGISTRY
 from augd.preview.render import render_sheet
 from augd.preview.sheet import MAX_DEFAULT_VARIANTS, preview_rows, variant_count
@@ -104,7 +105,6 @@ def cmd_preview(args) -> int:
     rows = preview_rows(spec, args.images, variants=n, relpaths=rels, max_pixels=args.max_pixels,
                         engine=Engine(engine_options), root=args.root)
     sheet = render_sheet(spec, rows, tile=args.tile, variants=n)
-    import cv2
     ok, buf = cv2.imencode(ext, np.ascontiguousarray(sheet[:, :, ::-1]),
                            [cv2.IMWRITE_JPEG_QUALITY, 92] if ext != ".png" else [cv2.IMWRITE_PNG_COMPRESSION, 6])
     try:

@@ -24,6 +24,7 @@ from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, check_header
+from augd.lazycv import cv2
 from augd.ops import REGISTRY
 from augd.ops._tf import tf
 from augd.ops.words import plural, size
@@ -290,8 +291,6 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     spread over it (and the whole-image record), each as cut and its variants: the records `augd run` writes for
     them (without the job's annotations, `--root`: every tile kept, as a classification job keeps them). A
     partner op (copy_paste) pastes the job's objects onto each tile, its partners named under it."""
-    import cv2
-
     from augd.engine.hostdecode import decode_upright
     from augd.job.tiles import cut_tiles
     try:
