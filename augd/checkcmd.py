@@ -35,7 +35,7 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
     that hash; `memory_limit`: the job's (bytes; None: none), which bounds the records a job would read."""
     from augd.job.detection import fixed_label_map
     from augd.job.units import plan_job
-    from augd.spec import Annotations, parse_pipeline
+    from augd.schema import Annotations, parse_pipeline
     spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
     try:
         plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS, limits=ReadLimits.for_job(memory_limit))
@@ -48,7 +48,7 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
 
 def add_check_arguments(p) -> None:
     from augd.annotations.layout import in_words
-    from augd.spec import ANNOTATION_FORMATS
+    from augd.schema import ANNOTATION_FORMATS
     p.add_argument("path", help=f"a dataset folder as `augd run` reads it: class folders, a {in_words()} layout, or "
                                 f"TFRecord shards")
     p.add_argument("--annotations", choices=ANNOTATION_FORMATS, default="auto", help="annotation format (default: "

@@ -382,8 +382,8 @@ def test_the_format_registry_is_what_every_place_offers(tmp_path):
     """The formats are the registry's (augd/annotations/layout.py): the `annotations: format:` values, the schema
     and `augd run --annotations` list them, and each, named on a folder without it, says what it expects."""
     from augd.annotations.layout import REGISTRY
-    from augd.spec import ANNOTATION_FORMATS, AnnotationsConfig
-    from augd.spec.schema import pipeline_schema
+    from augd.schema import ANNOTATION_FORMATS, AnnotationsConfig
+    from augd.schema.jsonschema import pipeline_schema
 
     from augd.annotations.tfrecords import FORMAT as RECORDS
 
@@ -423,8 +423,8 @@ def test_every_help_text_schema_and_docs_list_names_every_registered_format(caps
     registered one, from the registry; the docs list them in one table (the test above)."""
     from augd.annotations.layout import REGISTRY, in_words
     from augd.cli import build_parser
-    from augd.spec import ANNOTATION_FORMATS
-    from augd.spec.schema import pipeline_schema
+    from augd.schema import ANNOTATION_FORMATS
+    from augd.schema.jsonschema import pipeline_schema
 
     helps = {}
     for verb in ("run", "check"):
@@ -451,7 +451,7 @@ def test_each_layout_s_markers_make_the_executor_estimate_an_annotated_job(tmp_p
     registered format's markers name (split folders too), and counts only its images."""
     from augd.annotations.layout import REGISTRY
     from augd.job.executors.choice import estimate_folder
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     from tests.jobfiles import pipeline_yaml
 
     ranks = {lay.rank: name for name, f in REGISTRY.items() for lay in f.layouts}

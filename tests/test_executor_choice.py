@@ -14,7 +14,7 @@ import pytest
 from augd.job.executors import ExecutorKind, Host, JobCost, choose
 from augd.job.executors.choice import (WORKER_BYTES, estimate_folder, job_cost, processes_seconds,
                                        threads_seconds)
-from augd.spec import builtin_pipelines, load_pipeline, parse_pipeline
+from augd.schema import builtin_pipelines, load_pipeline, parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml
 
 GB = 1 << 30

@@ -15,7 +15,7 @@ from augd.errors import FailureReason, JobFailed
 from augd.job import JobOptions, JobWatch, run_job
 from augd.job.executors import traits
 from augd.job.workers.pool import ProcessPool
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml, records
 
 LAYOUT = {**{f"train/{c}/{c}{i}.{'png' if i % 3 == 0 else 'jpg'}": "png" if i % 3 == 0 else "jpeg"

@@ -10,7 +10,7 @@ import pytest
 from augd.engine import Engine, EngineOptions, placement
 from augd.ops import REGISTRY, SeededOp
 from augd.ops._tf import tf
-from augd.spec import builtin_pipelines, load_pipeline
+from augd.schema import builtin_pipelines, load_pipeline
 from tests import kernel_parity
 from tests.helpers import spec_for
 from tests.test_ops import OP_CASES, PARTNER_OPS

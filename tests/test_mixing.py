@@ -20,7 +20,7 @@ import pytest
 
 from augd.io.lite import decode_example, iter_records
 from augd.job import JobOptions, run_job
-from augd.spec import SpecError, parse_pipeline
+from augd.schema import SpecError, parse_pipeline
 from tests.annotated import Img, Shape, coco_job, voc_job
 
 GREY = (128, 128, 128)

@@ -315,7 +315,7 @@ _MEASURED_RUN = """
 import sys, threading
 from augd.job import JobOptions, run_job
 from augd.job.resources import rss_bytes
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 job, warm, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) or None
 spec = parse_pipeline(sys.argv[5])
 run_job(warm, spec, out + "-warm", JobOptions(workers=4))  # TensorFlow and the graph's kernels loaded, on small images

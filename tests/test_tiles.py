@@ -1,4 +1,4 @@
-"""`tile:` (augd/spec/tile.py, augd/job/tiles.py), judged by the pixels: scenes of small solid squares on white
+"""`tile:` (augd/schema/tile.py, augd/job/tiles.py), judged by the pixels: scenes of small solid squares on white
 (PNG in and out, so a tile as cut is the source's pixels exactly), each record's boxes against the squares its
 pixels show, every object whole in at least one tile, the empty tiles kept at their share, the keys that map a
 record back to its source, and the same bytes on every executor."""
@@ -18,8 +18,8 @@ from augd.io.lite import iter_records
 from augd.io.records import parse_example
 from augd.job import JobOptions, run_job
 from augd.job.executors import traits
-from augd.spec import parse_pipeline
-from augd.spec.tile import TileSpec, tiles_of
+from augd.schema import parse_pipeline
+from augd.schema.tile import TileSpec, tiles_of
 from tests.annotated import Img, Shape, scattered_squares, voc_job
 
 COLOURS = {"red": (230, 30, 30), "green": (30, 210, 30), "blue": (30, 30, 230)}

@@ -51,7 +51,7 @@ class Detection:
     """A detection job's annotations, read once before the run (shared read-only by the worker threads)."""
     layout: object                        # augd.annotations.layout.AnnotatedJob
     label_map: object                     # augd.annotations.labelmap.LabelMap
-    settings: object                      # the spec's annotation keys (augd.spec.Annotations: defaults via .value)
+    settings: object                      # the spec's annotation keys (augd.schema.Annotations: defaults via .value)
     annotations: dict[str, Annotation]    # image relpath -> its annotation, for the images kept
     max_pixels: int = defaults.MAX_PIXELS  # the job's: a larger semantic mask is a bad annotation
     keypoints: KeypointSchema | None = None  # the format's, with `keypoint_flip` applied; None: no keypoints
@@ -178,7 +178,7 @@ class ImageObjects:
         return self._written(ann, seg, masks, out_h, out_w, (1.0,) * len(ann.objects) if program.mix else ())
 
     def of_tile(self, tile, image: InputImage) -> "ImageObjects":
-        """One tile's objects (augd.spec.tile.Tile) as an image's own: those reaching its window moved into it and
+        """One tile's objects (augd.schema.tile.Tile) as an image's own: those reaching its window moved into it and
         clipped there by the occlusion rule (what the tile cuts off is its `cut`, counted with this image's drops
         when the tile is written), its semantic mask cut (or shrunk) with it. The chain then moves them as any
         image's. `image`: the tile as an image (its seed path, its header); a partner op finds its objects under

@@ -20,7 +20,7 @@ from augd.io import is_url
 from augd.job.executors import Divert, traits
 from augd.job.resources import job_memory_bytes
 from augd.labels import LabelMapError, label_map
-from augd.spec import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
+from augd.schema import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
                        read_yaml_file, validate)
 
 __all__ = ["BeamConfig", "DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]

@@ -32,7 +32,7 @@ from augd.daemon.worker import JobWorker, Pause, no_pause
 from augd.host import raise_open_files
 from augd.engine import Engine
 from augd.errors import AugdError, CancelCause, SpecError
-from augd.spec import known_pipelines
+from augd.schema import known_pipelines
 
 log = logging.getLogger("augd.daemon")
 

@@ -88,7 +88,7 @@ def make_example(
     """Serialized tf.train.Example for one stored image; `objects` adds the detection keys (None: a
     classification record, byte for byte as before detection existed). A record made by a partner op names its
     `partners` (their image/source_id) and, for classification, its `mix`: each source's (label, text, share),
-    the image first. `tile` (augd.spec.tile.Tile.record_keys): where a tile's pixels lie in its source image."""
+    the image first. `tile` (augd.schema.tile.Tile.record_keys): where a tile's pixels lie in its source image."""
     if fmt not in PAYLOAD_FORMATS:
         raise ValueError(f"fmt must be one of {PAYLOAD_FORMATS}; got {fmt!r}")
     if fmt == "raw" and len(encoded) != height * width * channels:

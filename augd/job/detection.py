@@ -20,7 +20,7 @@ from augd.files import inside
 from augd.io import is_url
 from augd.labels import LabelMapError
 from augd.ops.boxes import InBoxes
-from augd.spec import Annotations, PipelineSpec
+from augd.schema import Annotations, PipelineSpec
 
 log = logging.getLogger("augd.job")
 

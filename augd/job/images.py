@@ -25,7 +25,7 @@ from augd.job.mixing import Partners, mixed_variant
 from augd.job.report import TileCounts
 from augd.job.tiles import cut_tiles
 from augd.job.units import variants_of
-from augd.spec import PipelineSpec
+from augd.schema import PipelineSpec
 from augd.stages import STAGES
 
 if TYPE_CHECKING:

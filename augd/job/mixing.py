@@ -26,7 +26,7 @@ from augd.io import InputImage, read_bytes
 from augd.lazycv import cv2
 from augd.ops import Mix, PartnerOp, Placement
 from augd.ops.sampling import coin, generator, image_seed
-from augd.spec.tile import source_path
+from augd.schema.tile import source_path
 
 __all__ = ["Drawn", "Mixed", "Partners", "canvas_boxes", "compose", "draw", "mixed_variant", "upright"]
 

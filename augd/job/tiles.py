@@ -1,4 +1,4 @@
-"""`tile:` on the job's side: an image decoded once, cut into its tiles (augd/spec/tile.py), and the tiles kept.
+"""`tile:` on the job's side: an image decoded once, cut into its tiles (augd/schema/tile.py), and the tiles kept.
 
 Each kept tile goes to the job's graph as an uncompressed BMP of its own (a memcpy both ways, as a mix's canvas
 does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the same
@@ -18,8 +18,8 @@ from augd.io import InputImage
 from augd.engine.hostdecode import as_bmp, decode_upright
 from augd.job.report import TileCounts
 from augd.ops.sampling import coin, generator, image_seed
-from augd.spec import PipelineSpec
-from augd.spec.tile import Tile, tiles_of
+from augd.schema import PipelineSpec
+from augd.schema.tile import Tile, tiles_of
 
 __all__ = ["Cut", "TilePart", "cut_tiles"]
 

@@ -23,8 +23,8 @@ from augd.io.limits import ReadLimits
 from augd.job.detection import prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.ops import Kind
-from augd.spec import PipelineSpec
-from augd.spec.tile import tiles_of_header
+from augd.schema import PipelineSpec
+from augd.schema.tile import tiles_of_header
 
 __all__ = ["Group", "JobPlan", "plan_job", "record_slots", "tiles_per_image", "variants_of"]
 

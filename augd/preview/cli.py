@@ -72,7 +72,7 @@ def cmd_preview(args) -> int:
     """`augd preview PIPELINE IMAGE... -o SHEET`: 0 when the sheet is written (bad images shown as tiles
     saying why, and listed on stderr), 1 when no image could be previewed or the sheet cannot be written,
     2 for usage errors (invalid pipeline, bad arguments)."""
-    from augd.spec import find_pipeline, load_pipeline
+    from augd.schema import find_pipeline, load_pipeline
     prog = "augd preview"
     ext = os.path.splitext(args.out)[1].lower()
     if ext not in (".png", ".jpg", ".jpeg"):

@@ -93,8 +93,8 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
 
 
 def _tile_of(spec, ex: dict):
-    """The augd.spec.tile.Tile a tiled record was cut from, by its keys."""
-    from augd.spec.tile import tiles_of
+    """The augd.schema.tile.Tile a tiled record was cut from, by its keys."""
+    from augd.schema.tile import tiles_of
     index = ex["augd/tile/index"]
     return next(t for t in tiles_of(spec.tile, ex["augd/tile/source_height"], ex["augd/tile/source_width"])
                 if t.index == index)

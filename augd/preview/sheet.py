@@ -110,7 +110,7 @@ def _decode_record(payload: bytes, fmt: str, height: int, width: int) -> np.ndar
 def resolve_spec(spec):
     """A PipelineSpec as is; a pipeline file or shipped pipeline name loaded."""
     if isinstance(spec, (str, os.PathLike)):
-        from augd.spec import find_pipeline, load_pipeline
+        from augd.schema import find_pipeline, load_pipeline
         return load_pipeline(find_pipeline(os.fspath(spec)))
     return spec
 

@@ -227,7 +227,7 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
     per_image, n_tiles = len(variants_of(spec)), 1
     if spec.tile is not None:   # each variant of each tile a record of a tile's pixels (a 4:3 image's tiles)
-        from augd.spec.tile import tiles_of_header
+        from augd.schema.tile import tiles_of_header
         tiles = tiles_of_header(spec.tile, max(1, round(math.sqrt(src * 0.75))), max(1, round(math.sqrt(src / 0.75))))
         n_tiles, src = len(tiles), sum(t.out_h * t.out_w for t in tiles) / len(tiles)
     out = output_bound(spec.ops)

@@ -19,8 +19,8 @@ from augd.job.options import JobWatch
 from augd.job.report import GraphInfo, ShardSet, Tally
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
 from augd.job.units import JobPlan, tiles_per_image, variants_of
-from augd.spec import PipelineSpec
-from augd.spec.tile import tiles_of_header
+from augd.schema import PipelineSpec
+from augd.schema.tile import tiles_of_header
 
 __all__ = ["Batches", "LocalExecutor"]
 
