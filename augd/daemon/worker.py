@@ -324,7 +324,7 @@ class JobWorker(Outcomes):
                                          s.annotations)
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
-        from augd.job import Cancel, JobOptions, JobWatch, run_job
+        from augd.job import Cancel
         cancel = Cancel()
         with self._lock:
             self._cancel = cancel
@@ -332,12 +332,6 @@ class JobWorker(Outcomes):
                                       attempt=c.attempts, key=c.key)
         from augd.preview import JobSheet
         sheet = JobSheet(spec, PREVIEW_IMAGES if s.status_preview_on else 0)  # the status page's picture of it
-
-        def on_image(o) -> None:
-            self.metrics.record(ev.Image(o))
-            sheet.add(o)
-            self.tick()
-            self.pause("image", cancel.is_set)   # tests hold a job here after an image, until it is cancelled
         self._lost_counted.pop(c.key, None)
         timer = None
         if s.job_timeout_seconds:
@@ -349,27 +343,50 @@ class JobWorker(Outcomes):
         self.metrics.record(ev.Started())
         self._last_progress_log = time.monotonic()
         try:
-            self.warm_pool()
-            # the executor warm_pool settled on (the configured one; auto's pick; threads where the pool failed), or
-            # where the job's size diverts it (Beam): one chooser, augd.job.executors
-            local = self.choice.served_by(self.pool.size if self.pool else None)
-            choice = for_job(local, c.path, s.divert)
-            options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
-                                 memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
-                                 executor=choice.kind, root=c.identity, executor_args=s.executor_args(choice.kind),
-                                 choice=choice, check=None if s.check is None else tuple(s.check.fail_on))
-            if choice is not local:
-                event("job_diverted", "job %s goes to %s (%s)", c.name, choice.kind.value,
-                      " ".join(options.executor_args) or "its default options", job=c.name,
-                      executor=choice.kind.value)
-            if not traits(options.executor).watch:
-                result = self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))
-            else:
-                result = run_job(c.path, spec, s.out, options,
-                                 JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
-                                          before_commit=lambda: self._still_held(c), on_beat=self._beat),
-                                 self.engine, self.pool)
-        except JobCancelled as exc:
+            result = self._execute(c, spec, cancel, sheet)
+        except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
+            return self._ended_by(c, t0, spec, exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self._lock:
+                self._cancel = None
+            self.metrics.record(ev.Ended())
+        return self._done(c, t0, spec, result, sheet)
+
+    def _execute(self, c: Claimed, spec, cancel, sheet):
+        """run_job on the executor the one chooser gives (augd.job.executors.for_job: the warm pool's choice, or
+        where the job's size diverts it), watched where the executor calls the JobWatch."""
+        from augd.job import JobOptions, JobWatch, run_job
+        s = self.settings
+
+        def on_image(o) -> None:
+            self.metrics.record(ev.Image(o))
+            sheet.add(o)
+            self.tick()
+            self.pause("image", cancel.is_set)   # tests hold a job here after an image, until it is cancelled
+        self.warm_pool()
+        local = self.choice.served_by(self.pool.size if self.pool else None)
+        choice = for_job(local, c.path, s.divert)
+        options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
+                             memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
+                             executor=choice.kind, root=c.identity, executor_args=s.executor_args(choice.kind),
+                             choice=choice, check=None if s.check is None else tuple(s.check.fail_on))
+        if choice is not local:
+            event("job_diverted", "job %s goes to %s (%s)", c.name, choice.kind.value,
+                  " ".join(options.executor_args) or "its default options", job=c.name,
+                  executor=choice.kind.value)
+        if not traits(options.executor).watch:
+            return self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))
+        return run_job(c.path, spec, s.out, options,
+                       JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
+                                before_commit=lambda: self._still_held(c), on_beat=self._beat),
+                       self.engine, self.pool)
+
+    def _ended_by(self, c: Claimed, t0: float, spec, exc: Exception) -> Outcome:
+        """What a job's run that raised becomes (called in its except block: a crash keeps its traceback)."""
+        s = self.settings
+        if isinstance(exc, JobCancelled):
             if exc.cause is CancelCause.LOST:
                 return self._lost(c, t0)
             if exc.cause is CancelCause.SHUTDOWN:
@@ -378,19 +395,14 @@ class JobWorker(Outcomes):
                               f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
                               f"cancelled {exc.where or f'after {self._done_images()} images'}; split it, or raise "
                               f"the limit.")
-        except JobFailed as exc:
+        if isinstance(exc, JobFailed):
             if exc.reason is FailureReason.WORKER_LOST and self._draining:
                 return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
             return self._fail(c, t0, exc.reason, spec.name, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
-            return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
-                              + traceback.format_exc())
-        finally:
-            if timer is not None:
-                timer.cancel()
-            with self._lock:
-                self._cancel = None
-            self.metrics.record(ev.Ended())
+        return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
+                          + traceback.format_exc())
+
+    def _done(self, c: Claimed, t0: float, spec, result, sheet) -> Outcome:
         duration = time.monotonic() - t0
         r = result.report
         self.metrics.record(ev.Succeeded(r, duration))
