@@ -3,6 +3,7 @@ plan it. Exit 1 when it finds what would fail or silently harm a job (`--fail-on
 arguments are wrong, 0 otherwise."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -14,7 +15,16 @@ from augd.errors import JobFailed
 from augd.host import usable_cpus
 from augd.io.limits import ReadLimits
 
-__all__ = ["add_check_arguments", "check_dataset", "cmd_check"]
+__all__ = ["add_check_arguments", "check_dataset", "cmd_check", "memory_arg"]
+
+
+def memory_arg(value: str) -> str | int | None:
+    """`--max-memory-mb` (augd run's and augd check's): auto, none or whole MB."""
+    if value in ("auto", "none"):
+        return None if value == "none" else value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise argparse.ArgumentTypeError(f"must be auto, none or a whole number of MB >= 1; got {value!r}")
 
 
 def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int = 1,
@@ -25,7 +35,7 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
     that hash; `memory_limit`: the job's (bytes; None: none), which bounds the records a job would read."""
     from augd.job.detection import fixed_label_map
     from augd.job.units import plan_job
-    from augd.spec import Annotations, parse_pipeline
+    from augd.schema import Annotations, parse_pipeline
     spec = parse_pipeline("name: check\nops: []\n", "augd check").with_annotations(Annotations(format=fmt))
     try:
         plan = plan_job(path, spec, None, max_pixels or defaults.MAX_PIXELS, limits=ReadLimits.for_job(memory_limit))
@@ -37,9 +47,10 @@ def check_dataset(path: str, *, fmt: str = "auto", label_map=None, workers: int 
 
 
 def add_check_arguments(p) -> None:
-    from augd.spec import ANNOTATION_FORMATS
-    p.add_argument("path", help="a dataset folder as `augd run` reads it (class folders, VOC, COCO, YOLO, masks, "
-                                "TFRecord shards)")
+    from augd.annotations.layout import in_words
+    from augd.schema import ANNOTATION_FORMATS
+    p.add_argument("path", help=f"a dataset folder as `augd run` reads it: class folders, a {in_words()} layout, or "
+                                f"TFRecord shards")
     p.add_argument("--annotations", choices=ANNOTATION_FORMATS, default="auto", help="annotation format (default: "
                    "auto, as augd run detects it)")
     p.add_argument("--label-map", default=None, help="a label_map.pbtxt (or the job's own, relative to PATH) to "
@@ -51,7 +62,6 @@ def add_check_arguments(p) -> None:
                    f"near-duplicates (default {MAX_DISTANCE})")
     p.add_argument("--fail-on", default=",".join(FAIL_ON), help=f"what makes the exit code 1 (default "
                    f"{','.join(FAIL_ON)}; '' for never)")
-    from augd.cli import memory_arg   # here: augd.cli imports this module
     p.add_argument("--max-memory-mb", type=memory_arg, default="auto", help="the memory limit of the job to "
                    "check for, as augd run's (a record over 1/16 of it is one a job rejects); auto (default): half "
                    "the host's; none: no limit")

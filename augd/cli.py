@@ -26,7 +26,7 @@ def _setup_logging(verbose: bool) -> None:
 
 def cmd_validate(args) -> int:
     from augd.ops.words import plural
-    from augd.spec import find_pipeline, load_pipeline
+    from augd.schema import find_pipeline, load_pipeline
     bad = 0
     for ref in args.files:
         try:
@@ -41,7 +41,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from augd.spec import find_pipeline, load_pipeline
+    from augd.schema import find_pipeline, load_pipeline
     try:
         path = find_pipeline(args.pipeline)
         load_pipeline(path)  # only a valid pipeline is shown as one to copy
@@ -78,7 +78,7 @@ def cmd_ops(args) -> int:
                 desc = p.get("description", "")
                 print(f"    {pname}{req}{'  ' + ', '.join(bounds) if bounds else ''}{'  - ' + desc if desc else ''}")
         print()
-    from augd.spec.schema import pipeline_keys
+    from augd.schema.jsonschema import pipeline_keys
     print("== Pipeline keys (not ops: beside ops: in a pipeline; docs/pipelines.md) ==")
     for key, sub, desc in pipeline_keys():
         print(f"{key}:{' {' + ', '.join(sub) + '}' if sub else ''}  {desc}")
@@ -89,13 +89,13 @@ def cmd_ops(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from augd.spec.schema import pipeline_schema
+    from augd.schema.jsonschema import pipeline_schema
     print(json.dumps(pipeline_schema(), indent=2))
     return EXIT_OK
 
 
 def cmd_run(args) -> int:
-    from augd.spec import find_pipeline, load_pipeline
+    from augd.schema import find_pipeline, load_pipeline
     try:
         spec = load_pipeline(find_pipeline(args.pipeline))
     except SpecError as exc:
@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
             print(f"augd run: {exc}", file=sys.stderr)
             return EXIT_USAGE
     if args.annotations is not None or args.label_map is not None:
-        from augd.spec import Annotations
+        from augd.schema import Annotations
         lm = os.path.abspath(args.label_map) if args.label_map is not None else None
         if lm is not None and not os.path.isfile(lm):
             print(f"augd run: --label-map {args.label_map!r} is not a file", file=sys.stderr)
@@ -264,14 +264,6 @@ def _fraction(value: str) -> float:
     return f
 
 
-def memory_arg(value: str) -> str | int | None:
-    if value in ("auto", "none"):
-        return None if value == "none" else value
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    raise argparse.ArgumentTypeError(f"must be auto, none or a whole number of MB >= 1; got {value!r}")
-
-
 def cmd_inspect(args) -> int:
     from augd.inspect import inspect_paths
     try:
@@ -351,16 +343,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="override the pipeline's seed")
     r.add_argument("--max-pixels", type=int, default=defaults.MAX_PIXELS,
                    help=f"reject images larger than this (default {defaults.MAX_PIXELS})")
+    from augd.checkcmd import memory_arg   # augd run and augd check take the same limit
     r.add_argument("--max-memory-mb", type=memory_arg, default="auto",
                    help="memory the job may add to the process, in MB; auto (default): half the host's "
                         "(cgroup-aware); none: no limit")
     r.add_argument("--labels", metavar="FILE|A,B,...",
                    help="fixed label map (ids across jobs): a labels.txt (0:cat lines, as augd writes) or class "
                         "names separated by commas; a class folder not in it fails the job")
-    from augd.spec import ANNOTATION_FORMATS
+    from augd.annotations.layout import in_words
+    from augd.schema import ANNOTATION_FORMATS
     r.add_argument("--annotations", choices=ANNOTATION_FORMATS, default=None,
                    help="detection/segmentation annotations: auto (the default, unless the pipeline says otherwise) "
-                        "detects TFRecord shards or a VOC, COCO, YOLO or mask layout; none: a classification job")
+                        f"detects TFRecord shards or a {in_words()} layout; none: a classification job")
     r.add_argument("--label-map", metavar="FILE", default=None,
                    help="fixed detection label map (a TF Object Detection API label_map.pbtxt): ids across jobs; an "
                         "object of a class not in it rejects its image")

@@ -3,13 +3,14 @@ one's (written with weight 0: augd.annotations.occlusion) dashed, so a glance te
 only when something is drawn."""
 from __future__ import annotations
 
+from augd.lazycv import cv2
+
 __all__ = ["box_outline"]
 
 
 def box_outline(image, box, colour, thickness: int = 1, dashed: bool = False) -> None:
     """Outline `box` (x0, y0, x1, y1: whole pixels, x1 and y1 included) on `image` in place: solid, or `dashed`
     (pieces three lines long, every other one drawn)."""
-    import cv2
     x0, y0, x1, y1 = (int(v) for v in box)
     if not dashed:
         cv2.rectangle(image, (x0, y0), (x1, y1), colour, thickness)

@@ -1,4 +1,4 @@
-"""`augd import-config`: the command around augd.spec.odapi (which reads a TF Object Detection API pipeline.config
+"""`augd import-config`: the command around augd.schema.odapi (which reads a TF Object Detection API pipeline.config
 and says what each augmentation option becomes). Exit 0: written; 1: options augd cannot do exactly and no
 --approximate, or nothing to import; 2: a file that cannot be read or is not text-format protobuf."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from augd import defaults
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
 from augd.parsing.pbtxt import PbtxtError
-from augd.spec import SpecError, parse_pipeline
-from augd.spec.odapi import APPROXIMATE, EXACT, MISSING, TRAINING, import_config, strip, table
+from augd.schema import SpecError, parse_pipeline
+from augd.schema.odapi import APPROXIMATE, EXACT, MISSING, TRAINING, import_config, strip, table
 
 __all__ = ["add_import_arguments", "cmd_import_config"]
 

@@ -11,6 +11,7 @@ import statistics
 
 from augd.drawing import box_outline
 from augd.io.jobfs import is_url
+from augd.lazycv import cv2
 
 __all__ = ["inspect_paths"]
 
@@ -189,7 +190,6 @@ def _list(v) -> list:
 
 
 def _dump(ex: dict, data: bytes, directory: str, i: int, skeleton=()) -> None:
-    import cv2
     import numpy as np
     base = f"{i:05d}-v{ex.get('augd/variant', 0)}-{os.path.basename(str(ex.get('image/filename', 'img')))}"
     fmt = ex.get("image/format")
@@ -217,7 +217,6 @@ def _draw(ex: dict, bgr, skeleton=()):
     """The image with its masks overlaid (semantic: a colour per class, 255 (ignore) grey; instances: their
     class's colour), its boxes drawn, each labelled with its class name, and its keypoints: the skeleton's
     edges between visible points in white, each point a dot of its index's colour (hollow: occluded)."""
-    import cv2
     import numpy as np
     h, w = bgr.shape[:2]
     out = bgr.copy()
@@ -251,7 +250,6 @@ def _draw(ex: dict, bgr, skeleton=()):
 
 
 def _draw_points(out, ex: dict, n: int, skeleton) -> None:
-    import cv2
     xs, ys = _list(ex.get("image/object/keypoint/x")), _list(ex.get("image/object/keypoint/y"))
     vis = _list(ex.get("image/object/keypoint/visibility"))
     if not n or not vis or len(vis) % n:

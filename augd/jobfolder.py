@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from augd.defaults import JOB_CONFIG, READY_MARKER
 
-__all__ = ["CONTROL_FILES", "ERROR_FILE", "FAILURE_FILE", "LABEL_MAP_FILE", "MARKERS"]
+__all__ = ["CLAIM_FILE", "CONTROL_FILES", "ERROR_FILE", "FAILURE_FILE", "LABEL_MAP_FILE", "MARKERS"]
 
+#: Written into a job by its claim (augd/daemon/claims; hidden: the job scan skips it, the watcher's signature too).
+CLAIM_FILE = ".augd-claim.json"
 #: Written into a failed job by the daemon: the failure for machines, and for people.
 FAILURE_FILE = "failure.json"
 ERROR_FILE = "error.txt"

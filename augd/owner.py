@@ -1,4 +1,4 @@
-"""Who this process is, in terms another process can check: the owner of a claimed job (augd/daemon/lease.py) and of
+"""Who this process is, in terms another process can check: the owner of a claimed job (augd/daemon/claims/records.py) and of
 a temporary output folder (augd/io/commit.py). A leaf: importing it loads nothing.
 
 A pid alone names nothing for long: it is reused, it means another process in another pid namespace (a container)

@@ -78,7 +78,7 @@ def spec_doc(name: str) -> dict:
 
 
 def make_spec(name: str):
-    from augd.spec import YamlDoc, parse_doc
+    from augd.schema import YamlDoc, parse_doc
     doc = spec_doc(name)
     return parse_doc(YamlDoc(source=f"<bench:{name}>", data=doc, lines={}))
 

@@ -36,7 +36,7 @@ ANNOTATED = ("detection", "pose", "segmentation")
 def pipelines() -> dict[str, int]:
     """Every shipped pipeline -> records per image."""
     from augd.job.units import variants_of
-    from augd.spec import builtin_pipelines, load_pipeline
+    from augd.schema import builtin_pipelines, load_pipeline
     return {name: len(variants_of(load_pipeline(path))) for name, path in sorted(builtin_pipelines().items())}
 
 

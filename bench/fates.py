@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def _spec(name: str, ops, variants: int, low: str | None):
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     doc = {"name": "fates", "seed": 55, "variants": variants, "keep_original": False, "ops": ops,
            "output": {"format": "jpeg", "quality": 92}}
     if ops == "tile":
@@ -29,8 +29,8 @@ def _spec(name: str, ops, variants: int, low: str | None):
 
 
 def _odapi(name: str, options: list[str], variants: int, low: str | None):
-    from augd.spec import parse_pipeline
-    from augd.spec.odapi import import_config
+    from augd.schema import parse_pipeline
+    from augd.schema.odapi import import_config
     blocks = "".join(f"  data_augmentation_options {{\n    {a}\n  }}\n" for a in options)
     text = f"model {{ ssd {{ num_classes: 3 }} }}\ntrain_config: {{\n  batch_size: 8\n{blocks}}}\n"
     doc = import_config(text, f"{name.lower()}.config", variants=variants).doc

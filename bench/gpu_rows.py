@@ -32,7 +32,7 @@ import json, sys
 import tensorflow as tf
 tf.debugging.set_log_device_placement(True)
 from augd.engine import Engine, EngineOptions
-from augd.spec import find_pipeline, load_pipeline
+from augd.schema import find_pipeline, load_pipeline
 engine = Engine(EngineOptions.from_env())
 compiled = engine.compile(load_pipeline(find_pipeline(sys.argv[1])), as_gpu_host=engine.device.kind != "GPU")
 datas = [open(p, "rb").read() for p in sys.argv[2:]]

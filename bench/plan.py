@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     from augd.engine import EngineOptions
     from augd.job.units import plan_job
     from augd.job.workers.pool import ProcessPool, chunked_map
-    from augd.spec import load_pipeline
+    from augd.schema import load_pipeline
 
     voc = build_voc(build_dataset(args.n, 0, args.cache))
     spec = load_pipeline(os.path.join(os.path.dirname(__file__), os.pardir, "pipelines", "geometric-heavy.yaml"))

@@ -28,7 +28,7 @@ def scene(root: Path) -> None:
 def main(argv=None) -> int:
     from augd.io.lite import decode_example, iter_records
     from augd.job import JobOptions, run_job
-    from augd.spec import builtin_pipelines, load_pipeline
+    from augd.schema import builtin_pipelines, load_pipeline
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         scene(root / "voc")

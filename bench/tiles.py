@@ -66,7 +66,7 @@ def _floor_one(args) -> int:
     """One image for opencv_pool: decoded once, each tile encoded, the bytes appended to this worker's file."""
     import cv2
 
-    from augd.spec.tile import TileSpec, tiles_of
+    from augd.schema.tile import TileSpec, tiles_of
     cv2.setNumThreads(1)
     path, out_dir = args
     img = cv2.imread(path, cv2.IMREAD_COLOR)

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 
 
 def spec_for(ops: list, *, fmt: str = "raw", seed: int = 1, variants: int = 1, keep_original: bool = False,

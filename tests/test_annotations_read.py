@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import re
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -21,6 +22,7 @@ from tests.annotated import (
 )
 
 RED, GREEN, BLUE = (220, 30, 30), (30, 200, 30), (30, 30, 220)
+REPO = Path(__file__).resolve().parent.parent
 
 # Odd cases on purpose: a box on the first pixel row/column, one ending at the last, a full-image box, a triangle.
 IMAGES = [
@@ -380,8 +382,8 @@ def test_the_format_registry_is_what_every_place_offers(tmp_path):
     """The formats are the registry's (augd/annotations/layout.py): the `annotations: format:` values, the schema
     and `augd run --annotations` list them, and each, named on a folder without it, says what it expects."""
     from augd.annotations.layout import REGISTRY
-    from augd.spec import ANNOTATION_FORMATS, AnnotationsConfig
-    from augd.spec.schema import pipeline_schema
+    from augd.schema import ANNOTATION_FORMATS, AnnotationsConfig
+    from augd.schema.jsonschema import pipeline_schema
 
     from augd.annotations.tfrecords import FORMAT as RECORDS
 
@@ -390,15 +392,15 @@ def test_the_format_registry_is_what_every_place_offers(tmp_path):
     import pkgutil
 
     import augd.annotations as package
-    from augd.annotations import layout as layout_module
     from augd.annotations.reading import AnnotationFormat
     declared = {m.name for m in pkgutil.iter_modules(package.__path__)
                 if isinstance(getattr(importlib.import_module(f"augd.annotations.{m.name}"), "FORMAT", None),
                               AnnotationFormat)}
     assert declared == set(REGISTRY), "a module that declares a FORMAT is in REGISTRY, and back"
-    table = [(int(r), name) for r, name in re.findall(r"^ +(\d+) (\w+) ", layout_module.__doc__, re.M)]
+    docs = (REPO / "docs" / "pipelines.md").read_text()
+    table = [(int(r), name) for r, name in re.findall(r"^\| (\d+) \| `(\w+)` \|", docs, re.M)]
     assert table == sorted((lay.rank, name) for name, f in REGISTRY.items() for lay in f.layouts), \
-        "layout.py's table of ranks says what the registry does"
+        "docs/pipelines.md's table of formats says what the registry does"
     for name in ANNOTATION_FORMATS:
         assert AnnotationsConfig(format=name).format == name
     assert json.dumps(list(ANNOTATION_FORMATS)) in json.dumps(pipeline_schema())
@@ -410,6 +412,61 @@ def test_the_format_registry_is_what_every_place_offers(tmp_path):
         expected = "no class names" if name == "yolo" else f"no {name} annotations: {fmt.expected}"
         with pytest.raises(AnnotationError, match=re.escape(expected)):
             read_job(str(tmp_path), name)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_help_text_schema_and_docs_list_names_every_registered_format(capsys):
+    """Where augd lists the formats in words (`augd run --help`, `augd check --help`, the schema), each names every
+    registered one, from the registry; the docs list them in one table (the test above)."""
+    from augd.annotations.layout import REGISTRY, in_words
+    from augd.cli import build_parser
+    from augd.schema import ANNOTATION_FORMATS
+    from augd.schema.jsonschema import pipeline_schema
+
+    helps = {}
+    for verb in ("run", "check"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([verb, "--help"])
+        helps[verb] = _words(capsys.readouterr().out)
+    for where, text in {**helps, "schema": json.dumps(pipeline_schema())}.items():
+        assert in_words() in text and all(f in text for f in ANNOTATION_FORMATS), where
+    for name, fmt in REGISTRY.items():
+        assert fmt.title and fmt.markers and fmt.expected, f"{name}: its title, markers and expected are its own"
+
+
+#: A job of each registered layout, by its rank (tests/annotated.py's writers; the test below wants one per rank).
+LAYOUT_JOBS = {
+    10: lambda root: voc_job(root, IMAGES), 60: lambda root: voc_job(root, IMAGES, beside=True),
+    20: lambda root: yolo_job(root, IMAGES), 70: lambda root: yolo_job(root, IMAGES, beside=True),
+    30: lambda root: coco_job(root, IMAGES), 40: lambda root: masks_job(root, IMAGES, voc=True),
+    50: lambda root: masks_job(root, IMAGES),
+}
+
+
+def test_each_layout_s_markers_make_the_executor_estimate_an_annotated_job(tmp_path):
+    """augd.job.executors.choice.estimate_folder knows an annotated job, before anything is read, by the files each
+    registered format's markers name (split folders too), and counts only its images."""
+    from augd.annotations.layout import REGISTRY
+    from augd.job.executors.choice import estimate_folder
+    from augd.schema import parse_pipeline
+    from tests.jobfiles import pipeline_yaml
+
+    ranks = {lay.rank: name for name, f in REGISTRY.items() for lay in f.layouts}
+    assert set(LAYOUT_JOBS) == set(ranks), "a job writer for every registered layout"
+    spec = parse_pipeline(pipeline_yaml(variants=1, keep_original=False), "t.yaml")
+    for rank, name in sorted(ranks.items()):
+        root = str(tmp_path / str(rank))
+        LAYOUT_JOBS[rank](root)
+        assert detect_format(root) == name, rank
+        c = estimate_folder(root, spec)
+        assert c.annotated and c.images == len(IMAGES), (rank, c)
+    (tmp_path / "classes" / "a").mkdir(parents=True)
+    cv2.imwrite(str(tmp_path / "classes" / "a" / "x.png"), np.zeros((8, 8, 3), np.uint8))
+    (tmp_path / "classes" / "a" / "notes.txt").write_text("no label file")
+    assert not estimate_folder(str(tmp_path / "classes"), spec).annotated
 
 
 def test_yolo_with_masks_and_a_fixed_map_for_coco(tmp_path):

@@ -16,7 +16,7 @@ from augd.engine import Engine
 from augd.errors import FailureReason, JobFailed
 from augd.job import JobOptions, run_job
 from augd.ops.policies import AUTOAUGMENT, autoaugment_op
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, Shape, coco_job, voc_job
 from tests.test_tiles import _boxes, _records
 

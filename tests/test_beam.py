@@ -28,7 +28,7 @@ from augd.errors import FailureReason, JobFailed  # noqa: E402
 from augd.io import read_records  # noqa: E402
 from augd.job import JobOptions, run_job  # noqa: E402
 from augd.job.executors import beam_pipeline as augd_beam  # noqa: E402
-from augd.spec import parse_pipeline  # noqa: E402
+from augd.schema import parse_pipeline  # noqa: E402
 from tests.annotated import Img, voc_job, voc_xml  # noqa: E402
 from tests.jobfiles import make_job, pipeline_yaml  # noqa: E402
 

@@ -21,7 +21,7 @@ distributed = pytest.importorskip("dask.distributed")
 
 from augd.job import run_job  # noqa: E402
 from augd.job.executors import beam_pipeline as augd_beam  # noqa: E402
-from augd.spec import parse_pipeline  # noqa: E402
+from augd.schema import parse_pipeline  # noqa: E402
 from tests.annotated import Img, voc_job  # noqa: E402
 from tests.test_beam import DETECTION, _compare, run_beam_job, split_job  # noqa: E402,F401 (a fixture)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from augd.errors import SpecError
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, Shape, voc_job
 from tests.test_mixing import records, run
 

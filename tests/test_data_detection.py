@@ -17,7 +17,7 @@ import tensorflow as tf
 import augd.data
 from augd.data import DataError
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, voc_job
 
 SIZE = 64

@@ -18,7 +18,7 @@ import augd.data
 from augd.data import DataError
 from augd.io import ShardWriter, make_example, parse_example, read_records
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.jobfiles import make_job
 
 # 24 labeled images of 24 sizes in 3 classes, JPEG and PNG sources, and 1 unlabeled image at the job's root.

@@ -26,6 +26,7 @@ def registry_names(tmp_path_factory):
     from prometheus_client import CollectorRegistry
 
     from augd.job import JobWatch, run_job
+    from augd.daemon import events
     from augd.daemon.metrics import Metrics
     from tests.helpers import make_image, png, spec_for
 
@@ -36,10 +37,10 @@ def registry_names(tmp_path_factory):
     (job / "a" / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     m = Metrics(CollectorRegistry())
     m.build_info("0", "0", "CPU")
-    tally = m.job_tally()
+    m.record(events.Started())
     result = run_job(str(job), spec_for([{"invert": {}}], fmt="jpeg"), str(tmp_path_factory.mktemp("out")),
-                     watch=JobWatch(on_image=tally.image))
-    tally.succeeded(result.report, 1.0)
+                     watch=JobWatch(on_image=lambda o: m.record(events.Image(o))))
+    m.record(events.Succeeded(result.report, 1.0))
     names = set()
     for fam in m.registry.collect():
         names.add(fam.name)

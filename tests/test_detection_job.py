@@ -259,7 +259,7 @@ def test_same_shard_bytes_for_one_and_three_workers(tmp_path, pipeline):
 
 
 def test_classification_jobs_are_unchanged(tmp_path):
-    from augd.spec import load_pipeline
+    from augd.schema import load_pipeline
     pipeline = tmp_path / "plain.yaml"
     pipeline.write_text(PIPELINE[:PIPELINE.index("annotations:")])   # a pipeline that says nothing of annotations
     spec = load_pipeline(pipeline)
@@ -303,7 +303,7 @@ def test_inspect_counts_objects_and_dump_draws_boxes(tmp_path, pipeline):
 
 def test_settings_layer_job_over_pipeline_over_daemon(tmp_path):
     from augd.daemon.routing import resolve_pipeline
-    from augd.spec import Annotations, parse_pipeline
+    from augd.schema import Annotations, parse_pipeline
     p = tmp_path / "p.yaml"
     p.write_text("name: p\nops: []\nannotations: {min_size: 3}\n")
     job = tmp_path / "job"
@@ -480,10 +480,10 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
     from PIL import Image
 
     import augd.annotations.masks as masks
+    import augd.annotations.objects as objects
     import augd.annotations.targets as targets
-    import augd.job.detection as detection
     from augd.job import JobOptions, run_job
-    from augd.spec import load_pipeline
+    from augd.schema import load_pipeline
     from tests.annotated import Img, voc_job
 
     scenes = _mask_scenes()
@@ -509,13 +509,13 @@ def test_annotation_errors_while_writing_reject_their_image_not_the_job(tmp_path
         if "m3" in (ann.source or ""):
             raise ValueError("the affine matrix is singular")
         return transform(ann, *a, **k)
-    monkeypatch.setattr(detection, "transform", singular)   # where the job calls it
+    monkeypatch.setattr(objects, "transform", singular)   # where the job calls it
 
     with pytest.raises(ValueError, match="singular"):
         run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == [], "nothing half-written"
 
-    monkeypatch.setattr(detection, "transform", transform)
+    monkeypatch.setattr(objects, "transform", transform)
     result = run_job(str(tmp_path / "seg"), load_pipeline(pipeline), str(tmp_path / "out"), JobOptions(workers=1))
     bad = {r.relpath: r for r in result.report.inputs.rejected_files}
     assert set(bad) == {"JPEGImages/m1.png", "JPEGImages/m2.png"}

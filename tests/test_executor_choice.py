@@ -14,7 +14,7 @@ import pytest
 from augd.job.executors import ExecutorKind, Host, JobCost, choose
 from augd.job.executors.choice import (WORKER_BYTES, estimate_folder, job_cost, processes_seconds,
                                        threads_seconds)
-from augd.spec import builtin_pipelines, load_pipeline, parse_pipeline
+from augd.schema import builtin_pipelines, load_pipeline, parse_pipeline
 from tests.jobfiles import make_job, pipeline_yaml
 
 GB = 1 << 30
@@ -141,6 +141,21 @@ def test_the_folder_estimate_counts_images_and_their_bytes_and_reads_no_pixel(tm
     _shard(tmp_path / "rec" / "coco_val.record-00000-of-00001", [5000] * 10)
     c = estimate_folder(str(tmp_path / "rec"), spec, sample=25)   # 25 records walked, the rest by their bytes
     assert (c.images, c.records) == (40, 30 * 4 + 10) and c.annotated
+
+
+def test_the_daemon_s_one_choice_per_job_diverts_a_job_by_its_files(tmp_path):
+    """for_job (the daemon's only chooser): a job of at least Divert's min_files files goes to its executor, any
+    other (and every job without a Divert) to the daemon's own choice, as it is."""
+    from augd.job.executors import Choice, Divert, ExecutorKind, for_job
+    local = Choice(ExecutorKind.PROCESSES, 2, "the daemon's warm pool")
+    make_job(tmp_path / "big", {f"a/{i}.jpg": "jpeg" for i in range(6)})
+    make_job(tmp_path / "small", {f"a/{i}.jpg": "jpeg" for i in range(2)})
+    divert = Divert(ExecutorKind.BEAM, 5)
+    big = for_job(local, str(tmp_path / "big"), divert)
+    assert (big.kind, big.requested, big.workers) == (ExecutorKind.BEAM, "beam", 2)
+    assert for_job(local, str(tmp_path / "small"), divert) is local
+    assert for_job(local, str(tmp_path / "big"), None) is local
+    assert for_job(local, str(tmp_path / "small"), Divert(ExecutorKind.BEAM)).kind is ExecutorKind.BEAM
 
 
 @pytest.fixture(scope="module")

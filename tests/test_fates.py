@@ -19,7 +19,7 @@ from augd.annotations import Annotation, Object
 from augd.annotations.occlusion import Rule
 from augd.annotations.targets import transform
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from bench.fates import _odapi, _spec
 from tests.visible import CHAINS, ODAPI_SHAPES, judge, read, scenes
 
@@ -249,7 +249,7 @@ def test_inspect_counts_and_draws_ignored_boxes_apart(tmp_path):
 
 
 def test_import_config_says_where_augd_ignores_what_the_od_api_drops(tmp_path):
-    from augd.spec.odapi import LOW_VISIBILITY_NOTE, import_config
+    from augd.schema.odapi import LOW_VISIBILITY_NOTE, import_config
     blocks = "".join(f"  data_augmentation_options {{\n    {a}\n  }}\n" for a in ODAPI_SHAPES["ssd"])
     imported = import_config(f"train_config: {{\n  batch_size: 8\n{blocks}}}\n", "ssd.config")
     assert imported.notes == [LOW_VISIBILITY_NOTE] and imported.doc["annotations"]["low_visibility"] == "ignore"

@@ -44,7 +44,7 @@ def gpu_run(tmp_path_factory):
         pytest.skip("no GPU that TensorFlow can use")
     root = tmp_path_factory.mktemp("gpu")
     code = ("import json, sys\nfrom augd.engine import Engine, EngineOptions\nfrom augd.job import JobOptions, run_job\n"
-            "from augd.spec import find_pipeline, load_pipeline\n"
+            "from augd.schema import find_pipeline, load_pipeline\n"
             "engine = Engine(EngineOptions(device=sys.argv[1]))\n"
             "r = run_job(sys.argv[2], load_pipeline(find_pipeline('seed-classifier')), sys.argv[3], "
             "JobOptions(name='demo'), engine=engine)\n"
@@ -94,7 +94,7 @@ def test_tensorflow_grows_into_the_gpu_instead_of_taking_it_all():
     if not _tf_gpus():
         pytest.skip("no GPU that TensorFlow can use")
     code = ("import os, subprocess, tensorflow as tf\nfrom augd.engine import Engine, EngineOptions\n"
-            "from augd.spec import find_pipeline, load_pipeline\n"
+            "from augd.schema import find_pipeline, load_pipeline\n"
             "e = Engine(EngineOptions(device='gpu'))\ne.compile(load_pipeline(find_pipeline('seed-classifier')))\n"
             "gpu = tf.config.list_physical_devices('GPU')[0]\n"
             "print('growth', tf.config.experimental.get_memory_growth(gpu))\n"

@@ -10,7 +10,7 @@ import pytest
 from augd.engine import Engine, EngineOptions, placement
 from augd.ops import REGISTRY, SeededOp
 from augd.ops._tf import tf
-from augd.spec import builtin_pipelines, load_pipeline
+from augd.schema import builtin_pipelines, load_pipeline
 from tests import kernel_parity
 from tests.helpers import spec_for
 from tests.test_ops import OP_CASES, PARTNER_OPS
@@ -85,6 +85,29 @@ def test_the_report_names_fallbacks_and_not_device_agnostic_kernels(monkeypatch)
     cpu_only = placement._kernels.__wrapped__
     monkeypatch.setattr(placement, "_kernels", lambda op: tuple(k for k in cpu_only(op) if k.device_type != "GPU"))
     assert placement.stage_devices(gd, "GPU:0 (Test)", "tf", placement.GPU)["augment"] == "CPU"
+
+
+def test_the_check_reads_every_function_body_and_a_body_node_runs_where_its_caller_does():
+    """Nodes inside a cond's branch and a while's body nested in it are judged like top-level ones; a body node
+    that names no device inherits its caller's (a graph traced without device scopes in its branches); a check
+    (Assert) reads its inputs on the host: a fallback, although its kernel is DEFAULT."""
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32), tf.TensorSpec([], tf.bool)])
+    def f(x, coin):
+        with tf.device(placement.GPU):
+            def branch():
+                y = tf.numpy_function(lambda a: a, [x], tf.float32)
+                tf.debugging.assert_non_negative(y)
+                return tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, tf.nn.relu(v)), [0, y])[1]
+            x = tf.cond(coin, branch, lambda: x * 2.0)
+        return tf.identity(x)
+
+    gd = f.get_concrete_function().graph.as_graph_def()
+    stage = placement.gpu_stage(gd)
+    assert stage["fallback"] == {"PyFunc", "Assert"} and {"Relu", "Mul"} <= stage["gpu"], stage
+    for fn in gd.library.function:
+        for n in fn.node_def:
+            n.ClearField("device")
+    assert placement.gpu_stage(gd) == stage
 
 
 def test_the_kernel_parity_cases_cover_every_op_that_runs_in_the_graph():

@@ -218,8 +218,8 @@ def test_a_job_a_daemon_let_go_of_after_a_failed_step_is_its_own_orphan_and_no_o
     """A step that fails after the claim (failed/ not writable, say) leaves the job in work/: its daemon lets go of
     it (Leases.abandon) and its next rescan takes it over; another live daemon (here another Leases of this process)
     still sees it held by a live holder and leaves it alone."""
-    from augd.daemon import claim
-    from augd.daemon.lease import Leases
+    from augd.daemon import claims as claim
+    from augd.daemon.claims import Leases
     from augd.daemon.watcher import JobReady
     (tmp_path / "inbox" / "job").mkdir(parents=True)
     (tmp_path / "work").mkdir()

@@ -16,7 +16,7 @@ from augd import defaults
 from augd.annotations.labelmap import LabelMap
 from augd.parsing import pbtxt
 from augd.parsing.pbtxt import PbtxtError
-from augd.spec.odapi import import_config
+from augd.schema.odapi import import_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -22,7 +22,7 @@ from augd.io.limits import ReadLimits
 from augd.io.scratch import PREFIX, sweep_scratch
 from augd.job.units import plan_job
 from augd.owner import machine_key
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import dead_owner
 from tests.hostile_records import (b_list, classification_job, det_record, example, f_list, i_list, i_raw,
                                    png, records_job, sparse_record, varint, zeros_gz)

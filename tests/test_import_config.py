@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from augd.parsing.pbtxt import PbtxtError, first, parse, scalars
-from augd.spec import parse_pipeline
-from augd.spec.odapi import OPTIONS, import_config, strip, table
+from augd.schema import parse_pipeline
+from augd.schema.odapi import OPTIONS, import_config, strip, table
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -312,7 +312,7 @@ def test_the_apis_pads_import_exactly_and_run_a_job(tmp_path):
 
 
 def test_autoaugment_image_becomes_the_same_policy():
-    from augd.spec.odapi import OPTIONS
+    from augd.schema.odapi import OPTIONS
     c = OPTIONS["autoaugment_image"]({"policy_name": "v2"}, [])
     assert c.verdict == "approximate" and c.ops == [{"autoaugment": {"policy": "v2"}}] and "centre" in c.note
     assert OPTIONS["autoaugment_image"]({}, []).ops == [{"autoaugment": {"policy": "v0"}}]   # the proto's default

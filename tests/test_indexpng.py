@@ -1,4 +1,4 @@
-"""augd/annotations/indexpng.py, the fast path for mask PNGs: for the common mask (8-bit palette or grey, rows
+"""augd/indexpng.py, the fast path for mask PNGs: for the common mask (8-bit palette or grey, rows
 unfiltered) it gives Pillow's own indices; for every other PNG, and every damaged one, it steps aside (None) and
 read_mask decodes with Pillow, with Pillow's checks and augd's errors, exactly as before."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from augd.annotations import AnnotationError
-from augd.annotations.indexpng import index_pixels
+from augd.indexpng import index_pixels
 from augd.annotations.masks import read_mask
 
 RNG = np.random.default_rng(3)

@@ -108,7 +108,8 @@ def test_invalid_arguments(over, match):
 
 from augd.annotations import Object  # noqa: E402
 from augd.io.lite import decode_example  # noqa: E402
-from augd.io.records import DETECTION_FEATURES, OBJECT_KEYS, RecordObjects  # noqa: E402
+from augd.io.objects import RecordObjects  # noqa: E402
+from augd.io.records import DETECTION_FEATURES, OBJECT_KEYS  # noqa: E402
 
 OD_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax",
            "image/object/class/label", "image/object/class/text", "image/object/difficult", "image/object/truncated")

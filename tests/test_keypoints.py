@@ -24,7 +24,7 @@ from augd.annotations.targets import transform
 from augd.io import read_records
 from augd.io.records import parse_example
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import Daemon, manifest, no_leaked_children_module, write_config  # noqa: F401
 from tests.posed import (COLOURS, DOT, FLIP, NAMES, SKELETON, TOLERANCE, chirality, coco_pose_job, dot_centre,
                          people, yolo_pose_job)

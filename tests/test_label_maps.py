@@ -12,7 +12,7 @@ import pytest
 from augd.errors import JobFailed, SpecError
 from augd.io import parse_example
 from augd.labels import LabelMapError, label_map, parse_labels_txt
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import (Daemon, drop_job, make_image, manifest, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, write_config)
 from tests.jobfiles import augd, records

@@ -228,7 +228,7 @@ class _Outcome:
 
 
 def _report(*, written: int, rejected: list[str], records: int, read: int, shards: int) -> JobReport:
-    """A JobReport with the figures JobTally.succeeded reads; the rest is filler."""
+    """A JobReport with the figures a Succeeded event carries; the rest is filler."""
     return JobReport(
         augd_version="0", tensorflow_version="0", device="CPU", job="j", input="/in/j", created="", pipeline={},
         pipeline_sha256="", seed=0, classes=(), unlabeled=None,
@@ -240,16 +240,18 @@ def _report(*, written: int, rejected: list[str], records: int, read: int, shard
 
 
 def test_job_tally_settles_with_the_report():
+    from augd.daemon import events
     reg = CollectorRegistry()
     m = Metrics(reg, process_collectors=False)
     get = reg.get_sample_value
     assert get("augd_images_total", {"result": "rejected"}) == 0
     assert get("augd_rejected_inputs_total", {"reason": "too_many_pixels"}) == 0
-    t = m.job_tally()
-    t.image(_Outcome(records=(b"a", b"b"), bytes_read=100, stages=dict.fromkeys(STAGES, 0.01)))
-    t.image(_Outcome(rejected=_Rej("undecodable"), bytes_read=7))
+    m.record(events.Started())
+    m.record(events.Image(_Outcome(records=(b"a", b"b"), bytes_read=100, stages=dict.fromkeys(STAGES, 0.01))))
+    m.record(events.Image(_Outcome(rejected=_Rej("undecodable"), bytes_read=7)))
     assert get("augd_images_total", {"result": "written"}) == 1 and get("augd_records_written_total") == 2
-    t.succeeded(_report(written=1, rejected=["undecodable", "empty", "empty"], records=2, read=107, shards=5000), 3.5)
+    m.record(events.Succeeded(_report(written=1, rejected=["undecodable", "empty", "empty"], records=2, read=107,
+                                      shards=5000), 3.5))
     assert get("augd_images_total", {"result": "rejected"}) == 3
     assert get("augd_rejected_inputs_total", {"reason": "empty"}) == 2
     assert get("augd_rejected_inputs_total", {"reason": "undecodable"}) == 1

@@ -20,7 +20,7 @@ import pytest
 
 from augd.io.lite import decode_example, iter_records
 from augd.job import JobOptions, run_job
-from augd.spec import SpecError, parse_pipeline
+from augd.schema import SpecError, parse_pipeline
 from tests.annotated import Img, Shape, coco_job, voc_job
 
 GREY = (128, 128, 128)
@@ -600,9 +600,8 @@ def test_a_reduced_partner_decode_lands_where_the_full_decode_does(orientation):
     from PIL import Image
 
     from augd.engine.kernels import warp_np
+    from augd.engine.hostdecode import decode_scaled
     from augd.formats import read_header
-    from augd.io import InputImage
-    from augd.job.mixing import _decode
     w, h = 1001, 603
     yy, xx = np.mgrid[0:h, 0:w]
     rgb = np.stack([xx * 255 // w, yy * 255 // h, np.full_like(xx, 128)], -1).astype(np.uint8)
@@ -612,10 +611,9 @@ def test_a_reduced_partner_decode_lands_where_the_full_decode_does(orientation):
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=98, exif=exif)
     data = buf.getvalue()
-    img = InputImage("a.jpg", "a.jpg", len(data), 0, "", read_header(data))
     m = np.array([[8.0, 0, 3.5], [0, 8.0, 3.5], [0, 0, 1]])   # tile pixel -> source: 1/8 scale
     uh, uw = (w, h) if orientation >= 5 else (h, w)
-    pixels, moved = _decode(data, img, m)
+    pixels, moved = decode_scaled(data, read_header(data), m)
     assert pixels.shape[:2] == (-(-uh // 8), -(-uw // 8))      # decoded at 1/8
     reduced = warp_np(pixels, moved, uh // 8, uw // 8, "nearest", "bilinear").astype(float)
     full = warp_np(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), m, uh // 8, uw // 8, "nearest",

@@ -13,7 +13,7 @@ from augd.annotations import Annotation, Object
 from augd.annotations.occlusion import Rule
 from augd.annotations.targets import transform
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, Shape, voc_job
 from tests.test_ssd_ops import read_records, strength
 

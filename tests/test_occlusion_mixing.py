@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, Shape, voc_job
 from tests.test_ssd_ops import read_records
 

@@ -93,12 +93,14 @@ def test_every_registered_op_has_a_case():
 
 def test_every_registered_op_describes_its_own_draws():
     """`augd preview` writes Op.describe under each tile: no op falls back to a shared default, except a
-    SeededOp's (its values are drawn in the graph from a seed, so its name is all the plan knows) and a FactorOp's
-    (its one value is the factor it drew)."""
-    from augd.ops.colour import FactorOp
+    SeededOp's (its values are drawn in the graph from a seed, so its name is all the plan knows), a FactorOp's
+    and a DeltaOp's (its one value is the factor or the delta it drew) and a flip's (whether its coin flipped)."""
+    from augd.ops.colour import DeltaOp, FactorOp
+    from augd.ops.geometry import _Flip
     for name, cls in REGISTRY.items():
         owner = next(k for k in cls.__mro__ if "describe" in vars(k))
-        assert owner in (cls, SeededOp, FactorOp), f"{name}: define describe() in its class ({owner.__name__}'s)"
+        assert owner in (cls, SeededOp, FactorOp, DeltaOp, _Flip), \
+            f"{name}: define describe() in its class ({owner.__name__}'s)"
         assert owner is not Op
 
 

@@ -78,7 +78,7 @@ def test_a_crop_then_a_pad_sized_by_the_source_fills_with_the_crops_mean(kernels
 
 
 def test_sizes_or_ratios_not_both_and_a_clear_error():
-    from augd.spec import SpecError, parse_pipeline
+    from augd.schema import SpecError, parse_pipeline
     with pytest.raises(SpecError, match="not both"):
         parse_pipeline("name: t\nops:\n  - random_pad_image: {max_size: [9, 9], max_ratio: [2, 2]}\n", "t.yaml")
     with pytest.raises(SpecError, match="max_height_padding"):

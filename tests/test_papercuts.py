@@ -11,7 +11,7 @@ import pytest
 
 from augd.errors import SpecError
 from augd.ops import REGISTRY, describe_ops
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import (Daemon, drop_job, make_image, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, status, write_config)
 
@@ -63,7 +63,7 @@ def test_every_composite_example_shown_by_augd_ops_is_a_valid_pipeline():
 def test_augd_ops_groups_by_kind_shows_composite_syntax_and_how_p_combines():
     """And, after the ops, the pipeline's other keys (tile, balance, split, ...), where a user looking for tiling
     looks first (issue 57): each with its own keys and what it does, from the pipeline's model."""
-    from augd.spec.model import _Header
+    from augd.schema.model import _Header
     out = _augd("ops", check=True).stdout
     headings = [ln for ln in out.splitlines() if ln.startswith("== ")]
     assert [h.split()[1] for h in headings] == ["Geometry", "Colour", "Pixel", "Mixing", "Composites", "Pipeline"]
@@ -106,7 +106,7 @@ def test_validate_and_show_take_shipped_pipelines_by_name():
 @pytest.mark.parametrize("name, near", [("classify-heavy", "'classify-light'"), ("detection_ssd", "'detection-ssd'"),
                                         ("geometric-hevy", "'geometric-heavy'")])
 def test_an_unknown_pipeline_name_suggests_the_nearest_ones(name, near):
-    from augd.spec import find_pipeline
+    from augd.schema import find_pipeline
     with pytest.raises(SpecError) as e:
         find_pipeline(name)
     assert f"did you mean {near}" in str(e.value) and "known: " in str(e.value), e.value

@@ -468,7 +468,7 @@ def test_a_worker_killed_while_the_parent_writes_to_it_is_replaced_every_time(tm
     from augd.io.scan import scan_job
     from augd.job import variants_of
     from augd.job.workers.pool import JobContext, ProcessPool
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     spec = parse_pipeline("name: t\nvariants: 1\nkeep_original: false\noutput: {shards: 1}\nops:\n"
                           "  - random_flip_left_right: {}\n", "t.yaml")
     job = make_job(tmp_path / "job", n=4, classes=())

@@ -13,7 +13,7 @@ import pytest
 from augd.engine import Engine
 from augd.job import JobOptions, run_job
 from augd.ops.policies import randaugment_ops, trivial_augment_ops
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, Shape, voc_job
 from tests.helpers import make_image, png
 

@@ -17,7 +17,7 @@ from augd.engine import Engine
 from augd.io import parse_example
 from augd.job import JobOptions, run_job
 from augd.preview import contact_sheet, describe_variant, letterbox, preview_rows
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.jobfiles import augd_env, image_bytes, psnr, records
 
 # Images at the job folder's root, so that the file name is the relative path the job keys seeds by.

@@ -17,7 +17,7 @@ from augd.io import scan_job
 from augd.job import JobOptions, run_job
 from augd.job.units import plan_job
 from augd.job.workers.pool import ProcessPool, WorkerError, chunked_map
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.annotated import Img, voc_job, yolo_job
 from tests.test_executors import output
 

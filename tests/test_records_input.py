@@ -380,7 +380,7 @@ def test_malformed_values_reject_their_record_never_the_job(tmp_path):
 
 def test_a_stray_shard_in_a_folder_job_is_one_rejected_file(tmp_path):
     from augd.job.units import plan_job
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     spec = parse_pipeline("name: t\nops: []\n", "t")
     job = make_voc(tmp_path / "voc", n=2)
     write_shard(job / "leftover.tfrecord", [odapi_example(0, *scene(1))])
@@ -398,7 +398,7 @@ def test_a_stray_shard_in_a_folder_job_is_one_rejected_file(tmp_path):
 def test_format_tfrecord_takes_the_shards_or_says_there_are_none(tmp_path):
     from augd.errors import JobFailed
     from augd.job.units import plan_job
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     spec = parse_pipeline("name: t\nops: []\nannotations: {format: tfrecord}\n", "t")
     job = make_voc(tmp_path / "voc", n=1)
     with pytest.raises(JobFailed, match="annotations.format is tfrecord and the folder's root holds no TFRecord"):

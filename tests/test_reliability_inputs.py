@@ -25,7 +25,7 @@ from PIL import Image
 
 from augd.io import parse_example
 from augd.job import JobOptions, JobReport, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.jobfiles import augd, image_bytes, picture, records
 from tests.test_formats import bmp_header, png_chunk
 

@@ -4,6 +4,7 @@ limit, or too big for the output filesystem, fail at once with their reason; hos
 Each time the daemon's resident memory is sampled throughout and stays within its bound."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -15,9 +16,9 @@ import cv2
 import numpy as np
 import pytest
 
-from augd.daemon import claim
-from augd.daemon.lease import Leases
-from augd.daemon.watcher import CLAIM_FILE, JobReady
+from augd.daemon import claims as claim
+from augd.daemon.claims import CLAIM_FILE, Leases
+from augd.daemon.watcher import JobReady
 from augd.errors import FailureReason
 from tests.daemon_harness import (Daemon, RssSampler, add_slow_pipeline, dead_owner, drop_job,  # noqa: F401
                                   manifest, no_leaked_children, no_leaked_children_module, status, wait_for, write_config)
@@ -142,6 +143,26 @@ def test_attempts_are_counted_per_claim_and_forgotten_when_the_job_leaves_work(t
     assert claimed("again", here).attempts == 1
     assert claim.take_over(here) is None
     assert not (work / ".claims" / "gone").exists(), "records of a job no longer in work/ are swept"
+
+
+def test_recover_rules_what_becomes_of_a_job_taken_over(tmp_path):
+    """claims.recover, the one rule for a job whose holder died: run again with one more attempt counted, or
+    dead-lettered once it has ended max_attempts holders (and then not counted again)."""
+    work, inbox, out = tmp_path / "work", tmp_path / "inbox", tmp_path / "out"
+    work.mkdir()
+    out.mkdir()
+    here = Leases(str(work), 60)
+    for name in ("twice", "poison"):
+        job = inbox / name
+        job.mkdir(parents=True)
+        claim.claim(JobReady(path=str(job), relpath=name, name=name, route=None, trigger="marker",
+                             inode=os.stat(job).st_ino), Leases(str(work), 60, me=dead_owner()))
+    taken = {c.name: c for c in (claim.take_over(here), claim.take_over(here))}
+    run = claim.recover(taken["twice"], here, str(out), max_attempts=3)
+    assert run.verdict is claim.Verdict.RUN and run.claimed.attempts == 2 and here.read("twice").attempts == 2
+    poison = claim.recover(dataclasses.replace(taken["poison"], attempts=3), here, str(out), max_attempts=3)
+    assert poison.verdict is claim.Verdict.DEAD_LETTER and poison.why is None
+    assert here.read("poison").attempts == 1, "a dead letter is not counted again"
 
 
 def test_a_job_cannot_make_the_daemon_block_or_write_elsewhere_through_its_control_files(tmp_path):
@@ -294,7 +315,7 @@ _MEASURED_RUN = """
 import sys, threading
 from augd.job import JobOptions, run_job
 from augd.job.resources import rss_bytes
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 job, warm, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) or None
 spec = parse_pipeline(sys.argv[5])
 run_job(warm, spec, out + "-warm", JobOptions(workers=4))  # TensorFlow and the graph's kernels loaded, on small images

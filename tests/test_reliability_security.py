@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from augd import defaults
 from augd.daemon.routing import resolve_pipeline
 from augd.errors import SpecError
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import TINY
 
 PWNED = "/tmp/augd-security-pwned"

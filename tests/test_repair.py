@@ -123,7 +123,7 @@ def test_a_later_message_still_names_the_right_object_after_a_duplicate_is_dropp
 
 @pytest.mark.parametrize("value", ["standard", "none"])
 def test_repair_is_a_pipeline_setting_kept_out_of_the_sha_unless_set(value):
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     plain = parse_pipeline("name: t\nannotations: {min_size: 2}\nops: []\n", "t.yaml")
     set_ = parse_pipeline(f"name: t\nannotations: {{min_size: 2, repair: {value}}}\nops: []\n", "t.yaml")
     assert plain.annotations.value("repair") == "standard" and set_.annotations.value("repair") == value

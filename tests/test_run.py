@@ -19,7 +19,7 @@ from augd.io import parse_example
 from augd.job import Cancel, JobOptions, JobWatch, run_job
 from augd.job.report import SCHEMA_VERSION
 from augd.stages import STAGES
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.jobfiles import (BAD, PASSTHROUGH, make_job, pipeline_yaml, psnr, records, seed_reader, shard_files,
                       upright_rgb)
 

@@ -1,6 +1,6 @@
 """Many daemons, one set of folders: a job is claimed once, run by one live daemon at a time, taken over exactly once
 when its holder is gone (at once on the same machine, after the lease from another machine or container), and
-given up by a holder that finds it was taken over. Claim records are augd/daemon/lease.py."""
+given up by a holder that finds it was taken over. Claim records are augd/daemon/claims/records.py."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from augd.daemon import claim
-from augd.daemon.lease import Leases
+from augd.daemon import claims as claim
+from augd.daemon.claims import Leases
 from augd.daemon.watcher import JobReady
 from augd.owner import Owner
 from tests.daemon_harness import (Daemon, add_slow_pipeline, dead_owner, drop_job, free_port,  # noqa: F401

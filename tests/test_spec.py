@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from augd.errors import SpecError
-from augd.spec import load_pipeline, parse_pipeline
-from augd.spec.schema import pipeline_schema
+from augd.schema import load_pipeline, parse_pipeline
+from augd.schema.jsonschema import pipeline_schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT}
@@ -103,7 +103,7 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 
 def test_spec_validation_does_not_import_tensorflow():
-    code = ("import sys; from augd.spec import load_pipeline; from augd.spec.schema import pipeline_schema; "
+    code = ("import sys; from augd.schema import load_pipeline; from augd.schema.jsonschema import pipeline_schema; "
             "load_pipeline('pipelines/geometric-heavy.yaml'); pipeline_schema(); "
             "import augd.ops; print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True,
@@ -230,14 +230,14 @@ def test_the_daemon_config_gives_each_executor_its_options_and_refuses_what_it_c
 @pytest.mark.parametrize("ref, is_path", [("normalize", False), ("my-chain", False), ("p.yaml", True),
                                           ("p.yml", True), ("sub/p", True), ("./p", True)])
 def test_a_reference_is_a_path_or_a_name_by_one_rule(ref, is_path):
-    from augd.spec import find_pipeline, is_pipeline_path
+    from augd.schema import find_pipeline, is_pipeline_path
     assert is_pipeline_path(ref) is is_path
     if is_path:
         assert find_pipeline(ref) == ref  # never looked up by name
 
 
 def test_known_pipelines_are_the_shipped_ones_and_the_search_folders(tmp_path):
-    from augd.spec import builtin_pipelines, find_pipeline, known_pipelines
+    from augd.schema import builtin_pipelines, find_pipeline, known_pipelines
     (tmp_path / "mine.yml").write_text("name: mine\n")
     assert known_pipelines((str(tmp_path), str(tmp_path / "absent"))) == set(builtin_pipelines()) | {"mine"}
     assert find_pipeline("mine", (str(tmp_path),)) == str(tmp_path / "mine.yml")

@@ -12,7 +12,7 @@ import pytest
 from augd.errors import FailureReason, JobFailed
 from augd.io import parse_example, read_records, split_of
 from augd.job import JobOptions, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import make_image
 
 PIPE = ("name: sp\nseed: 3\nvariants: 2\nkeep_original: true\noutput: {shards: 2, format: png}\n"

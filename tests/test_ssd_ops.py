@@ -214,7 +214,7 @@ def test_without_min_object_covered_or_boxes_the_plans_are_the_recorded_ones():
             # a chain with no box-aware op ignores boxes; a box-aware one without boxes draws as before
             assert Program(spec_for(ops).ops).plan(seed, 96, 128, boxes=BOXES)[0].tolist() == want, (name, k)
             assert Program(spec_for(aware).ops).plan(seed, 96, 128)[0].tolist() == want, (name, k)
-    from augd.spec import load_pipeline
+    from augd.schema import load_pipeline
     assert load_pipeline(REPO / "pipelines" / "geometric-heavy.yaml").sha256 == GEOMETRIC_HEAVY_SHA
     assert "min_object_covered" not in json.dumps(spec_for(CROP).normalized())
 
@@ -238,11 +238,11 @@ def test_boxes_change_the_crop_only_and_deterministically():
 
 def test_a_replanned_variant_is_flagged_and_its_boxes_refused(tmp_path):
     from augd.formats import read_header
-    from augd.job.detection import Detection, ImageObjects
+    from augd.annotations.objects import Detection, ImageObjects
     from augd.annotations import AnnotationError
     from augd.annotations.labelmap import LabelMap
     from augd.io import InputImage
-    from augd.spec import Annotations
+    from augd.schema import Annotations
     ops = [{"random_crop": {"size": [40, 40], "min_object_covered": 0.5}}]
     c, data = compiled(ops), png(scene())
     real = read_header(data)
@@ -290,7 +290,7 @@ def read_records(folder) -> list[dict]:
 
 def test_ssd_recipe_job_boxes_agree_with_pixels_and_shards_do_not_depend_on_workers(tmp_path):
     from augd.job.run import JobOptions, run_job
-    from augd.spec import load_pipeline
+    from augd.schema import load_pipeline
     ssd_job(tmp_path / "voc")
     ssd = load_pipeline(SSD)
     spec = dataclasses.replace(ssd, variants=3, output=ssd.output.model_copy(update={"format": "png"}))
@@ -382,7 +382,7 @@ def test_each_crop_ignores_objects_under_its_own_min_visibility_in_a_job(tmp_pat
     crop a record went through told by its size (random_crop_to_aspect_ratio's is fixed). An object under its
     crop's threshold is ignored (weight 0), where the API drops it; low_visibility: drop does as the API."""
     from augd.job.run import JobOptions, run_job
-    from augd.spec import parse_pipeline
+    from augd.schema import parse_pipeline
     areas = {(rel, cls): (b[2] - b[0]) * (b[3] - b[1]) for rel, objs in ssd_job(tmp_path / "voc").items()
              for cls, b in objs}
     for low in ("ignore", "drop"):

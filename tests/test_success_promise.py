@@ -14,7 +14,7 @@ import augd.job.units as units
 from augd.errors import FailureReason, JobFailed
 from augd.io import scan_job as real_scan
 from augd.job import JobOptions, JobWatch, run_job
-from augd.spec import parse_pipeline
+from augd.schema import parse_pipeline
 from tests.daemon_harness import (Daemon, add_slow_pipeline, drop_job, make_job, no_leaked_children,  # noqa: F401
                                   no_leaked_children_module, running_images, status, wait_for, write_config)
 

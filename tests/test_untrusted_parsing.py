@@ -15,7 +15,7 @@ from augd import defaults
 from augd.daemon.routing import resolve_pipeline
 from augd.errors import SpecError, UntrustedFileError
 from augd.parsing.jsonxml import load_json, parse_xml
-from augd.spec import load_pipeline, parse_pipeline
+from augd.schema import load_pipeline, parse_pipeline
 from tests.daemon_harness import TINY, RssSampler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, file_message, flip_from_names
-from augd.annotations.reading import (SPLIT_NAMES, AnnotationFormat, Layout, Reading, folder_splits, object_label,
-                                     skipped)
+from augd.annotations.reading import (SPLIT_NAMES, AnnotationFormat, Layout, Marker, Reading, folder_splits,
+                                     object_label, skipped)
 from augd.annotations.rle import rle_counts, rle_decode
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import UntrustedFileError
@@ -375,5 +375,6 @@ def _schema(files: list[CocoFile]) -> KeypointSchema | None:
 
 
 FORMAT = AnnotationFormat(
-    "coco", read=read_job, expected="expected an instances JSON at the job root",
-    layouts=(Layout(30, lambda tree, named: _coco_files(tree, strict=named) or None),))
+    "coco", read=read_job, expected="expected an instances JSON at the job root", title="COCO",
+    layouts=(Layout(30, lambda tree, named: _coco_files(tree, strict=named) or None),),
+    markers=(Marker(".json", under=""),))

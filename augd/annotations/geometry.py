@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from augd.annotations.rle import rle_encode
+from augd.lazycv import cv2
 
 __all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "as_polygon", "clip_polygon", "corners", "edge9",
            "edge_map", "extent", "forward", "mask_extent", "mirrors", "move_points", "rasterise", "rle_encode",
@@ -261,7 +262,6 @@ def _covers(quad: np.ndarray, w: float, h: float) -> bool:
 
 
 def _warp_once(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, fill: int) -> np.ndarray:
-    import cv2
     flags = cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP
     if abs(m[2, 0]) < 1e-12 and abs(m[2, 1]) < 1e-12:
         return cv2.warpAffine(mask, m[:2] / m[2, 2], (ow, oh), flags=flags, borderMode=cv2.BORDER_CONSTANT,

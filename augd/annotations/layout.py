@@ -2,19 +2,13 @@
 
 Each format is one module that describes itself (an AnnotationFormat: augd/annotations/reading.py); REGISTRY
 holds them, in the order `annotations: format:` lists them. Their layouts are tried in rank order (the first
-that fits wins; nothing fits: a classification job):
+that fits wins; nothing fits: a classification job); docs/pipelines.md#annotation-formats lists them.
 
-  10 voc    JPEGImages/ + Annotations/*.xml (+ ImageSets/Main/*.txt splits, + SegmentationClass/ masks)
-  20 yolo   images/ + labels/ (Ultralytics; images/<split>/ splits; names from data.yaml or classes.txt)
-  30 coco   instances JSON(s) at the root with an `images` list (file_name relative to the job)
-  40 masks  JPEGImages/ + SegmentationClass/ (a PNG of class indices per image)
-  50 masks  images/ + masks/ (the same)
-  60 voc    an .xml beside an image, with the same stem, whose root is <annotation>
-  70 yolo   a .txt beside an image, with data.yaml or classes.txt at the root
-
-A new format: its module (detect, read, expected) and its FORMAT in REGISTRY below, and its rank(s) in the table
-above (tests/test_annotations_read.py holds the table to the registry). Local folders only.
-TensorFlow-free.
+A new format: its module (its layouts, how it reads, what it expects, how prose names it, the files that mark it;
+a format of one file per image is a `Paired` of augd.annotations.paired, which does the rest), its FORMAT in
+REGISTRY below, and a row per layout in the docs' table (tests/test_annotations_read.py holds the table and the
+docs' lists to the registry). Nothing else names a format: help texts, the schema, `augd check` and the executor's
+estimate (`marks_annotated`) ask the registry. Local folders only. TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -27,13 +21,26 @@ from augd.annotations.reading import SLACK, SPLIT_NAMES, AnnotatedJob, Annotatio
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree
 
 __all__ = ["FORMATS", "IMAGE_EXTENSIONS", "REGISTRY", "SLACK", "SPLIT_NAMES", "AnnotatedJob", "detect_format",
-           "read_job"]
+           "in_words", "marks_annotated", "read_job"]
 
 REGISTRY: dict[str, AnnotationFormat] = {f.name: f for f in (voc.FORMAT, coco.FORMAT, yolo.FORMAT, masks.FORMAT)}
 FORMATS = tuple(REGISTRY)
 #: Every format's layouts, in the order they are tried.
 _LAYOUTS = sorted(((lay, f) for f in REGISTRY.values() for lay in f.layouts), key=lambda pair: pair[0].rank)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def in_words(objects: bool = False) -> str:
+    """The formats as prose names them, in the registry's order: "VOC, COCO, YOLO or mask PNGs"; `objects`: only
+    those whose annotations hold objects."""
+    titles = [f.title or f.name for f in REGISTRY.values() if f.objects or not objects]
+    return titles[0] if len(titles) == 1 else f"{', '.join(titles[:-1])} or {titles[-1]}"
+
+
+def marks_annotated(folder: str, name: str, stems) -> bool:
+    """Whether the file `name` in the job's `folder` ("" its root) marks the job as annotated in some format, before
+    anything is read (augd.annotations.reading.Marker); `stems`: the stems of the images in that folder."""
+    return any(m.marks(folder, name, stems) for f in REGISTRY.values() for m in f.markers)
 
 
 def _detect(tree: Tree, fmt: str):

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from augd.annotations.indexpng import index_pixels
+from augd.indexpng import index_pixels
 from augd.annotations.model import AnnotationError, Span
-from augd.annotations.reading import VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, voc_sets
+from augd.annotations.reading import VOC_FOLDERS, AnnotationFormat, Layout, Marker, Reading, folder_splits, voc_sets
 from augd.annotations.tree import IMAGE_EXTENSIONS, pair, stem, under
 from augd.defaults import MAX_PIXELS
 from augd.errors import Rejected, UntrustedFileError
@@ -173,6 +173,8 @@ def read_job(reading: Reading, top: str) -> None:
 
 FORMAT = AnnotationFormat(
     "masks", read=read_job, expected="expected JPEGImages/ with SegmentationClass/, or images/ with masks/",
+    title="mask PNGs", objects=False,
+    markers=(Marker(".png", under="SegmentationClass"), Marker(".png", under="masks")),
     layouts=(Layout(40, lambda tree, named: "JPEGImages" if tree.isdir("JPEGImages") and tree.isdir(
                  "SegmentationClass") else None),
              Layout(50, lambda tree, named: "images" if tree.isdir("images") and tree.isdir("masks") else None)))

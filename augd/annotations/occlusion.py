@@ -31,6 +31,7 @@ import numpy as np
 from augd.annotations.geometry import as_polygon, forward, mask_extent, rasterise, warp_mask
 from augd.annotations.model import IGNORE_REASONS, Object
 from augd.annotations.rle import rle_decode, rle_encode
+from augd.lazycv import cv2
 
 __all__ = ["DROP_REASONS", "HIDDEN", "IGNORE_REASONS", "KEPT", "LOW_VISIBILITY", "Rule", "hidden_by", "hide_in_masks",
            "thick_box", "uncovered"]
@@ -145,7 +146,6 @@ def showing(visible: np.ndarray, size: float) -> np.ndarray:
     k = int(np.ceil(size))
     if k < 2 or not visible.any():
         return visible
-    import cv2
     # An erosion and a dilation whose anchors mirror each other: cv2.morphologyEx's opening by an even square
     # anchors both at its centre and moves what it keeps one pixel right and down.
     square, a = np.ones((k, k), np.uint8), k // 2

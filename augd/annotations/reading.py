@@ -26,8 +26,8 @@ from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
 
 __all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "FileRead", "FileToRead",
-           "Layout", "Reading", "folder_splits", "object_label", "read_each", "serial_map", "settle_pairs", "skipped",
-           "voc_sets"]
+           "Layout", "Marker", "Reading", "folder_splits", "object_label", "read_each", "serial_map", "settle_pairs",
+           "skipped", "voc_sets"]
 
 #: Folder names that make a split (Ultralytics and Roboflow write valid/).
 SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
@@ -50,14 +50,38 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class Marker:
+    """Files that mark a job as annotated in a format before anything is read (augd.job.executors.choice's estimate
+    counts a job by its files' names: such a file is no image). `under`: None anywhere, "" the job's root only, a
+    name anywhere below the root's folder of that name; `beside`: only beside an image of the same stem."""
+    extension: str
+    under: str | None = None
+    beside: bool = False
+
+    def marks(self, folder: str, name: str, stems) -> bool:
+        """Whether `name` in the job's `folder` ("" the root; "/"-separated) is such a file; `stems`: the stems of
+        the images in that folder."""
+        if not name.lower().endswith(self.extension):
+            return False
+        if self.under is not None and (folder != "" if self.under == "" else folder.split("/")[0] != self.under):
+            return False
+        return not self.beside or name[:-len(self.extension)] in stems
+
+
+@dataclass(frozen=True)
 class AnnotationFormat:
     """An annotation format: its name (the `annotations: format:` value), its layouts, how it reads a job laid out
     as one of them (`read(reading, found)`, `found`: what the layout's find returned), and what a user sees when
-    the format is named but not there."""
+    the format is named but not there; `title`: how prose names it (help texts, messages); `markers`: the files
+    that mark a job as this format's before it is read; `objects`: whether its annotations hold objects (boxes,
+    polygons, points), not only a class mask per image."""
     name: str
     layouts: tuple[Layout, ...]
     read: Callable[["Reading", Any], None]
     expected: str
+    title: str = ""
+    markers: tuple[Marker, ...] = ()
+    objects: bool = True
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import NeedMoreData, read_header
 from augd.labels import LABELS_MAX_BYTES
+from augd.lazycv import cv2
 from augd.parsing import pbtxt
 
 __all__ = ["MASK_KEY", "ObjectReader", "not_utf8"]
@@ -240,7 +241,6 @@ def _masks(ex: dict, n: int, h: int, w: int, where: str):
         if len(values) != n:
             raise AnnotationError(f"{where}: image/object/mask holds {len(values)} PNGs for {n} boxes: the record's "
                                   f"keys disagree")
-        import cv2
         out = []
         for k, png in enumerate(values):
             try:

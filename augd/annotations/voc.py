@@ -6,16 +6,14 @@ pixel wide. The XML's `<filename>` is not trusted (tools write stale ones): pair
 """
 from __future__ import annotations
 
-from augd.annotations.labelmap import LabelMap
-from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, Object, file_message, finite_number
-from augd.annotations.reading import (VOC_FOLDERS, AnnotationFormat, Layout, Reading, folder_splits, settle_pairs,
-                                      voc_sets)
-from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem
+from augd.annotations.paired import Paired, paired_format
+from augd.annotations.reading import VOC_FOLDERS, voc_sets
+from augd.annotations.tree import Tree
 from augd.errors import UntrustedFileError
 from augd.parsing.jsonxml import parse_xml
 
-__all__ = ["FORMAT", "read_job", "read_voc"]
+__all__ = ["FORMAT", "read_voc"]
 
 
 def _text(elem, tag: str) -> str | None:
@@ -89,38 +87,6 @@ def read_voc(path: str, where: str) -> Annotation:
 
 # -- the job: JPEGImages/ + Annotations/, or an .xml beside each image --------------------------------------------
 
-def read_job(reading: Reading, how: str) -> None:
-    """A VOC job: `how` is "tree" (JPEGImages/ + Annotations/, splits from ImageSets/) or "beside" (an .xml
-    beside each image, splits from split folders); SegmentationClass/ masks pair with the images."""
-    beside = how == "beside"
-    tree = reading.tree
-    if beside:
-        images = tree.below("", IMAGE_EXTENSIONS)
-        pairs, orphans, ambiguous = pair(tree, "", "", ".xml", images)
-        reading.skip.update(tree.below("", {".xml"}))
-        folder_splits(reading, "", images)
-    else:
-        images = tree.below("JPEGImages", IMAGE_EXTENSIONS)
-        pairs, orphans, ambiguous = pair(tree, "JPEGImages", "Annotations", ".xml", images)
-        reading.skip.update(f for f in VOC_FOLDERS if tree.isdir(f))
-        reading.image_dirs = ("JPEGImages",)
-        voc_sets(reading, images)
-    for ann in orphans:
-        where = "beside it" if beside else "in JPEGImages/"
-        reading.reject(ann, f"{ann}: an annotation for a missing image: no {stem(ann.rsplit('/', 1)[-1])}.* {where}")
-    for img, why in ambiguous.items():
-        reading.reject(img, why)
-    # Every paired XML is read, whatever becomes of its image (a header that cannot be read, a split conflict):
-    # the class names of every file that parses make the ids, so one bad image does not move them.
-    parsed: dict[str, Annotation | AnnotationError] = reading.read_files(pairs, read_voc)
-    settle_pairs(reading, images, pairs, parsed)
-    if reading.fixed is None:
-        names = {o.name for a in parsed.values() if isinstance(a, Annotation) for o in a.objects}
-        reading.label_map = LabelMap.from_names(sorted(names))
-    if not beside and tree.isdir("SegmentationClass"):
-        pair_masks(reading, "JPEGImages", "SegmentationClass", images)
-
-
 def _is_voc_xml(tree: Tree, rel: str) -> bool:
     try:
         return parse_xml(tree.path(rel)).tag == "annotation"
@@ -128,13 +94,8 @@ def _is_voc_xml(tree: Tree, rel: str) -> bool:
         return False
 
 
-def _beside(tree: Tree, named: bool) -> str | None:
-    xmls = annotations_beside(tree, ".xml")
-    return "beside" if xmls and (named or _is_voc_xml(tree, xmls[0])) else None
-
-
-FORMAT = AnnotationFormat(
-    "voc", read=read_job, expected="expected JPEGImages/ with Annotations/*.xml, or an .xml beside each image",
-    layouts=(Layout(10, lambda tree, named: "tree" if tree.isdir("JPEGImages") and tree.isdir("Annotations")
-                    else None),
-             Layout(60, _beside)))
+FORMAT = paired_format(
+    "voc", Paired(".xml", reader=lambda reading: (read_voc, None), looks_right=_is_voc_xml,
+                  tree=("JPEGImages", "Annotations"), tree_skip=VOC_FOLDERS, tree_splits=voc_sets,
+                  masks="SegmentationClass"),
+    ranks=(10, 60), title="VOC", expected="expected JPEGImages/ with Annotations/*.xml, or an .xml beside each image")

@@ -11,15 +11,14 @@ import functools
 import os
 
 from augd.annotations.labelmap import LabelMap
-from augd.annotations.masks import pair_masks
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, file_message, finite_number
-from augd.annotations.reading import AnnotationFormat, Layout, Reading, folder_splits, settle_pairs
-from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
+from augd.annotations.paired import Paired, paired_format
+from augd.annotations.reading import Reading
 from augd.errors import SpecError, UntrustedFileError
 from augd.files import read_capped
 from augd.parsing.yamlsrc import read_yaml_file
 
-__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_job", "read_names", "read_pose", "read_yolo"]
+__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_names", "read_pose", "read_yolo"]
 
 #: The files that name a YOLO job's classes, in the order they are looked for at the job root.
 NAME_FILES = ("data.yaml", "classes.txt")
@@ -183,54 +182,25 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
 
 # -- the job: images/ + labels/, or a .txt beside each image ------------------------------------------------------
 
-def read_job(reading: Reading, how: str) -> None:
-    """A YOLO job: `how` is "tree" (images/ + labels/, masks/ beside) or "beside" (a .txt beside each image)."""
-    tree_layout = how == "tree"
-    tree = reading.tree
+def _reader(reading: Reading):
+    """read_yolo with the job's class names (and pose shape), and their label map; AnnotationError without names."""
     found = read_names(reading.root)
     if found is None:
         raise AnnotationError("yolo: no class names; put data.yaml (names: [...]) or classes.txt (one name per "
                               "line) at the job root")
     names, _ = found
-    reading.skip.update(n for n in NAME_FILES if tree.isfile(n))
+    reading.skip.update(n for n in NAME_FILES if reading.tree.isfile(n))
     pose = read_pose(reading.root)
     shape = None
     if pose is not None:
         reading.keypoints, dims = pose
         shape = (len(reading.keypoints.names), dims)
-
-    if tree_layout:
-        images = tree.below("images", IMAGE_EXTENSIONS)
-        pairs, orphans, ambiguous = pair(tree, "images", "labels", ".txt", images)
-        reading.skip.add("labels")
-        reading.image_dirs = ("images",)
-        folder_splits(reading, "images", images)
-        for ann in orphans:
-            reading.reject(ann, f"{ann}: labels for a missing image: no images/"
-                                f"{stem(under('labels', ann))}.*")
-    else:
-        images = tree.below("", IMAGE_EXTENSIONS)
-        pairs, _, ambiguous = pair(tree, "", "", ".txt", images)   # other .txt files are no labels: not read
-        reading.skip.update(tree.below("", {".txt"}))
-        folder_splits(reading, "", images)
-    for img, why in ambiguous.items():
-        reading.reject(img, why)
-    # a label file's boxes are fractions of its image: read_each reads the image's header first
-    got = reading.read_files({img: rel for img, rel in pairs.items() if img not in reading.rejected},
-                             functools.partial(read_yolo, names=names, pose=shape), sized=True)
-    settle_pairs(reading, images, pairs, got)
-    if reading.fixed is None:
-        reading.label_map = LabelMap.from_names(names)
-    if tree_layout and tree.isdir("masks"):
-        pair_masks(reading, "images", "masks", images)
+    # a label file's boxes are fractions of its image: it is read with the image's size (Paired.sized)
+    return functools.partial(read_yolo, names=names, pose=shape), LabelMap.from_names(names)
 
 
-def _beside(tree: Tree, named: bool) -> str | None:
-    found = named or (annotations_beside(tree, ".txt") and any(tree.isfile(n) for n in NAME_FILES))
-    return "beside" if found else None
-
-
-FORMAT = AnnotationFormat(
-    "yolo", read=read_job, expected="expected images/ with labels/, or a .txt beside each image",
-    layouts=(Layout(20, lambda tree, named: "tree" if tree.isdir("images") and tree.isdir("labels") else None),
-             Layout(70, _beside)))
+FORMAT = paired_format(
+    "yolo", Paired(".txt", reader=_reader, looks_right=lambda tree, _: any(tree.isfile(n) for n in NAME_FILES),
+                   tree=("images", "labels"), masks="masks", sized=True, others=True, bare=True),
+    # other .txt files beside the images are no labels: not read
+    ranks=(20, 70), title="YOLO", expected="expected images/ with labels/, or a .txt beside each image")

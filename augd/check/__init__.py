@@ -1,7 +1,7 @@
 """`augd check PATH`: what a job would meet in a dataset, before any job runs. TensorFlow-free.
 
 From a job's plan (the folder read as `augd run` reads it: the same scan and annotation readers, class folders,
-VOC, COCO, YOLO, masks; annotations.repair standard; augd/checkcmd.py plans it for the verb, run_job for a job
+every registered format; annotations.repair standard; augd/checkcmd.py plans it for the verb, run_job for a job
 with a check) it reports, per split: images and objects per class, box sizes (COCO's
 small < 32², medium < 96², large), images with no object and EXIF-rotated images; then the near misses `repair`
 would mend (by rule), the inputs a job would reject (by reason, each with its message), classes missing from a
@@ -43,7 +43,7 @@ class SplitStats:
 @dataclass
 class CheckReport:
     path: str
-    kind: str                                       # voc, coco, yolo, masks, or "classes" (class folders)
+    kind: str                                       # the annotation format, or "classes" (class folders)
     splits: dict[str, SplitStats]
     repaired: dict[str, dict[str, int]]             # image -> repairs by reason
     rejected: list[tuple[str, str, str]]            # (path, reason, message)

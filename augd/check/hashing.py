@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from augd.lazycv import cv2
+
 __all__ = ["MAX_DISTANCE", "hash_file", "hash_files", "near_pairs"]
 
 MAX_DISTANCE = 8
@@ -20,7 +22,6 @@ _SIDE = 64   # the least side a reduced decode keeps
 
 
 def _reduce_flag(h: int, w: int) -> int:
-    import cv2
     side = min(h, w)
     for k, flag in ((8, cv2.IMREAD_REDUCED_GRAYSCALE_8), (4, cv2.IMREAD_REDUCED_GRAYSCALE_4),
                     (2, cv2.IMREAD_REDUCED_GRAYSCALE_2)):
@@ -32,7 +33,6 @@ def _reduce_flag(h: int, w: int) -> int:
 def hash_file(path: str, h: int = 0, w: int = 0, span: tuple[int, int] | None = None) -> int | None:
     """The image's 64-bit hash (an int), or None when it cannot be decoded. (h, w): its size from its header, to
     decode it reduced (0: full size). `span`: (offset, size) of the image in the file (a TFRecord shard's record)."""
-    import cv2
     try:
         if span is None:
             data = np.fromfile(path, np.uint8)
@@ -52,7 +52,6 @@ def hash_file(path: str, h: int = 0, w: int = 0, span: tuple[int, int] | None = 
 
 def hash_chunk(items: list) -> list:
     """hash_file over [(path, h, w[, span])]: a mapper's unit (a module-level function of picklable items)."""
-    import cv2
     cv2.setNumThreads(1)   # one image per process at a time: no thread pool under the pool
     return [hash_file(*it) for it in items]
 

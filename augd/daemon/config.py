@@ -17,10 +17,10 @@ from augd.defaults import ExecutorKind
 from augd.engine.options import EngineOptions
 from augd.errors import SpecError
 from augd.io import is_url
-from augd.job.executors import traits
+from augd.job.executors import Divert, traits
 from augd.job.resources import job_memory_bytes
 from augd.labels import LabelMapError, label_map
-from augd.spec import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
+from augd.schema import (Annotations, AnnotationsConfig, YamlDoc, find_pipeline, is_pipeline_path, load_pipeline,
                        read_yaml_file, validate)
 
 __all__ = ["BeamConfig", "DaemonConfig", "Settings", "load_settings", "RESTART_KEYS"]
@@ -170,11 +170,12 @@ class Settings:
                           max_connections=c.http_max_connections)
 
     @property
-    def beam_settings(self) -> BeamConfig | None:
-        """Where jobs go to Beam: with `executor: beam` (its `beam:` block, or every job) or a `beam:` block."""
+    def divert(self) -> Divert | None:
+        """Which jobs go to Beam (augd.job.executors.for_job chooses): with a `beam:` block, those of at least its
+        min_files files; with `executor: beam` and no block, every job."""
         if self.config.beam is not None:
-            return self.config.beam
-        return BeamConfig() if self.config.executor is ExecutorKind.BEAM else None
+            return Divert(ExecutorKind.BEAM, self.config.beam.min_files)
+        return Divert(ExecutorKind.BEAM) if self.config.executor is ExecutorKind.BEAM else None
 
     def executor_args(self, kind) -> tuple[str, ...]:
         """The options of executor `kind` (its `executor_options:` entry; Beam's also from the beam: block)."""
@@ -185,8 +186,11 @@ class Settings:
 
     @property
     def local_executor(self) -> ExecutorKind:
-        """The executor of the jobs that stay on this host (under `executor: beam`: those below min_files)."""
-        return ExecutorKind.AUTO if self.config.executor is ExecutorKind.BEAM else self.config.executor
+        """The executor of the jobs that stay on this host: the configured one, or auto where that one is where jobs
+        are diverted to (`executor: beam`: the jobs below the beam: block's min_files)."""
+        divert = self.divert
+        return ExecutorKind.AUTO if divert is not None and divert.kind is self.config.executor else \
+            self.config.executor
 
     @property
     def engine_options(self):

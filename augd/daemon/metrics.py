@@ -1,7 +1,9 @@
 """Every Prometheus metric of augd, created against an injected CollectorRegistry.
 
-The figures come from the same values `augd run` writes into manifest.json (ImageOutcome per image while a
-job runs, its JobReport when it commits), so a scrape and the manifests agree. Imports no TensorFlow.
+The daemon emits what happens as values (augd/daemon/events.py) and `Metrics.record` is the one place that turns
+them into metrics; the figures come from the same values `augd run` writes into manifest.json (ImageOutcome per
+image while a job runs, its JobReport when it commits), so a scrape and the manifests agree. Imports no
+TensorFlow.
 Metric names are a contract (docs/metrics.md): change them only with a deprecation.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from augd.daemon import events as ev
 from augd.daemon.httpconn import DROP_REASONS
 from augd.errors import FailureReason
 from augd.stages import STAGES
@@ -43,7 +46,7 @@ METRIC_NAMES = (
     "augd_owner_info", "augd_work_jobs", "augd_jobs_taken_over_total", "augd_claims_lost_total",
     "augd_claim_failures_total",
 )
-#: Who holds a job in work/, as augd_work_jobs counts them (augd/daemon/lease.py).
+#: Who holds a job in work/, as augd_work_jobs counts them (augd/daemon/claims/records.py).
 HOLDERS = ("this", "other", "none")
 
 
@@ -71,7 +74,7 @@ class _DeviceMemory:
 
 
 class Metrics:
-    """m = Metrics(CollectorRegistry()); m.build_info(...); tally = m.job_tally(); tally.image(outcome) ..."""
+    """m = Metrics(CollectorRegistry()); m.build_info(...); m.record(events.Started()); m.record(events.Image(o)) ..."""
 
     def __init__(self, registry: CollectorRegistry, *, device_memory: Callable[[], dict] | None = None,
                  process_collectors: bool = True):
@@ -124,6 +127,7 @@ class Metrics:
                                       "transient reason (work/ or its claim records not writable, a full disk); "
                                       "each job stays in the inbox and the next rescan retries it.", registry=r)
         r.register(_DeviceMemory(device_memory))
+        self._tally = JobTally(self)    # the running job's (Started makes a new one)
         # Known label values start at 0, so rate() and ratios work from the first scrape.
         from augd.io import REJECT_REASONS
         for v in FailureReason:
@@ -158,20 +162,41 @@ class Metrics:
         for h in HOLDERS:
             self.work_jobs.labels(h).set_function(lambda h=h: holders().get(h, 0))
 
-    def http_dropped(self, reason: str) -> None:
-        self.http_closed.labels(reason).inc()
-
-    def job_tally(self) -> "JobTally":
-        return JobTally(self)
-
-    def job_failed(self, duration: float, reason: FailureReason) -> None:
-        self.jobs.labels("failed").inc()
-        self.failures.labels(str(reason)).inc()
-        self.job_duration.observe(duration)
+    def record(self, e: ev.Event) -> None:
+        """What each event the daemon emits counts (the one place a metric is recorded)."""
+        match e:
+            case ev.Started():
+                self._tally = JobTally(self)
+                self.inflight.set(1)
+            case ev.Image(outcome):
+                self._tally.image(outcome)
+            case ev.Progressed(ips):
+                self.current_ips.set(ips)
+            case ev.Succeeded(report, seconds):
+                self._tally.succeeded(report, seconds)
+            case ev.AlreadyCommitted():
+                self.jobs.labels("success").inc()
+            case ev.Failed(reason, seconds):
+                self.jobs.labels("failed").inc()
+                self.failures.labels(str(reason)).inc()
+                self.job_duration.observe(seconds)
+            case ev.Ended():
+                self.inflight.set(0)
+                self.current_ips.set(0)
+            case ev.ClaimFailed():
+                self.claim_failures.inc()
+            case ev.TakenOver():
+                self.taken_over.inc()
+            case ev.ClaimLost():
+                self.claims_lost.inc()
+            case ev.ConnectionClosed(reason):
+                self.http_closed.labels(reason).inc()
+            case _:
+                raise TypeError(f"not a daemon event: {e!r}")
 
 
 class JobTally:
-    """Counts one job's images as they are processed, then settles with its report: images rejected by the
+    """(Metrics.record's, per job) Counts one job's images as they are processed, then settles with its report: images rejected by the
     scan (before any image is processed) and bytes written are only known there."""
 
     def __init__(self, metrics: Metrics):

@@ -10,7 +10,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from augd.daemon import claim
+from augd.daemon import claims
+from augd.daemon import events as ev
+from augd.daemon.claims import Claimed
 from augd.daemon.logs import event
 from augd.errors import CancelCause, FailureReason, JobCancelled
 
@@ -51,7 +53,7 @@ class Outcomes:
         except OSError as exc:
             how = f"its claim records cannot be read ({exc})"
         self._lost_counted[key] = how
-        self.metrics.claims_lost.inc()
+        self.metrics.record(ev.ClaimLost())
         log.error("job %s: this daemon no longer holds it: %s; stopping it here, committing nothing", key, how)
         return how
 
@@ -60,12 +62,12 @@ class Outcomes:
                                       "seconds": round(time.monotonic() - t0, 3), **extra})
         self.current = None
 
-    def _still_held(self, c: claim.Claimed) -> None:
+    def _still_held(self, c: Claimed) -> None:
         """Before the commit: stop (JobCancelled LOST) if another daemon took the job over meanwhile."""
         if not self._mine(c):
             raise JobCancelled(CancelCause.LOST)
 
-    def _mine(self, c: claim.Claimed) -> bool:
+    def _mine(self, c: Claimed) -> bool:
         """Whether this daemon still holds the job; True when its records cannot be read now (it held it last)."""
         try:
             return self.leases.holds(c.key)
@@ -73,7 +75,7 @@ class Outcomes:
             log.warning("job %s: cannot read its claim records (%s); going on as its holder", c.name, exc)
             return True
 
-    def _lost(self, c: claim.Claimed, t0: float) -> Outcome:
+    def _lost(self, c: Claimed, t0: float) -> Outcome:
         """This daemon no longer holds the job: leave its folder, its records and its output to its holder (or,
         its records gone, to the next rescan's takeover)."""
         how = self._count_lost(c.key)
@@ -87,7 +89,7 @@ class Outcomes:
         s = self.settings
         if not self._mine(c):   # committed, then taken over: the folder is the new holder's to move
             return self._lost(c, t0)
-        dest = claim.finish(c, s.done, s.on_success, self.leases)
+        dest = claims.finish(c, s.done, s.on_success, self.leases)
         if dest is None and s.on_success != "delete":
             log.warning("job %s: its folder left work/ after its output was committed; nothing to move to done/",
                         c.name)
@@ -96,17 +98,17 @@ class Outcomes:
         self._record(c, Outcome.DONE, t0, moved_to=dest, **extra)
         return Outcome.DONE
 
-    def _dead_letter(self, c: claim.Claimed, why: str | None = None) -> Outcome:
+    def _dead_letter(self, c: Claimed, why: str | None = None) -> Outcome:
         """A job that ended the process max_attempts times (or whose attempts cannot be counted): to failed/,
         with what it was doing last, instead of taking the daemon down again."""
-        lines = claim.last_log_lines(c)
+        lines = claims.last_log_lines(c)
         last = lines[-1] if lines else None
         why = why or "it was killed or crashed while running it each time"
         return self._fail(
             c, time.monotonic(), FailureReason.CRASHED, None,
             f"the job ended the daemon's process {c.attempts} times (max_attempts={self.settings.max_attempts}): "
             f"{why}, so it is not run again. Last log line: "
-            f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {claim.JOB_LOG}):\n"
+            f"{last or '(none)'}\n\nThe daemon's last log lines while it ran (all of them are in {claims.JOB_LOG}):\n"
             + "\n".join(lines), last_log_line=last)
 
     def _fail(self, c, t0, reason: FailureReason, pipeline: str | None, message: str, **extra) -> Outcome:
@@ -115,12 +117,12 @@ class Outcomes:
             return self._lost(c, t0)
         duration = time.monotonic() - t0
         message = message.replace(c.path + "/", "")  # "augd.yaml:3: ...": the job folder moves on from work/
-        self.metrics.job_failed(duration, reason)
+        self.metrics.record(ev.Failed(reason, duration))
         failure = {"reason": reason, "message": message.splitlines()[0] if message else reason,
                    "pipeline": pipeline, "route": c.route, "seconds": round(duration, 3),
                    "attempts": c.attempts, **extra}
         text = f"augd could not process job {c.name!r} (reason: {reason}).\n\n{message}\n"
-        dest = claim.fail(c, s.failed, failure, text, self.leases)
+        dest = claims.fail(c, s.failed, failure, text, self.leases)
         event("job_failed", "job %s failed (%s): %s%s", c.name, reason, failure["message"],
               "" if dest else " (its folder is gone from work/: nothing to move to failed/)", level=logging.WARNING,
               job=c.name, reason=reason, moved_to=dest)
@@ -132,7 +134,7 @@ class Outcomes:
         if not self._mine(c):
             return self._lost(c, time.monotonic())
         try:
-            dest = claim.requeue(c, self.settings.inbox, self.leases)
+            dest = claims.requeue(c, self.settings.inbox, self.leases)
         except OSError as exc:
             log.error("cannot move job %s back to the inbox (%s); it stays in work/ and runs at the next start",
                       c.name, exc)

@@ -19,7 +19,7 @@ from augd.files import inside
 from augd.io import SPLIT_FOLDERS
 from augd.jobfolder import CONTROL_FILES
 from augd.labels import LabelMapError, label_map
-from augd.spec import (Annotations, AnnotationsConfig, PipelineSpec, YamlDoc, find_pipeline, is_pipeline_path,
+from augd.schema import (Annotations, AnnotationsConfig, PipelineSpec, YamlDoc, find_pipeline, is_pipeline_path,
                        known_pipelines, load_pipeline,
                        parse_doc, read_yaml_file, validate)
 

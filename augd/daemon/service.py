@@ -18,10 +18,11 @@ from prometheus_client import CollectorRegistry
 
 import augd
 from augd import defaults
-from augd.daemon import claim, warmup
+from augd.daemon import claims, warmup
+from augd.daemon.claims import Leases
 from augd.daemon.config import RESTART_KEYS, Settings, load_settings
+from augd.daemon.events import ConnectionClosed
 from augd.daemon.http import StatusServer
-from augd.daemon.lease import Leases
 from augd.daemon.logs import event, lost_streams, setup_logging
 from augd.daemon.metrics import Metrics
 from augd.daemon.sdnotify import Notifier
@@ -31,7 +32,7 @@ from augd.daemon.worker import JobWorker, Pause, no_pause
 from augd.host import raise_open_files
 from augd.engine import Engine
 from augd.errors import AugdError, CancelCause, SpecError
-from augd.spec import known_pipelines
+from augd.schema import known_pipelines
 
 log = logging.getLogger("augd.daemon")
 
@@ -168,7 +169,8 @@ class Daemon:
                 self.http = StatusServer(self.registry, s.metrics_bind, s.metrics_port, health=self.health,
                                          ready=self.readiness, status=self.status, version=augd.__version__,
                                          preview=lambda: self.worker.last_preview and self.worker.last_preview[2],
-                                         limits=s.http_limits, on_drop=self.metrics.http_dropped).start()
+                                         limits=s.http_limits,
+                                         on_drop=lambda why: self.metrics.record(ConnectionClosed(why))).start()
             except OSError as exc:
                 raise AugdError(f"cannot serve metrics on {s.metrics_bind}:{s.metrics_port}: "
                                 f"{exc.strerror or exc} (set metrics_port, or null to turn the server off)") from None
@@ -189,7 +191,7 @@ class Daemon:
             self.warmed = warmup.warm_up(engine, warmup.configured_pipelines(s.default_pipeline, s.pipelines_dir),
                                          s.search_dirs(), lambda: self.signals.stops > 0, self.notifier.notify)
         self.metrics.build_info(augd.__version__, self.device.tf_version, self.device.name)
-        for path in claim.sweep_leftovers(s.out):   # temp outputs and scratch of this machine's dead processes
+        for path in claims.sweep_leftovers(s.out):   # temp outputs and scratch of this machine's dead processes
             event("stale_temp_removed", "removed stale temp output %s", path, path=path)
         self.watcher.start()
         self.worker.heartbeat = time.monotonic()

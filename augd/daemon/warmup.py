@@ -14,6 +14,7 @@ import os
 import time
 
 from augd.daemon.logs import event
+from augd.lazycv import cv2
 
 log = logging.getLogger("augd.daemon")
 
@@ -39,7 +40,6 @@ def configured_pipelines(default: str, pipelines_dir: str) -> list[str]:
 
 
 def _image() -> bytes:
-    import cv2
     import numpy as np
     h, w = _SIZE
     y, x = np.mgrid[0:h, 0:w]
@@ -52,7 +52,7 @@ def warm_up(engine, names: list[str], search_dirs, should_stop=lambda: False, no
     """Compile and run each pipeline once; one row per pipeline ({"pipeline", "seconds"} or {"pipeline", "error"}).
     A pipeline that fails here is logged and skipped: its jobs will say what is wrong with it. notify: sd_notify,
     told before each pipeline (systemd's start timeout is extended by a generous 2 minutes each)."""
-    from augd.spec import find_pipeline, load_pipeline
+    from augd.schema import find_pipeline, load_pipeline
     data, rows = _image(), []
     for name in names:
         if should_stop():

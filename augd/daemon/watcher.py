@@ -26,13 +26,11 @@ from watchdog.events import FileSystemEventHandler
 
 from augd import defaults
 from augd.daemon.logs import event
+from augd.jobfolder import CLAIM_FILE
 
 log = logging.getLogger("augd.daemon")
 
-__all__ = ["CLAIM_FILE", "JobReady", "Watcher", "tree_signature"]
-
-#: Written into a job folder by the claim (hidden: the job scan skips it); left out of signatures.
-CLAIM_FILE = ".augd-claim.json"
+__all__ = ["JobReady", "Watcher", "tree_signature"]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 claim (inbox -> work) -> pipeline -> run_job -> done/ (or deleted) | failed/ with failure.json + error.txt,
 or back to the inbox when shutdown cancels it. A job in work/ whose holder is gone (this daemon's last process,
-or another daemon sharing the folders: augd/daemon/lease.py) is taken over at start-up and by the rescans while
+or another daemon sharing the folders: augd/daemon/claims) is taken over at start-up and by the rescans while
 idle; after `max_attempts` processes started it, it goes to failed/ (reason crashed) instead of taking the daemon
 down again. A job another daemon took over from this one is left to it. It is also the daemon's heartbeat:
 `tick()` runs every TICK_SECONDS while idle and after every image while a job runs, and feeds /healthz and
@@ -11,7 +11,6 @@ systemd's watchdog, so a hang anywhere in the work stops both.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import queue
 import threading
@@ -21,8 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from augd import defaults
-from augd.daemon import claim
-from augd.daemon.lease import Leases, Lost
+from augd.daemon import claims
+from augd.daemon import events as ev
+from augd.daemon.claims import Claimed, Leases, Verdict
 from augd.daemon.logs import event
 from augd.daemon.metrics import Metrics
 from augd.daemon.outcomes import Outcome, Outcomes
@@ -30,9 +30,8 @@ from augd.daemon.routing import resolve_pipeline
 from augd.daemon.sdnotify import Notifier, watchdog_interval
 from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
-from augd.files import count_files
 from augd.io import is_complete
-from augd.job.executors import Choice, ExecutorKind, Host, choose, traits
+from augd.job.executors import Choice, ExecutorKind, Host, choose, for_job, traits
 
 if TYPE_CHECKING:
     from augd.job import Cancel, JobProgress
@@ -244,15 +243,15 @@ class JobWorker(Outcomes):
             step(job)
         except OSError as exc:
             self.current = None
-            self.metrics.inflight.set(0)
-            if isinstance(job, JobReady) and claim.still_ready(job):
+            self.metrics.record(ev.Ended())
+            if isinstance(job, JobReady) and claims.still_ready(job):
                 return self._claim_failed(job, exc)
             again = self.leases.abandon()
             log.error("job %s: %s; %s", where, exc, "it stays in work/ and the next rescan runs it again" if again
                       else "it stays where it is")
 
     def _claim_failed(self, job: JobReady, exc: OSError) -> None:
-        self.metrics.claim_failures.inc()
+        self.metrics.record(ev.ClaimFailed())
         entry = self.claim_retries.setdefault(job.relpath, {"job": job.relpath, "failures": 0})
         entry.update(failures=entry["failures"] + 1, error=str(exc), last=round(time.time(), 3))
         event("claim_failed", "job %s: cannot claim it (%s); it stays in the inbox, and the next rescan (within "
@@ -263,7 +262,7 @@ class JobWorker(Outcomes):
     def _take_over(self) -> bool:
         """Run one job in work/ whose holder is gone, now held by this daemon; False when there was none."""
         try:
-            c = claim.take_over(self.leases)
+            c = claims.take_over(self.leases)
         except OSError as exc:
             log.error("cannot look for jobs to take over in %s: %s", self.settings.work, exc)
             return False
@@ -271,22 +270,18 @@ class JobWorker(Outcomes):
             self._guarded(self._recover, c, c.name)
         return c is not None
 
-    def _recover(self, c: claim.Claimed) -> Outcome:
-        """A job in work/ whose holder is gone ended that process: what it left is swept (its temp output, its
-        scratch), then the job runs again, or is dead-lettered after max_attempts."""
+    def _recover(self, c: Claimed) -> Outcome:
+        """A job in work/ whose holder is gone: run again, dead-lettered or given up, as claims.recover rules."""
         s = self.settings
-        self.metrics.taken_over.inc()
-        for path in claim.sweep_leftovers(s.out, c.holder):
+        self.metrics.record(ev.TakenOver())
+        r = claims.recover(c, self.leases, s.out, s.max_attempts)
+        for path in r.swept:
             event("stale_temp_removed", "removed stale temp output %s", path, path=path)
-        committed = c.output_checked and is_complete(f"{s.out}/{c.name}")  # _run moves it to done/
-        if c.attempts >= s.max_attempts and not committed:
-            return self._dead_letter(c)
-        try:
-            c = claim.next_attempt(c, self.leases)
-        except Lost:
+        c = r.claimed
+        if r.verdict is Verdict.DEAD_LETTER:
+            return self._dead_letter(c, r.why)
+        if r.verdict is Verdict.LOST:
             return self._lost(c, time.monotonic())
-        except OSError as exc:
-            return self._dead_letter(c, f"its attempts cannot be counted ({exc})")
         event("job_recovered", "job %s found in work/: running it again (attempt %d of %d) as its holder %s is gone",
               c.name, c.attempts, s.max_attempts, c.taken_from or "(none recorded)", job=c.name, attempt=c.attempts,
               taken_from=c.taken_from)
@@ -294,8 +289,8 @@ class JobWorker(Outcomes):
 
     def _take(self, job: JobReady) -> Outcome:
         s = self.settings
-        clash = is_complete(f"{s.out}/{job.name}")
-        c = claim.claim(job, self.leases, output_checked=not clash)
+        taken = claims.take(job, self.leases, s.out)
+        c, clash = taken.claimed, taken.clash
         self.claim_retries.pop(job.relpath, None)
         if c is None:
             event("job_skipped", "job %s is gone (another daemon claimed it, or it was removed) or was replaced before "
@@ -310,17 +305,17 @@ class JobWorker(Outcomes):
                               f"old output) and drop it again.")
         return self._run(c)
 
-    def _run(self, c: claim.Claimed) -> Outcome:
-        with claim.job_log(c):
+    def _run(self, c: Claimed) -> Outcome:
+        with claims.job_log(c):
             return self._run_logged(c)
 
-    def _run_logged(self, c: claim.Claimed) -> Outcome:
+    def _run_logged(self, c: Claimed) -> Outcome:
         s = self.settings
         t0 = time.monotonic()
         if c.recovered and is_complete(f"{s.out}/{c.name}"):
             if c.output_checked:  # our own commit landed just before the crash: the job is done
                 event("job_done", "job %s was already committed before the restart", c.name, job=c.name)
-                self.metrics.jobs.labels("success").inc()
+                self.metrics.record(ev.AlreadyCommitted())
                 return self._finish(c, t0, None, "already committed before the restart")
             return self._fail(c, t0, FailureReason.OUTPUT_EXISTS, None, f"{s.out}/{c.name} already holds a "
                               f"complete output; rename the job folder (or remove the old output) and drop it again.")
@@ -329,21 +324,14 @@ class JobWorker(Outcomes):
                                          s.annotations)
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
-        from augd.job import Cancel, JobOptions, JobWatch, run_job
+        from augd.job import Cancel
         cancel = Cancel()
-        tally = self.metrics.job_tally()
         with self._lock:
             self._cancel = cancel
             self.current = RunningJob(name=c.name, pipeline=spec.name, chosen_by=how, started=time.time(),
                                       attempt=c.attempts, key=c.key)
         from augd.preview import JobSheet
         sheet = JobSheet(spec, PREVIEW_IMAGES if s.status_preview_on else 0)  # the status page's picture of it
-
-        def on_image(o) -> None:
-            tally.image(o)
-            sheet.add(o)
-            self.tick()
-            self.pause("image", cancel.is_set)   # tests hold a job here after an image, until it is cancelled
         self._lost_counted.pop(c.key, None)
         timer = None
         if s.job_timeout_seconds:
@@ -352,33 +340,53 @@ class JobWorker(Outcomes):
             timer.start()
         event("job_started", "job %s started: pipeline %s (by %s)", c.name, spec.name, how, job=c.name,
               pipeline=spec.name, pipeline_by=how)
-        self.metrics.inflight.set(1)
+        self.metrics.record(ev.Started())
         self._last_progress_log = time.monotonic()
         try:
-            self.warm_pool()
-            # the executor warm_pool settled on (the configured one; auto's pick; threads where the pool failed)
-            options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
-                                 memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
-                                 executor=self.choice.kind, root=c.identity,
-                                 executor_args=s.executor_args(self.choice.kind),
-                                 choice=self.choice.served_by(self.pool.size if self.pool else None),
-                                 check=None if s.check is None else tuple(s.check.fail_on))
-            beam = s.beam_settings
-            if beam is not None and count_files(c.path, beam.min_files) >= beam.min_files:
-                beam_args = s.executor_args(ExecutorKind.BEAM)   # the beam: block's options, or executor_options
-                event("job_to_beam", "job %s goes to Apache Beam (%s)", c.name, " ".join(beam_args) or
-                      "DirectRunner", job=c.name)
-                result = self._unwatched(c, spec, dataclasses.replace(options, executor="beam", choice=None,
-                                                                      executor_args=beam_args),
-                                         JobWatch(before_commit=lambda: self._still_held(c)))
-            elif not traits(options.executor).watch:
-                result = self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))
-            else:
-                result = run_job(c.path, spec, s.out, options,
-                                 JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
-                                          before_commit=lambda: self._still_held(c), on_beat=self._beat),
-                                 self.engine, self.pool)
-        except JobCancelled as exc:
+            result = self._execute(c, spec, cancel, sheet)
+        except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
+            return self._ended_by(c, t0, spec, exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self._lock:
+                self._cancel = None
+            self.metrics.record(ev.Ended())
+        return self._done(c, t0, spec, result, sheet)
+
+    def _execute(self, c: Claimed, spec, cancel, sheet):
+        """run_job on the executor the one chooser gives (augd.job.executors.for_job: the warm pool's choice, or
+        where the job's size diverts it), watched where the executor calls the JobWatch."""
+        from augd.job import JobOptions, JobWatch, run_job
+        s = self.settings
+
+        def on_image(o) -> None:
+            self.metrics.record(ev.Image(o))
+            sheet.add(o)
+            self.tick()
+            self.pause("image", cancel.is_set)   # tests hold a job here after an image, until it is cancelled
+        self.warm_pool()
+        local = self.choice.served_by(self.pool.size if self.pool else None)
+        choice = for_job(local, c.path, s.divert)
+        options = JobOptions(name=c.name, workers=s.workers, max_pixels=s.max_pixels,
+                             memory_limit=s.job_memory_bytes, max_rejected=s.max_rejected,
+                             executor=choice.kind, root=c.identity, executor_args=s.executor_args(choice.kind),
+                             choice=choice, check=None if s.check is None else tuple(s.check.fail_on))
+        if choice is not local:
+            event("job_diverted", "job %s goes to %s (%s)", c.name, choice.kind.value,
+                  " ".join(options.executor_args) or "its default options", job=c.name,
+                  executor=choice.kind.value)
+        if not traits(options.executor).watch:
+            return self._unwatched(c, spec, options, JobWatch(before_commit=lambda: self._still_held(c)))
+        return run_job(c.path, spec, s.out, options,
+                       JobWatch(on_image=on_image, on_progress=self._progress, cancel=cancel,
+                                before_commit=lambda: self._still_held(c), on_beat=self._beat),
+                       self.engine, self.pool)
+
+    def _ended_by(self, c: Claimed, t0: float, spec, exc: Exception) -> Outcome:
+        """What a job's run that raised becomes (called in its except block: a crash keeps its traceback)."""
+        s = self.settings
+        if isinstance(exc, JobCancelled):
             if exc.cause is CancelCause.LOST:
                 return self._lost(c, t0)
             if exc.cause is CancelCause.SHUTDOWN:
@@ -387,23 +395,17 @@ class JobWorker(Outcomes):
                               f"the job ran longer than job_timeout_seconds={s.job_timeout_seconds:g} and was "
                               f"cancelled {exc.where or f'after {self._done_images()} images'}; split it, or raise "
                               f"the limit.")
-        except JobFailed as exc:
+        if isinstance(exc, JobFailed):
             if exc.reason is FailureReason.WORKER_LOST and self._draining:
                 return self._requeue(c)   # its workers were stopped with the daemon: not the job's fault
             return self._fail(c, t0, exc.reason, spec.name, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a crash of one job must not stop the daemon
-            return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
-                              + traceback.format_exc())
-        finally:
-            if timer is not None:
-                timer.cancel()
-            with self._lock:
-                self._cancel = None
-            self.metrics.inflight.set(0)
-            self.metrics.current_ips.set(0)
+        return self._fail(c, t0, FailureReason.CRASHED, spec.name, f"augd crashed on this job: {exc!r}\n\n"
+                          + traceback.format_exc())
+
+    def _done(self, c: Claimed, t0: float, spec, result, sheet) -> Outcome:
         duration = time.monotonic() - t0
         r = result.report
-        tally.succeeded(r, duration)
+        self.metrics.record(ev.Succeeded(r, duration))
         if (png := sheet.png(c.name)) is not None:
             self.last_preview = (c.name, time.time(), png)
         event("job_done", "job %s done: %d/%d images, %d records, %d rejected, %.1f img/s -> %s", c.name,
@@ -420,7 +422,7 @@ class JobWorker(Outcomes):
     def _progress(self, p: JobProgress) -> None:
         if self.current is not None:
             self.current.progress = p
-        self.metrics.current_ips.set(p.images_per_second)
+        self.metrics.record(ev.Progressed(p.images_per_second))
         now = time.monotonic()
         if now - self._last_progress_log >= defaults.PROGRESS_LOG_SECONDS:
             self._last_progress_log = now

@@ -14,6 +14,7 @@ import numpy as np
 from augd.engine.kernels import warp_np, warp_tf
 from augd.engine.placement import host_step
 from augd.engine.plan import FLIP_X, FLIP_XY, FLIP_Y, GENERAL, IDENTITY, Colour, Geo, Program, Seeded
+from augd.lazycv import cv2
 from augd.ops import Domain
 from augd.ops._tf import tf
 
@@ -62,7 +63,6 @@ def _geo_np(step: Geo, img, floats, ints):
     if code == IDENTITY:
         return img
     if code != GENERAL:
-        import cv2
         return cv2.flip(img, _CV_FLIP[code])
     m = np.array(floats[step.matrix]).reshape(3, 3)
     return warp_np(img, m, round(floats[step.out_h]), round(floats[step.out_w]), step.fill, step.interp)
@@ -70,7 +70,6 @@ def _geo_np(step: Geo, img, floats, ints):
 
 def _colour_np(groups, img, floats, ints):
     """groups: the step's ops as (foldable, ops) runs (_fast_groups, or one exact run)."""
-    import cv2
     x = None  # float32 image in [0, 1] while exact ops run
     for foldable, ops in groups:
         if not any(ints[on] for _, _, on in ops):

@@ -22,7 +22,7 @@ from augd.errors import Rejected
 from augd.formats import ImageHeader, read_header
 from augd.ops._tf import tf
 from augd.ops.sampling import image_seed
-from augd.spec import PipelineSpec
+from augd.schema import PipelineSpec
 
 __all__ = ["Compiled", "Result"]
 

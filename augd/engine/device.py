@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 
 from augd.engine.options import EngineOptions
+from augd.lazycv import cv2
 from augd.tfenv import prepare_environment
 
 log = logging.getLogger("augd.engine")
@@ -83,7 +84,6 @@ def setup_process(options: EngineOptions) -> DeviceInfo:
         prepare_environment()
         if options.tune_malloc:
             tune_malloc()
-        import cv2
         cv2.setNumThreads(options.opencv_threads)
         import tensorflow as tf
 

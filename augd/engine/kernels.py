@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from augd.lazycv import cv2
 from augd.ops._tf import tf
 
 __all__ = ["KERNELS", "box_shrink_matrix", "select_kernels", "shrink_matrix_tf", "warp_tf", "warp_np"]
@@ -71,7 +72,6 @@ def warp_tf(image, m, oh_i, ow_i, fill, interp: str):
 
 def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: str) -> np.ndarray:
     """OpenCV kernel for CPU hosts, same contract as warp_tf, called from NumPy (GIL released inside)."""
-    import cv2
     border = {"reflect": cv2.BORDER_REFLECT, "nearest": cv2.BORDER_REPLICATE,
               "wrap": cv2.BORDER_WRAP}.get(fill, cv2.BORDER_CONSTANT)
     value = (_fill_value(fill),) * 4 if fill != "mean" else (*cv2.mean(image)[:3], 0.0)   # before any shrink

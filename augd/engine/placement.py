@@ -4,10 +4,14 @@ The graph places its stages explicitly: decoding and encoding on the CPU (Tensor
 have no GPU kernels), the augmentation steps on the GPU when one is used with the TF kernels. An op
 placed on a device with no kernel for it there runs on the CPU instead (soft placement), so the report
 checks every node against TensorFlow's kernel registry, by its dtypes: a GPU run that silently does part
-of its work on the CPU says so. Three kinds of node in the GPU stage are not such fallbacks:
+of its work on the CPU says so. Every node counts: those of the function bodies too (cond and while branches,
+called functions, at any depth), where a node that names no device runs where its caller does. Three kinds of
+node in the GPU stage are not such fallbacks:
 - device-agnostic kernels (`DEFAULT`: If, Case, ...), which run where their inputs are;
 - planned host steps: graph code that must run on the CPU by nature (a JPEG re-encode), pinned there with
   `host_step(name)` and listed by that name.
+A check (Assert, Print) has a DEFAULT kernel too, but it reads its inputs in host memory: on a GPU each one copies
+its condition off the device and waits for it, once per image, so it counts as a fallback.
 The Linux TensorFlow wheel is the CUDA build, so all of this can be read on a CPU host too.
 """
 from __future__ import annotations
@@ -30,6 +34,9 @@ _PLUMBING = frozenset({"Const", "Identity", "IdentityN", "NoOp", "Placeholder", 
 AUGMENT_SCOPE = "augment"   # the name scope of the augment stage (compile.py)
 _HOST = "host."          # the name scope of a planned host step: host.<name>
 _HOST_SCOPE = re.compile(r"(?:^|/)host\.([A-Za-z0-9_.-]+?)(?:_\d+)?(?:/|$)")
+#: Ops whose only kernel off the CPU is a DEFAULT one holding every input in host memory: a device-to-host copy
+#: and a wait wherever they are placed (see the module docstring).
+_HOST_READS = frozenset({"Assert", "Print", "PrintV2"})
 
 
 def augment_device(device_kind: str, kernel: str) -> str:
@@ -69,7 +76,7 @@ def _kind(node) -> str:
     ks = [k for k in _kernels(node.op) if _matches(k, node)]
     if any(k.device_type == "GPU" for k in ks):
         return "GPU"
-    if any(k.device_type == "DEFAULT" for k in ks):
+    if node.op not in _HOST_READS and any(k.device_type == "DEFAULT" for k in ks):
         return "any"
     return "CPU"
 
@@ -78,20 +85,46 @@ def _requested(device: str) -> str:
     return (tf.DeviceSpec.from_string(device).device_type if device else None) or "CPU"
 
 
+def _called(node) -> list[str]:
+    """The functions a node calls: a cond's or case's branches, a while's cond and body, a call's f, ..."""
+    out = []
+    for value in node.attr.values():
+        if value.HasField("func"):
+            out.append(value.func.name)
+        elif value.HasField("list"):
+            out += [f.name for f in value.list.func]
+    return out
+
+
 def _nodes(graph_def) -> list:
-    return list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    """[(node, the device it asks for)] for every node the graph runs: its own, and those of every function body
+    it calls, at any depth (each body once per device it is called from); a node that names no device runs where
+    the node calling its body does."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    out, seen = [], set()
+    todo = [(graph_def.node, "")]
+    while todo:
+        nodes, inherited = todo.pop()
+        for n in nodes:
+            device = n.device or inherited
+            out.append((n, device))
+            for name in _called(n):
+                if name in library and (name, device) not in seen:
+                    seen.add((name, device))
+                    todo.append((library[name].node_def, device))
+    return out
 
 
 def gpu_stage(graph_def) -> dict:
     """The nodes the graph asks to run on the GPU, and its planned host steps, by op type:
     {"gpu": {...}, "agnostic": {...}, "fallback": {...}, "host": {step name: {op types}}}."""
     out: dict = {"gpu": set(), "agnostic": set(), "fallback": set(), "host": {}}
-    for n in _nodes(graph_def):
+    for n, device in _nodes(graph_def):
         host = _HOST_SCOPE.search(n.name)
         if host:
             if n.op not in _PLUMBING:
                 out["host"].setdefault(host.group(1), set()).add(n.op)
-        elif n.op not in _PLUMBING and _requested(n.device) == "GPU":
+        elif n.op not in _PLUMBING and _requested(device) == "GPU":
             out[{"GPU": "gpu", "any": "agnostic", "CPU": "fallback"}[_kind(n)]].add(n.op)
     return out
 
@@ -102,10 +135,10 @@ def stage_devices(graph_def, device_name: str, kernel: str, augment: str) -> dic
     "GPU:0 (X); host steps: random_jpeg_quality; on the CPU: PyFunc". `augment`: the device the graph placed
     its augmentation steps on (augment_device)."""
     kinds: dict[str, set] = {"decode": set(), "encode": set()}
-    for n in _nodes(graph_def):
+    for n, device in _nodes(graph_def):
         stage = "decode" if n.op in DECODE_OPS else "encode" if n.op in ENCODE_OPS else None
         if stage and not _HOST_SCOPE.search(n.name):
-            kinds[stage].add("GPU" if _requested(n.device) == "GPU" and _kind(n) == "GPU" else "CPU")
+            kinds[stage].add("GPU" if _requested(device) == "GPU" and _kind(n) == "GPU" else "CPU")
     out = {s: (device_name if "GPU" in k else "CPU") if k else "none" for s, k in kinds.items()}
     if augment == CPU:  # CPU hosts: no other device to fall back from
         out["augment"] = "CPU (OpenCV)" if kernel == "opencv" else "CPU"

@@ -34,7 +34,7 @@ from augd.ops import REGISTRY, ColourOp, CompositeOp, GeometryOp, Op, PartnerOp,
 from augd.ops.base import Fill, Interpolation
 from augd.ops.boxes import left_empty, outline, within
 from augd.ops.sampling import coin, generator, tf_seed
-from augd.spec import OpNode
+from augd.schema import OpNode
 
 __all__ = ["Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE", "DECODE_RATIOS",
            "SOURCE_SIZE", "WINDOW", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY", "GENERAL"]

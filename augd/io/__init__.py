@@ -14,7 +14,7 @@ from augd.io.scan import (
 
 _LAZY = {
     "FEATURES": "records", "make_example": "records", "parse_example": "records",
-    "DETECTION_FEATURES": "records", "RecordObjects": "records",
+    "DETECTION_FEATURES": "records", "RecordObjects": "objects",
     "ShardWriter": "shards", "read_records": "shards", "shard_count": "shards", "shard_name": "shards",
     "shuffled_order": "shards",
     "AtomicOutput": "commit", "OutputExists": "commit", "clean_stale_temps": "commit", "is_complete": "commit",

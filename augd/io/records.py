@@ -12,9 +12,7 @@ writes them) and DeepLab's semantic mask keys.
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
@@ -22,7 +20,10 @@ from augd.io.lite import KEYPOINT_KEYS, OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: 
 from augd.io.lite import TILE_KEYS
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
 
-__all__ = ["DETECTION_FEATURES", "FEATURES", "OBJECT_KEYS", "PAYLOAD_FORMATS", "INT_KEYS", "RecordObjects",
+if TYPE_CHECKING:
+    from augd.io.objects import RecordObjects
+
+__all__ = ["DETECTION_FEATURES", "FEATURES", "OBJECT_KEYS", "PAYLOAD_FORMATS", "INT_KEYS",
            "SEGMENTATION_KEYS", "make_example", "parse_example"]
 
 PAYLOAD_FORMATS = ("jpeg", "png", "raw")
@@ -60,85 +61,6 @@ DETECTION_FEATURES = {
 }
 
 
-@dataclass(frozen=True)
-class RecordObjects:
-    """The detection part of one record, already in the stored image's coordinates."""
-    boxes: tuple[tuple[float, float, float, float], ...]   # xmin, ymin, xmax, ymax NORMALIZED to the stored image
-    labels: tuple[int, ...]                   # label map ids (1-based)
-    texts: tuple[str, ...]                    # class names
-    difficult: tuple[int, ...]
-    truncated: tuple[int, ...]
-    masks: tuple[bytes, ...] = ()             # one PNG per object (instance masks), or ()
-    segmentation: bytes | None = None         # the semantic mask PNG, or None
-    num_keypoints: int = 0                    # K of a keypoint job (0: no keypoint keys)
-    keypoints: tuple = ()                     # per object, K (x, y, visibility), x and y NORMALIZED
-    #: per object (image/object/weight): 0 for an ignored one, a blend's share (mixup), else 1; () for none
-    weights: tuple[float, ...] = ()
-    ignored: tuple[str, ...] = ()             # per object: why it is ignored, "" for a kept one; () when none is
-    crowd: tuple[int, ...] = ()               # per object (image/object/is_crowd): COCO's iscrowd or ignored; or ()
-
-    @classmethod
-    def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
-                     segmentation: bytes | None = None, num_keypoints: int = 0, weights=()) -> "RecordObjects":
-        """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
-        normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`). A keypoint
-        job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0). `weights`: each
-        object's (a blend's shares), or () for 1; an ignored object's is 0 whatever it was, and a record holding
-        one says why (`ignored`) and marks it is_crowd (`crowd`, as it marks COCO's crowds)."""
-        def norm(v, size):
-            return min(max(float(v) / size, 0.0), 1.0)
-        none = ((0.0, 0.0, 0),) * num_keypoints
-        points = tuple(tuple((norm(x, width), norm(y, height), v) if v else (0.0, 0.0, 0) for x, y, v in
-                             (o.keypoints or none)) for o in objects) if num_keypoints else ()
-        return cls(num_keypoints=num_keypoints, keypoints=points,
-            boxes=tuple((norm(o.box[0], width), norm(o.box[1], height), norm(o.box[2], width),
-                         norm(o.box[3], height)) for o in objects),
-            labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
-            difficult=tuple(int(o.difficult) for o in objects), truncated=tuple(int(o.truncated) for o in objects),
-            masks=tuple(masks), segmentation=segmentation, **_ignore_keys(objects, weights))
-
-    def check(self) -> None:
-        """ValueError naming the object when the record would not say what the annotations say."""
-        n = len(self.boxes)
-        for name in ("labels", "texts", "difficult", "truncated"):
-            if len(getattr(self, name)) != n:
-                raise ValueError(f"RecordObjects: {len(getattr(self, name))} {name} for {n} boxes")
-        for name in ("weights", "ignored", "crowd"):
-            if getattr(self, name) and len(getattr(self, name)) != n:
-                raise ValueError(f"RecordObjects: {len(getattr(self, name))} {name} for {n} boxes")
-        if self.masks and len(self.masks) != n:
-            raise ValueError(f"RecordObjects: {len(self.masks)} instance masks for {n} boxes")
-        for k, box in enumerate(self.boxes):
-            if len(box) != 4 or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in box):
-                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): box {box} is not normalized "
-                                 "to [0, 1]")
-            if box[2] < box[0] or box[3] < box[1]:
-                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): box {box} has max < min")
-        if self.num_keypoints and len(self.keypoints) != n:
-            raise ValueError(f"RecordObjects: keypoints for {len(self.keypoints)} of {n} objects")
-        for k, pts in enumerate(self.keypoints):
-            if len(pts) != self.num_keypoints or not all(math.isfinite(x) and math.isfinite(y) and 0.0 <= x <= 1.0
-                                                         and 0.0 <= y <= 1.0 and v in (0, 1, 2) for x, y, v in pts):
-                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): its keypoints are not "
-                                 f"{self.num_keypoints} normalized (x, y, visibility)")
-        for k, label in enumerate(self.labels):
-            if label < 1:
-                raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): label {label} is not a label "
-                                 "map id (ids start at 1)")
-
-
-def _ignore_keys(objects, weights) -> dict:
-    """RecordObjects' weights, ignored and crowd for these objects (see from_objects)."""
-    out: dict = {"weights": tuple(float(v) for v in weights)}
-    if any(o.ignored for o in objects):
-        out["weights"] = tuple(0.0 if o.ignored else float(weights[k]) if weights else 1.0
-                               for k, o in enumerate(objects))
-        out["ignored"] = tuple(o.ignored for o in objects)
-    if any(o.crowd or o.ignored for o in objects):
-        out["crowd"] = tuple(int(o.crowd or bool(o.ignored)) for o in objects)
-    return out
-
-
 def _text(s: str) -> bytes:
     # surrogateescape keeps non-UTF-8 file names (os.fsdecode'd) byte-exact in image/filename.
     return s.encode("utf-8", "surrogateescape")
@@ -166,7 +88,7 @@ def make_example(
     """Serialized tf.train.Example for one stored image; `objects` adds the detection keys (None: a
     classification record, byte for byte as before detection existed). A record made by a partner op names its
     `partners` (their image/source_id) and, for classification, its `mix`: each source's (label, text, share),
-    the image first. `tile` (augd.spec.tile.Tile.record_keys): where a tile's pixels lie in its source image."""
+    the image first. `tile` (augd.schema.tile.Tile.record_keys): where a tile's pixels lie in its source image."""
     if fmt not in PAYLOAD_FORMATS:
         raise ValueError(f"fmt must be one of {PAYLOAD_FORMATS}; got {fmt!r}")
     if fmt == "raw" and len(encoded) != height * width * channels:

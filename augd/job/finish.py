@@ -7,11 +7,11 @@ from contextlib import contextmanager
 
 import augd
 from augd import jobfolder
+from augd.annotations.objects import Detection
 from augd.errors import (FailureReason, JobFailed, RejectReason, WorkerError, WorkerLost,
                          tf_error_message)
 from augd.io import AtomicOutput, OutputExists, write_text
 from augd.io.jobfs import folder_identity
-from augd.job.detection import Detection
 from augd.job.report import (AnnotationReport, ByteCounts, ClassObjects, GraphInfo, Inputs, JobReport, RecordCounts,
                              ShardSet, Tally, TileCounts, Timing, iso_utc, labels_txt, reasons_summary)
 from augd.job.units import JobPlan, variants_of

@@ -19,20 +19,16 @@ import numpy as np
 
 from augd.annotations.geometry import rasterise, warp_mask
 from augd.annotations.rle import rle_decode
-from augd.engine.kernels import box_shrink_matrix, warp_np
-from augd.formats import ImageHeader, read_header
+from augd.engine.hostdecode import as_bmp, decode_scaled
+from augd.engine.kernels import warp_np
+from augd.formats import ImageHeader
 from augd.io import InputImage, read_bytes
+from augd.lazycv import cv2
 from augd.ops import Mix, PartnerOp, Placement
 from augd.ops.sampling import coin, generator, image_seed
-from augd.spec.tile import source_path
+from augd.schema.tile import source_path
 
-__all__ = ["Drawn", "Mixed", "Partners", "as_bmp", "canvas_boxes", "compose", "decode_upright", "draw", "mixed_variant",
-           "placement_steps", "upright"]
-
-#: JPEG DCT scales OpenCV decodes at, with their imread flags (colour, EXIF orientation left to us)
-_REDUCED = ((8, 65), (4, 33), (2, 17))
-_ORIENT = {2: (0, 0, 1), 3: (0, 1, 1), 4: (0, 1, 0), 5: (1, 0, 0), 6: (1, 0, 1), 7: (1, 1, 1), 8: (1, 1, 0)}
-
+__all__ = ["Drawn", "Mixed", "Partners", "canvas_boxes", "compose", "draw", "mixed_variant", "upright"]
 
 def upright(img: InputImage) -> tuple[int, int]:
     """(h, w) as decoded: EXIF orientations 5-8 swap the stored sides."""
@@ -124,46 +120,6 @@ def draw(op: PartnerOp, spec_seed: int, img: InputImage, variant: int, partners:
     return Drawn(img, op.sample(rng, [tuple(map(float, upright(i))) for i in sources], boxes), picks)
 
 
-def placement_steps(p: Placement, mix: Mix) -> list[tuple[np.ndarray, float, float]]:
-    """A placement as annotation steps (Program.geometry's form): the source into its tile (clipped to it), then
-    the tile into the canvas."""
-    th, tw = p.size
-    shift = np.array([[1, 0, -p.rect[0]], [0, 1, -p.rect[1]], [0, 0, 1]], np.float64)
-    return [(p.matrix, float(th), float(tw)), (shift, float(mix.height), float(mix.width))]
-
-
-def _decode(data: bytes, img: InputImage, m: np.ndarray):
-    """(upright BGR pixels, m re-expressed for them): a JPEG at the coarsest DCT scale whose pixels are still no
-    larger than the tile's. None when OpenCV cannot decode it, or decodes a size other than the scan's (a file
-    changed since: its placement would be wrong)."""
-    import cv2
-    header = img.header
-    ratio = min(np.hypot(m[0, 0], m[1, 0]), np.hypot(m[0, 1], m[1, 1]))
-    r, flag = next(((r, f) for r, f in _REDUCED if r <= ratio), (1, cv2.IMREAD_COLOR))
-    if header.format != "jpeg":
-        r, flag = 1, cv2.IMREAD_COLOR
-    pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flag | cv2.IMREAD_IGNORE_ORIENTATION)
-    if pixels is None or pixels.shape[:2] != (-(-header.height // r), -(-header.width // r)):
-        return None, m
-    t, fy, fx = _ORIENT.get(header.orientation, (0, 0, 0))
-    if t:
-        pixels = pixels.transpose(1, 0, 2)
-    if fy or fx:
-        pixels = cv2.flip(pixels, -1 if fy and fx else 0 if fy else 1)
-    if r == 1:
-        return np.ascontiguousarray(pixels), m
-    # libjpeg's partial last block (a side not a multiple of r) moves to the front on a flipped axis: the
-    # reduced pixels then sit that many source pixels further on
-    uh, uw = (header.width, header.height) if t else (header.height, header.width)
-    pad_x, pad_y = (-uw % r if fx else 0), (-uh % r if fy else 0)
-    return np.ascontiguousarray(pixels), box_shrink_matrix(r, -pad_x / r, -pad_y / r) @ m
-
-
-def decode_upright(data: bytes, img: InputImage) -> np.ndarray | None:
-    """The image's upright BGR pixels, decoded by OpenCV at full scale; None as _decode says."""
-    return _decode(data, img, np.eye(3))[0]
-
-
 def _tile(pixels: np.ndarray, m: np.ndarray, p: Placement, img: InputImage, fill: int) -> np.ndarray:
     """A source's tile: the source resampled into its footprint (the scaled image's extent in the tile, to whole
     pixels), with its own edge pixels repeated where a sample falls a fraction past it (as a resize then a paste
@@ -191,7 +147,7 @@ def compose(drawn: Drawn, sources: list[tuple[bytes, InputImage] | None],
     out = np.full((mix.height, mix.width, 3), mix.fill, np.uint8)
     tiles, placed = [], []
     for k, (p, src) in enumerate(zip(mix.placements, sources)):
-        pixels, m = _decode(src[0], src[1], p.matrix) if src is not None and p is not None else (None, None)
+        pixels, m = decode_scaled(src[0], src[1].header, p.matrix) if src is not None and p is not None else (None, None)
         placed.append(pixels is not None)
         if pixels is None:
             continue
@@ -233,16 +189,6 @@ def read_sources(img: InputImage, data: bytes, drawn: Drawn) -> tuple[list, tupl
         sources.append((got, partner))
         ids.append(hashlib.sha256(got).hexdigest())
     return sources, tuple(ids), time.perf_counter() - t0
-
-
-def as_bmp(canvas: np.ndarray) -> tuple[bytes, ImageHeader]:
-    """The canvas as the graph's input: an uncompressed BMP (OpenCV writes BGR; TF decodes it to RGB)."""
-    import cv2
-    ok, buf = cv2.imencode(".bmp", canvas)
-    if not ok:
-        raise RuntimeError("OpenCV could not write a BMP of the canvas")
-    data = buf.tobytes()
-    return data, read_header(data)
 
 
 def _in_canvas(p: Placement, boxes: np.ndarray) -> np.ndarray:
@@ -387,7 +333,6 @@ def _alphas(drawn: Drawn, detection) -> dict:
             alpha = np.ones((th, tw), np.float32)
         sigma = drawn.mix.feather
         if sigma > 0:
-            import cv2
             pad = int(np.ceil(3 * sigma))
             alpha = cv2.GaussianBlur(np.pad(alpha, pad), (0, 0), sigma)[pad:pad + th, pad:pad + tw]
         out[k] = alpha

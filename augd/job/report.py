@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from augd.annotations.objects import ObjectCounts
 from augd.annotations.repair import summary
 from augd.io import SPLIT_FOLDERS
 from augd.stages import STAGES
@@ -163,21 +164,6 @@ class Timing:
     def to_dict(self) -> dict:
         return {"wall_seconds": self.wall_seconds, "images_per_second": self.images_per_second,
                 "first_record_seconds": self.first_record_seconds, "stage_seconds": dict(self.stage_seconds)}
-
-
-@dataclass(frozen=True)
-class ObjectCounts:
-    """One written image of a detection job: its objects per class name in its annotation and in its records
-    (every variant: kept and ignored), the objects the transforms dropped and those its records ignore by reason
-    (augd.annotations.occlusion's DROP_REASONS, IGNORE_REASONS), and whether it is a negative."""
-    objects_in: dict[str, int]
-    objects_out: dict[str, int]
-    dropped: dict[str, int]
-    negative: bool
-    points_in: int = 0                 # a keypoint job's labelled keypoints in its annotation, and in its records
-    points_out: int = 0
-    ignored: dict[str, int] = field(default_factory=dict)          # by reason
-    ignored_out: dict[str, int] = field(default_factory=dict)      # by class name (part of objects_out)
 
 
 @dataclass(frozen=True)

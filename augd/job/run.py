@@ -25,7 +25,7 @@ from augd.job.options import Cancel, JobOptions, JobResult, JobWatch
 from augd.job.report import JobProgress, Tally
 from augd.job.units import plan_job, variants_of
 from augd.job.workers.pool import chunked_map
-from augd.spec import PipelineSpec
+from augd.schema import PipelineSpec
 
 log = logging.getLogger("augd.job")
 

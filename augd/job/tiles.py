@@ -1,4 +1,4 @@
-"""`tile:` on the job's side: an image decoded once, cut into its tiles (augd/spec/tile.py), and the tiles kept.
+"""`tile:` on the job's side: an image decoded once, cut into its tiles (augd/schema/tile.py), and the tiles kept.
 
 Each kept tile goes to the job's graph as an uncompressed BMP of its own (a memcpy both ways, as a mix's canvas
 does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the same
@@ -15,11 +15,11 @@ import numpy as np
 
 from augd.engine.kernels import warp_np
 from augd.io import InputImage
-from augd.job.mixing import as_bmp, decode_upright
+from augd.engine.hostdecode import as_bmp, decode_upright
 from augd.job.report import TileCounts
 from augd.ops.sampling import coin, generator, image_seed
-from augd.spec import PipelineSpec
-from augd.spec.tile import Tile, tiles_of
+from augd.schema import PipelineSpec
+from augd.schema.tile import Tile, tiles_of
 
 __all__ = ["Cut", "TilePart", "cut_tiles"]
 
@@ -27,7 +27,7 @@ __all__ = ["Cut", "TilePart", "cut_tiles"]
 @dataclass(frozen=True)
 class TilePart:
     """One kept tile, ready for the graph: the tile as an image (its seed path, its header), its pixels as a BMP,
-    and in a detection job its objects as cut (augd.job.detection.ImageObjects.of_tile)."""
+    and in a detection job its objects as cut (augd.annotations.objects.ImageObjects.of_tile)."""
     tile: Tile
     image: InputImage
     data: bytes
@@ -46,9 +46,9 @@ class Cut:
 
 def cut_tiles(spec: PipelineSpec, img: InputImage, data: bytes, objects=None) -> Cut | None:
     """The image's kept tiles, the image decoded once for all of them; None when OpenCV cannot decode it.
-    `objects` (augd.job.detection.ImageObjects): a detection job's, which decide the empty tiles."""
+    `objects` (augd.annotations.objects.ImageObjects): a detection job's, which decide the empty tiles."""
     t0 = time.perf_counter()
-    pixels = decode_upright(data, img)
+    pixels = decode_upright(data, img.header)
     if pixels is None:
         return None
     h, w = pixels.shape[:2]

@@ -15,14 +15,16 @@ import os
 from dataclasses import dataclass
 
 from augd import jobfolder
+from augd.annotations.layout import in_words
+from augd.annotations.objects import Detection
 from augd.errors import FailureReason, JobFailed
 from augd.io import SPLIT_FOLDERS, SPLITS, InputImage, ScanResult, scan_job, shard_count, shuffled_order, split_of
 from augd.io.limits import ReadLimits
-from augd.job.detection import Detection, prepare, prepare_records
+from augd.job.detection import prepare, prepare_records
 from augd.job.mixing import Partners
 from augd.ops import Kind
-from augd.spec import PipelineSpec
-from augd.spec.tile import tiles_of_header
+from augd.schema import PipelineSpec
+from augd.schema.tile import tiles_of_header
 
 __all__ = ["Group", "JobPlan", "plan_job", "record_slots", "tiles_per_image", "variants_of"]
 
@@ -258,8 +260,8 @@ def _partners(spec: PipelineSpec, groups, detection: Detection | None) -> Partne
     if not spec.ops or spec.ops[0].kind is not Kind.MIX or spec.ops[0].params.p <= 0:
         return None
     if spec.ops[0].name == "copy_paste" and detection is None:
-        raise JobFailed("ops[0].copy_paste pastes annotated objects, and this job has no annotations (a VOC, COCO "
-                        "or YOLO folder); use mosaic, mixup or cutmix for a classification job",
+        raise JobFailed(f"ops[0].copy_paste pastes annotated objects, and this job has no annotations (a "
+                        f"{in_words(objects=True)} folder); use mosaic, mixup or cutmix for a classification job",
                         reason=FailureReason.BAD_PIPELINE)
     pools = {g.split: g.order for g in groups}
     if spec.ops[0].params.partners != "rare":

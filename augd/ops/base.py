@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema,
-                      model_serializer)
+                      model_serializer, model_validator)
 
 __all__ = [
     "ColourOp", "CompositeOp", "Domain", "Fill", "GeometryOp", "Interpolation", "Kind", "Mix", "Op", "OpParams",
@@ -44,6 +44,17 @@ def _check_order(v: tuple) -> tuple:
     if v[0] > v[1]:
         raise ValueError(f"range must be [low, high] with low <= high; got [{v[0]}, {v[1]}]")
     return v
+
+
+def _check_fields_order(model, pairs) -> None:
+    """The same check for a range given as two fields (OpParams.ordered) or as [min, max] fields (pairs of one)."""
+    for pair in pairs:
+        if len(pair) == 1:
+            lo, hi = getattr(model, pair[0])
+            if lo > hi:
+                raise ValueError(f"{pair[0]} [{lo}, {hi}]: min must not exceed max")
+        elif getattr(model, pair[0]) > getattr(model, pair[1]):
+            raise ValueError(f"{pair[0]} {getattr(model, pair[0])} is above {pair[1]} {getattr(model, pair[1])}")
 
 
 def range_of(lo: float, hi: float, *, symmetric: bool = False, kind: type = float) -> Any:
@@ -83,9 +94,16 @@ Interpolation = Literal["bilinear", "nearest"]
 
 
 class OpParams(BaseModel):
-    """Base of every op's parameters: unknown keys are errors, instances are immutable."""
+    """Base of every op's parameters: unknown keys are errors, instances are immutable. `ordered`: the ranges given
+    as two fields, (low, high) names, or as one [min, max] field, (name,), each checked low <= high here."""
     model_config = ConfigDict(extra="forbid", frozen=True)
+    ordered: ClassVar[tuple[tuple[str, ...], ...]] = ()
     p: Probability = 1.0
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        _check_fields_order(self, self.ordered)
+        return self
 
 
 class ScaledPixels(OpParams):

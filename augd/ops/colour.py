@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
+from augd.lazycv import cv2
 from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Domain, Kind, OpParams, SeededOp, range_of, register_op
 from augd.ops.sampling import log_uniform, uniform
@@ -51,7 +52,6 @@ def _clip(x):
 
 def _np_clip(x):
     """Clamp a float32 image to [0, 1] in place with two OpenCV passes (much faster than np.clip)."""
-    import cv2
     cv2.threshold(x, 1.0, 1.0, cv2.THRESH_TRUNC, dst=x)
     cv2.threshold(x, 0.0, 0.0, cv2.THRESH_TOZERO, dst=x)
     return x
@@ -60,7 +60,6 @@ def _np_clip(x):
 def _hsv_adjust_np(x, saturation: float = 1.0, hue_turns: float = 0.0):
     """tf.image.adjust_saturation / adjust_hue on a float32 RGB image with OpenCV's SIMD kernels.
     Only the plane being adjusted is pulled out (contiguous), changed, and put back."""
-    import cv2
     hsv = cv2.cvtColor(x, cv2.COLOR_RGB2HSV)  # H in [0, 360), S and V in [0, 1]
     if saturation != 1.0:
         s = cv2.extractChannel(hsv, 1)
@@ -77,13 +76,9 @@ def _hsv_adjust_np(x, saturation: float = 1.0, hue_turns: float = 0.0):
     return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
 
 
-@register_op("random_brightness", Kind.COLOUR)
-class RandomBrightness(ColourOp):
-    """Add a random delta in [-max_delta, max_delta] to every channel (tf.image.random_brightness)."""
-    class Params(OpParams):
-        max_delta: float = Field(0.125, ge=0.0, le=1.0, description="largest brightness shift, in [0, 1] units")
-
-    label = "brightness"
+class DeltaOp(ColourOp):
+    """A colour op that draws one delta from [-max_delta, max_delta] (its Params' max_delta): brightness, hue. Its
+    describe is the delta drawn."""
     n_params = 1
 
     def describe(self, drawn):
@@ -92,6 +87,15 @@ class RandomBrightness(ColourOp):
     def draw(self, rng):
         return (uniform(rng, -self.params.max_delta, self.params.max_delta),)
 
+
+@register_op("random_brightness", Kind.COLOUR)
+class RandomBrightness(DeltaOp):
+    """Add a random delta in [-max_delta, max_delta] to every channel (tf.image.random_brightness)."""
+    class Params(OpParams):
+        max_delta: float = Field(0.125, ge=0.0, le=1.0, description="largest brightness shift, in [0, 1] units")
+
+    label = "brightness"
+
     def apply_tf(self, image, params):
         return _clip(image + params[0])
 
@@ -99,7 +103,6 @@ class RandomBrightness(ColourOp):
         return _EYE3, np.full(3, params[0])
 
     def apply_np(self, x, params):
-        import cv2
         d = float(params[0])
         return _np_clip(cv2.add(x, (d, d, d, 0.0), dst=x))
 
@@ -108,10 +111,7 @@ class FactorRange(OpParams):
     """A multiplicative factor drawn from [lower, upper] (tf.image's contrast and saturation)."""
     lower: float = Field(0.8, ge=0.0, le=10.0)
     upper: float = Field(1.2, ge=0.0, le=10.0)
-
-    def model_post_init(self, _):
-        if self.lower > self.upper:
-            raise ValueError(f"lower must be <= upper; got lower={self.lower}, upper={self.upper}")
+    ordered = (("lower", "upper"),)
 
 
 class FactorOp(ColourOp):
@@ -142,7 +142,6 @@ class RandomContrast(FactorOp):
         return f * _EYE3, (1.0 - f) * np.asarray(mean, np.float64)
 
     def apply_np(self, x, params):
-        import cv2
         f = float(params[0])
         mean = cv2.mean(x)[:3]
         m = np.array([[f, 0, 0, mean[0] * (1 - f)], [0, f, 0, mean[1] * (1 - f)], [0, 0, f, mean[2] * (1 - f)]],
@@ -167,20 +166,12 @@ class RandomSaturation(FactorOp):
 
 
 @register_op("random_hue", Kind.COLOUR)
-class RandomHue(ColourOp):
+class RandomHue(DeltaOp):
     """Rotate HSV hue by a delta in [-max_delta, max_delta] turns (tf.image.random_hue)."""
     class Params(OpParams):
         max_delta: float = Field(0.2, ge=0.0, le=0.5, description="largest hue shift, in turns")
 
     label = "hue"
-    n_params = 1
-
-    def describe(self, drawn):
-        return [f"{self.label} {signed(drawn.values[0], 3)}"]
-
-    def draw(self, rng):
-        d = self.params.max_delta
-        return (uniform(rng, -d, d),)
 
     def apply_tf(self, image, params):
         return _clip(tf.image.adjust_hue(image, params[0]))
@@ -215,7 +206,6 @@ class RandomGamma(ColourOp):
         return _clip(self.params.gain * tf.pow(image, params[0]))
 
     def apply_np(self, x, params):
-        import cv2
         x = cv2.pow(x, float(params[0]))
         if self.params.gain != 1.0:
             x *= self.params.gain
@@ -234,13 +224,14 @@ class RandomGrayscale(ColourOp):
         return [self.label]  # nothing drawn: that it applied is all there is
 
     def apply_tf(self, image, params):
-        return tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image))
+        grey = tf.image.rgb_to_grayscale(image)
+        # not tf.image.grayscale_to_rgb: its shape checks are Assert ops, a device-to-host wait per image on a GPU
+        return tf.concat([grey, grey, grey], -1)
 
     def affine(self, params, mean):
         return _LUMA_ROWS, _ZERO3
 
     def apply_np(self, x, params):
-        import cv2
         return cv2.cvtColor(cv2.cvtColor(x, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
 
 
@@ -271,12 +262,7 @@ class RandomPixelValueScale(SeededOp):
     class Params(OpParams):
         minval: float = Field(0.9, ge=0.0, le=10.0, description="lowest factor")
         maxval: float = Field(1.1, ge=0.0, le=10.0, description="highest factor")
-
-        @model_validator(mode="after")
-        def _ordered(self):
-            if self.minval > self.maxval:
-                raise ValueError(f"minval {self.minval} is above maxval {self.maxval}")
-            return self
+        ordered = (("minval", "maxval"),)
 
     domain = Domain.FLOAT
 

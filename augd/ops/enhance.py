@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
+from augd.lazycv import cv2
 from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Kind, OpParams, range_of, register_op
 from augd.ops.colour import _LUMA_ROWS, _ZERO3, LUMA, FactorOp, _clip, _np_clip
@@ -33,7 +34,6 @@ class RandomColor(FactorOp):
         return f * np.eye(3) + (1.0 - f) * _LUMA_ROWS, _ZERO3
 
     def apply_np(self, x, params):
-        import cv2
         f = float(params[0])
         grey = cv2.transform(x, np.tile(LUMA.astype(np.float32), (3, 1)))   # the luma in all three channels
         return _np_clip(cv2.addWeighted(x, f, grey, 1.0 - f, 0.0, dst=x))
@@ -74,7 +74,6 @@ class RandomSharpness(FactorOp):
         return tf.cond(tf.logical_and(h > 2, w > 2), sharpened, lambda: image)   # all border: as it is
 
     def apply_np(self, x, params):
-        import cv2
         f = float(params[0])
         smooth = cv2.filter2D(x, -1, _SMOOTH, borderType=cv2.BORDER_REPLICATE)
         smooth[0], smooth[-1], smooth[:, 0], smooth[:, -1] = x[0], x[-1], x[:, 0], x[:, -1]
@@ -167,7 +166,6 @@ class MedianBlur(ColourOp):
         return tf.cond(params[0] < 4.0, lambda: _median_tf(image, 3), lambda: _median_tf(image, 5))
 
     def apply_np(self, x, params):
-        import cv2
         return cv2.medianBlur(x, int(params[0]))
 
 

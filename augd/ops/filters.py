@@ -10,6 +10,7 @@ import math
 import numpy as np
 from pydantic import Field, model_validator
 
+from augd.lazycv import cv2
 from augd.ops._tf import tf
 from augd.ops.base import ColourOp, Domain, Kind, OpParams, SeededOp, range_of, register_op
 from augd.ops.colour import LUMA, _clip, _np_clip
@@ -83,7 +84,6 @@ class MotionBlur(ColourOp):
         return tf.cond(tf.logical_and(h > r, w > r), blurred, lambda: image)   # too small to reflect: as it is
 
     def apply_np(self, x, params):
-        import cv2
         size = self.params.ksize[1]
         if min(x.shape[:2]) <= size // 2:
             return x
@@ -189,7 +189,6 @@ class Clahe(ColourOp):
         return tf.cond(tf.logical_and(h >= 2 * grid, w >= 2 * grid), equalized, lambda: image)
 
     def apply_np(self, x, params):
-        import cv2
         grid = self.params.grid
         if min(x.shape[:2]) < 2 * grid:
             return x

@@ -69,38 +69,37 @@ class _Coin(OpParams):
         return out
 
 
+class _Flip(GeometryOp):
+    """A mirror along `axis` (0: x, left-right; 1: y, up-down) on its own coin."""
+    axis: int
+    Params = _Coin
+
+    def sample(self, rng, h, w):
+        if not coin(rng, self.params.probability):
+            return np.eye(3), h, w
+        m = np.eye(3)
+        m[self.axis, self.axis], m[self.axis, 2] = -1.0, (w, h)[self.axis] - 1.0
+        return mat(m), h, w
+
+    def describe(self, drawn):
+        a = self.axis   # its own coin, not p's
+        return [self.label if drawn.matrix[a, a] < 0 else f"{self.label}: no (coin)"]
+
+
 @register_op("random_flip_left_right", Kind.GEOMETRY)
-class FlipLeftRight(GeometryOp):
+class FlipLeftRight(_Flip):
     """Mirror horizontally with `probability` (default 0.5, as tf.image's); p gates it: p × probability overall.
     The OD API's random_horizontal_flip sets its own probability."""
     label = "flip LR"
-
-    class Params(_Coin):
-        pass
-
-    def sample(self, rng, h, w):
-        return (mat([[-1, 0, w - 1.0], [0, 1, 0], [0, 0, 1]]) if coin(rng, self.params.probability) else
-                np.eye(3)), h, w
-
-    def describe(self, drawn):
-        return [self.label if drawn.matrix[0, 0] < 0 else f"{self.label}: no (coin)"]  # its own coin, not p's
+    axis = 0
 
 
 @register_op("random_flip_up_down", Kind.GEOMETRY)
-class FlipUpDown(GeometryOp):
+class FlipUpDown(_Flip):
     """Mirror vertically with `probability` (default 0.5, as tf.image's); p gates it: p × probability overall.
     The OD API's random_vertical_flip sets its own probability."""
     label = "flip UD"
-
-    class Params(_Coin):
-        pass
-
-    def sample(self, rng, h, w):
-        return (mat([[1, 0, 0], [0, -1, h - 1.0], [0, 0, 1]]) if coin(rng, self.params.probability) else
-                np.eye(3)), h, w
-
-    def describe(self, drawn):
-        return [self.label if drawn.matrix[1, 1] < 0 else f"{self.label}: no (coin)"]
+    axis = 1
 
 
 @register_op("random_rotation", Kind.GEOMETRY)
@@ -431,34 +430,6 @@ class Resize(GeometryOp):
             oh, ow = max(float(round(h * s)), 1.0), max(float(round(w * s)), 1.0)
         else:
             oh, ow = bh, bw
-        return window(0.0, 0.0, h, w, oh, ow), oh, ow
-
-    def describe(self, drawn):
-        return [f"{self.label} {size(drawn.in_size)} → {size(drawn.out_size)}"]
-
-
-@register_op("random_image_scale", Kind.GEOMETRY)
-class RandomImageScale(GeometryOp):
-    """The Object Detection API's random_image_scale: the whole image scaled by one ratio drawn from
-    [min_scale_ratio, max_scale_ratio], its aspect kept, to int(h x ratio) by int(w x ratio) as the API truncates
-    (area-prefiltered where it shrinks)."""
-    label = "scale"
-    example = "- random_image_scale: {min_scale_ratio: 0.5, max_scale_ratio: 2.0}"
-
-    class Params(OpParams):
-        min_scale_ratio: float = Field(0.5, gt=0.0, le=8.0, description="lowest ratio")
-        max_scale_ratio: float = Field(2.0, gt=0.0, le=8.0, description="highest ratio")
-
-        @model_validator(mode="after")
-        def _ordered(self):
-            if self.min_scale_ratio > self.max_scale_ratio:
-                raise ValueError(f"min_scale_ratio {self.min_scale_ratio} is above max_scale_ratio "
-                                 f"{self.max_scale_ratio}")
-            return self
-
-    def sample(self, rng, h, w):
-        r = uniform(rng, self.params.min_scale_ratio, self.params.max_scale_ratio)
-        oh, ow = float(max(int(h * r), 1)), float(max(int(w * r), 1))
         return window(0.0, 0.0, h, w, oh, ow), oh, ow
 
     def describe(self, drawn):

@@ -1,5 +1,5 @@
-"""Scale jitter as the Object Detection API's detectors train with it (augd.ops.base.GeometryOp): EfficientDet's
-large-scale jitter (`random_scale_crop_and_pad_to_square`) and CenterNet's square crop by scale
+"""Scale jitter as the Object Detection API's detectors train with it (augd.ops.base.GeometryOp): its
+random_image_scale (the whole image by one ratio), EfficientDet's large-scale jitter (`random_scale_crop_and_pad_to_square`) and CenterNet's square crop by scale
 (`random_square_crop_by_scale`), each read line by line from the API's core/preprocessor.py. Both are a scale and
 a whole-pixel window, one warp like every geometric op; what falls outside the image is black, as the API pads."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from augd.ops.base import GeometryOp, Kind, OpParams, register_op
 from augd.ops.geometry import translate, window
@@ -15,18 +15,35 @@ from augd.ops.sampling import uniform
 from augd.ops.windows import uniform_int
 from augd.ops.words import size
 
-__all__ = ["RandomScaleCropAndPadToSquare", "RandomSquareCropByScale"]
+__all__ = ["RandomImageScale", "RandomScaleCropAndPadToSquare", "RandomSquareCropByScale"]
+
+
+@register_op("random_image_scale", Kind.GEOMETRY)
+class RandomImageScale(GeometryOp):
+    """The Object Detection API's random_image_scale: the whole image scaled by one ratio drawn from
+    [min_scale_ratio, max_scale_ratio], its aspect kept, to int(h x ratio) by int(w x ratio) as the API truncates
+    (area-prefiltered where it shrinks)."""
+    label = "scale"
+    example = "- random_image_scale: {min_scale_ratio: 0.5, max_scale_ratio: 2.0}"
+
+    class Params(OpParams):
+        min_scale_ratio: float = Field(0.5, gt=0.0, le=8.0, description="lowest ratio")
+        max_scale_ratio: float = Field(2.0, gt=0.0, le=8.0, description="highest ratio")
+        ordered = (("min_scale_ratio", "max_scale_ratio"),)
+
+    def sample(self, rng, h, w):
+        r = uniform(rng, self.params.min_scale_ratio, self.params.max_scale_ratio)
+        oh, ow = float(max(int(h * r), 1)), float(max(int(w * r), 1))
+        return window(0.0, 0.0, h, w, oh, ow), oh, ow
+
+    def describe(self, drawn):
+        return [f"{self.label} {size(drawn.in_size)} → {size(drawn.out_size)}"]
 
 
 class _ScaleRange(OpParams):
     scale_min: float = Field(0.1, gt=0.0, le=10.0, description="lowest scale")
     scale_max: float = Field(2.0, gt=0.0, le=10.0, description="highest scale")
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        if self.scale_min > self.scale_max:
-            raise ValueError(f"scale_min {self.scale_min} is above scale_max {self.scale_max}")
-        return self
+    ordered = (("scale_min", "scale_max"),)
 
 
 @register_op("random_scale_crop_and_pad_to_square", Kind.GEOMETRY)

@@ -3,7 +3,7 @@
 Each samples a Mix: the canvas size and, for the image and each partner, the tile it shows and the matrix from
 that tile's pixels to the source's, the same 3x3 convention as a GeometryOp's. The job (augd/job/mixing.py)
 draws the partners, decodes each one at the scale its tile needs and lays out the canvas; boxes, masks and
-keypoints move through the same matrices (augd/job/detection.py)."""
+keypoints move through the same matrices (augd/annotations/objects.py)."""
 from __future__ import annotations
 
 import math
@@ -159,13 +159,7 @@ class CopyPaste(PartnerOp):
             "anywhere", description="anywhere: a paste may hide the image's objects (the occlusion rule then "
                                     "shrinks or drops them); free: only where it covers no object of the image")
 
-        @model_validator(mode="after")
-        def _ordered(self):
-            for name in ("objects", "copies"):
-                lo, hi = getattr(self, name)
-                if lo > hi:
-                    raise ValueError(f"{name} [{lo}, {hi}]: min must not exceed max")
-            return self
+        ordered = (("objects",), ("copies",))
 
         @model_serializer(mode="wrap")
         def _without_defaults(self, handler):

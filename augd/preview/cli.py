@@ -11,6 +11,7 @@ import numpy as np
 from augd import defaults
 from augd.errors import SpecError
 from augd.files import inside
+from augd.lazycv import cv2
 from augd.ops.base import REGISTRY
 from augd.preview.render import render_sheet
 from augd.preview.sheet import MAX_DEFAULT_VARIANTS, preview_rows, variant_count
@@ -71,7 +72,7 @@ def cmd_preview(args) -> int:
     """`augd preview PIPELINE IMAGE... -o SHEET`: 0 when the sheet is written (bad images shown as tiles
     saying why, and listed on stderr), 1 when no image could be previewed or the sheet cannot be written,
     2 for usage errors (invalid pipeline, bad arguments)."""
-    from augd.spec import find_pipeline, load_pipeline
+    from augd.schema import find_pipeline, load_pipeline
     prog = "augd preview"
     ext = os.path.splitext(args.out)[1].lower()
     if ext not in (".png", ".jpg", ".jpeg"):
@@ -86,8 +87,9 @@ def cmd_preview(args) -> int:
         spec = spec.with_seed(args.seed)
     if args.root is None and spec.ops and getattr(REGISTRY.get(spec.ops[0].name), "needs_boxes", False):
         # without the job, the sheet's images have no annotations: the op would paste nothing, silently
+        from augd.annotations.layout import in_words
         print(f"{prog}: ops[0].{spec.ops[0].name} pastes annotated objects of the job's images: give --root "
-              f"JOB_FOLDER, the annotated job (VOC, COCO or YOLO) the images are in", file=sys.stderr)
+              f"JOB_FOLDER, the annotated job ({in_words(objects=True)}) the images are in", file=sys.stderr)
         return 2
     try:
         n = variant_count(spec, args.variants)
@@ -103,7 +105,6 @@ def cmd_preview(args) -> int:
     rows = preview_rows(spec, args.images, variants=n, relpaths=rels, max_pixels=args.max_pixels,
                         engine=Engine(engine_options), root=args.root)
     sheet = render_sheet(spec, rows, tile=args.tile, variants=n)
-    import cv2
     ok, buf = cv2.imencode(ext, np.ascontiguousarray(sheet[:, :, ::-1]),
                            [cv2.IMWRITE_JPEG_QUALITY, 92] if ext != ".png" else [cv2.IMWRITE_PNG_COMPRESSION, 6])
     try:

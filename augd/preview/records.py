@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 
+from augd.lazycv import cv2
 from augd.ops.sampling import image_seed
 from augd.ops.words import size
 from augd.preview.render import letterbox, render_sheet
@@ -49,7 +50,6 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     """One sheet row from an image's ImageOutcome (its records as written), the drawn parameters explained from
     the same plan. Tiles are letterboxed to `tile` at once, so a daemon keeps a few small thumbnails, not a
     job's records."""
-    import cv2
     from augd.engine.plan import Program
     from augd.io.lite import decode_example
     img, n = outcome.image, min(variants, spec.variants)
@@ -93,8 +93,8 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
 
 
 def _tile_of(spec, ex: dict):
-    """The augd.spec.tile.Tile a tiled record was cut from, by its keys."""
-    from augd.spec.tile import tiles_of
+    """The augd.schema.tile.Tile a tiled record was cut from, by its keys."""
+    from augd.schema.tile import tiles_of
     index = ex["augd/tile/index"]
     return next(t for t in tiles_of(spec.tile, ex["augd/tile/source_height"], ex["augd/tile/source_width"])
                 if t.index == index)
@@ -102,7 +102,6 @@ def _tile_of(spec, ex: dict):
 
 def sheet_png(spec, rows: list[PreviewRow], *, variants: int = 3, tile: int = 160) -> bytes:
     """The rows drawn as one PNG; b"" if OpenCV cannot encode it (the worker then shows no sheet)."""
-    import cv2
     sheet = render_sheet(spec, rows, tile=tile, variants=min(variants, spec.variants))
     ok, png = cv2.imencode(".png", np.ascontiguousarray(sheet[:, :, ::-1]))
     return png.tobytes() if ok else b""

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from augd import defaults
+from augd.lazycv import cv2
 from augd.preview.sheet import PreviewRow, preview_rows, resolve_spec, variant_count
 
 __all__ = ["contact_sheet", "letterbox", "render_sheet"]
@@ -19,7 +20,6 @@ _TITLE = (150, 200, 255)
 def letterbox(image: np.ndarray, tile: int, background=_CELL) -> np.ndarray:
     """`image` scaled to fit a tile × tile square (aspect kept; area-averaged when shrinking, bilinear when
     enlarging), centred on `background`."""
-    import cv2
     h, w = image.shape[:2]
     s = min(tile / h, tile / w)
     nh, nw = max(1, min(tile, round(h * s))), max(1, min(tile, round(w * s)))
@@ -37,7 +37,6 @@ class _Pen:
     become `x` and `->`."""
 
     def __init__(self, tile: int):
-        import cv2
         self.cv2 = cv2
         self.font = cv2.FONT_HERSHEY_SIMPLEX
         self.scale = min(0.8, max(0.36, 0.42 * tile / 256))
@@ -95,7 +94,6 @@ def caption_lines(pen: _Pen, lines, width: int) -> list[tuple[str, str]]:
 def render_sheet(spec, rows: list[PreviewRow], *, tile: int = 256, variants: int | None = None) -> np.ndarray:
     """Lay preview_rows() out as one RGB uint8 image: a header (pipeline name, sha256[:12], seed, output),
     then one row per image, every tile letterboxed to tile × tile with its text underneath."""
-    import cv2
     spec = resolve_spec(spec)
     pen = _Pen(tile)
     pad = max(6, tile // 32)

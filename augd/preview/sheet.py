@@ -24,6 +24,7 @@ from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
 from augd.io import InputImage, check_header
+from augd.lazycv import cv2
 from augd.ops import REGISTRY
 from augd.ops._tf import tf
 from augd.ops.words import plural, size
@@ -109,7 +110,7 @@ def _decode_record(payload: bytes, fmt: str, height: int, width: int) -> np.ndar
 def resolve_spec(spec):
     """A PipelineSpec as is; a pipeline file or shipped pipeline name loaded."""
     if isinstance(spec, (str, os.PathLike)):
-        from augd.spec import find_pipeline, load_pipeline
+        from augd.schema import find_pipeline, load_pipeline
         return load_pipeline(find_pipeline(os.fspath(spec)))
     return spec
 
@@ -219,7 +220,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         original = "v0: the file's own bytes"
     else:
         original = f"v0: re-encoded as {spec.output.format}"
-    from augd.job.detection import source_boxes
+    from augd.annotations.objects import source_boxes
     objects = _objects(mixing, rel)
     split = getattr(mixing[2].get(rel), "split", "")
     if not spec.augments(split):   # as the job plans it (augd.job.units): the original alone, no variants
@@ -296,9 +297,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     spread over it (and the whole-image record), each as cut and its variants: the records `augd run` writes for
     them (without the job's annotations, `--root`: every tile kept, as a classification job keeps them). A
     partner op (copy_paste) pastes the job's objects onto each tile, its partners named under it."""
-    import cv2
-
-    from augd.job.mixing import decode_upright
+    from augd.engine.hostdecode import decode_upright
     from augd.job.tiles import cut_tiles
     try:
         data, header = _source(path, max_pixels)
@@ -314,7 +313,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     if cut is None:
         return [PreviewRow(path, rel, [Tile(rel, error="OpenCV cannot decode it; a pipeline with tile: decodes "
                                                      "each image with OpenCV")])]
-    overview = np.ascontiguousarray(decode_upright(data, img)[:, :, ::-1])
+    overview = np.ascontiguousarray(decode_upright(data, img.header)[:, :, ::-1])
     line = max(1, round(max(cut.height, cut.width) / 400))
     for k, part in enumerate(p for p in cut.parts if not p.tile.full):
         t = part.tile

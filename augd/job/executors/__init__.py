@@ -18,7 +18,7 @@ futures) is one module with a LocalExecutor subclass; one that owns the placemen
 engine) implements `write` itself, as beam_pipeline.py does. Either way: a value in augd.defaults.ExecutorKind,
 the module, and its test. Every executor calls the per-image work in augd/job/images.py, so all write the same
 bytes. `auto` is not an executor: choice.py turns it into threads or processes (and a worker count) by what the
-job costs.
+job costs, and `for_job` is the daemon's one choice per job (its larger jobs diverted to Beam by their size).
 """
 from __future__ import annotations
 
@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from augd.defaults import ExecutorKind
-from augd.job.executors.choice import Choice, Host, JobCost, choose
+from augd.job.executors.choice import Choice, Divert, Host, JobCost, choose, for_job
 
 if TYPE_CHECKING:   # the names only: importing them here would load TensorFlow (Engine) and the pool
     from augd.engine import Engine, EngineOptions
     from augd.job.units import JobPlan
     from augd.job.workers.pool import ProcessPool
 
-__all__ = ["Choice", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "Traits", "choose", "open_executor",
-           "traits"]
+__all__ = ["Choice", "Divert", "Executor", "ExecutorKind", "Host", "JobCost", "Launch", "Traits", "choose", "for_job",
+           "open_executor", "traits"]
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,6 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
 
 try:
     import apache_beam as beam
@@ -68,10 +67,11 @@ from apache_beam.portability.api import beam_provision_api_pb2
 from augd.engine import Engine, release_memory
 from augd.engine.options import EngineOptions
 from augd.errors import FailureReason, JobFailed
-from augd.io import RejectedInput, ShardWriter, is_url, shard_name, write_text
+from augd.io import ShardWriter, is_url, write_text
+from augd.job.executors.beam_outcomes import OUTCOMES, read_outcomes, shard_names
 from augd.job.images import ImageOutcome, process_images
 from augd.job.options import JobWatch
-from augd.job.report import GraphInfo, ObjectCounts, ShardSet, Tally, TileCounts
+from augd.job.report import ShardSet, Tally
 from augd.job.units import JobPlan, record_slots
 from augd.tfenv import quiet_native_stderr
 
@@ -79,21 +79,12 @@ log = logging.getLogger("augd.job")
 
 __all__ = ["Beam"]
 
-#: In the job's temp folder: the workers' outcomes for the launcher. Every hidden name in that folder is the
-#: executor's own (this file, shard attempts) and is removed before the commit.
-OUTCOMES = ".beam-outcomes.json"
 _NS = "augd"   # the Beam metrics namespace
 _DIRECT = {"direct", "directrunner", "switchingdirectrunner"}
 
 
 def _counter(name: str):
     return Metrics.counter(_NS, name)
-
-
-def _names(plan: JobPlan, g: int) -> list[str]:
-    group = plan.groups[g]
-    return [shard_name(group.prefix(plan.name), s, group.shards, plan.spec.output.compression)
-            for s in range(group.shards)]
 
 
 class _ProcessImage(beam.DoFn):
@@ -225,7 +216,7 @@ class _WriteShard(beam.DoFn):
 
     def __init__(self, plan: JobPlan, out_dir: str):
         self.out_dir, self.compression = out_dir, plan.spec.output.compression
-        self.names = {(g, s): name for g in range(len(plan.groups)) for s, name in enumerate(_names(plan, g))}
+        self.names = {(g, s): name for g in range(len(plan.groups)) for s, name in enumerate(shard_names(plan, g))}
 
     def process(self, item):
         import tensorflow as tf
@@ -331,30 +322,6 @@ def _pipeline(args: list[str]):
     return beam.Pipeline(runner=runner, options=options), "DirectRunner"
 
 
-@dataclass
-class _Written:
-    """One group's shards as ShardSet.add reads a ShardWriter."""
-    paths: list
-    records_per_shard: list
-    bytes_written: int
-
-
-@dataclass(frozen=True)
-class _Device:
-    name: str
-    tf_version: str
-
-
-def _outcome(plan: JobPlan, s: dict) -> ImageOutcome:
-    img = plan.groups[s["g"]].order[s["pos"]]
-    o = s["objects"]
-    return ImageOutcome(
-        img, records=(b"",) * s["records"],   # Tally counts them; their bytes are in the shards
-        rejected=RejectedInput(img.relpath, *s["rejected"]) if s["rejected"] else None, bytes_read=s["bytes_read"],
-        stage_seconds=s["stages"], objects=ObjectCounts(**o) if o is not None else None,
-        tiles=TileCounts(*s["tiles"]) if s.get("tiles") is not None else None)
-
-
 def _metrics(result) -> dict[str, int]:
     """The augd counters, summed over steps: committed where the runner has them, else attempted; {} when the
     runner reports none."""
@@ -368,63 +335,6 @@ def _metrics(result) -> dict[str, int]:
         value = c.committed if c.committed is not None else c.attempted
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
     return out
-
-
-def _graph(images: list[dict], metrics: dict) -> tuple[GraphInfo, _Device]:
-    """The manifest's graph block and device, from the workers: per process, the graphs its DoFn instances built
-    (the metrics also count an attempt that failed), their traces, images and seconds."""
-    workers: dict = {}
-    for s in images:
-        host, pid, instance = s["worker"].rsplit(":", 2)
-        w = workers.setdefault((host, pid), {"host": host, "pid": int(pid), "graphs": {}, "images": 0, "seconds": 0.0})
-        w["graphs"][instance] = s["traces"]
-        w["images"] += 1
-        w["seconds"] += s["seconds"]
-    rows = tuple({"host": w["host"], "pid": w["pid"], "builds": len(w["graphs"]), "traces": sum(w["graphs"].values()),
-                  "images": w["images"], "seconds": round(w["seconds"], 3)} for _, w in sorted(workers.items()))
-    graph = GraphInfo(metrics.get("graph_builds") or sum(w["builds"] for w in rows),
-                      metrics.get("graph_traces") or sum(w["traces"] for w in rows),
-                      images[0]["stage_devices"], "beam", rows)
-    devices = sorted({tuple(s["device"]) for s in images})
-    return graph, _Device(", ".join(n for n, _ in devices), ", ".join(sorted({v for _, v in devices})))
-
-
-def _read_outcomes(plan: JobPlan, out_dir: str, tally: Tally, metrics: dict):
-    """From the outcomes file: every image tallied in the local executor's order, the shards written, and the
-    report's graph block and device. Removes the executor's hidden files (the outcomes, a crashed attempt's
-    folder) before run_job commits."""
-    import tensorflow as tf
-    path = f"{out_dir}/{OUTCOMES}"
-    if not tf.io.gfile.exists(path):
-        raise JobFailed(f"the Beam pipeline finished but {path} is missing: the workers must write to the same "
-                        f"filesystem as the launcher (a gs:// URL on Dataflow)", reason=FailureReason.CRASHED)
-    with tf.io.gfile.GFile(path) as f:
-        data = json.load(f)
-    images, shard_rows = data["images"], data["shards"]
-    if any(data["repeated"].values()):
-        log.info("beam: the runner repeated %(images)d image outcome(s) and %(shards)d shard(s); each was kept once",
-                 data["repeated"])
-    want = [(g, pos) for g, group in enumerate(plan.groups) for pos in range(len(group.order))]
-    if [(s["g"], s["pos"]) for s in images] != want:
-        raise JobFailed(f"the Beam pipeline returned {len(images)} image outcomes for {len(want)} images",
-                        reason=FailureReason.CRASHED)
-    for s in images:   # in the local executor's order: group after group, each in its seeded order
-        tally.add(_outcome(plan, s))
-    shards = ShardSet()
-    for g, group in enumerate(plan.groups):
-        rows = [r for r in shard_rows if r["g"] == g]
-        if [r["shard"] for r in rows] != list(range(group.shards)):
-            raise JobFailed(f"the Beam pipeline wrote {len(rows)} of group {g}'s {group.shards} shards",
-                            reason=FailureReason.CRASHED)
-        shards.add(group.split, _Written([f"{out_dir}/{n}" for n in _names(plan, g)],
-                                         [r["records"] for r in rows], sum(r["bytes"] for r in rows)))
-    tally.stages["write"] += sum(r["seconds"] for r in shard_rows)
-    for name in tf.io.gfile.listdir(out_dir):  # a crashed attempt's folder, the outcomes file
-        name = name.rstrip("/")
-        if name.startswith("."):
-            p = f"{out_dir}/{name}"
-            tf.io.gfile.rmtree(p) if tf.io.gfile.isdir(p) else tf.io.gfile.remove(p)
-    return shards, _graph(images, metrics)
 
 
 class Beam:
@@ -474,7 +384,7 @@ class Beam:
         metrics = _metrics(result)
         log.info("beam: %s: %s", plan.name, ", ".join(f"{k} {v}" for k, v in sorted(metrics.items())) or
                  "the runner reported no metrics")
-        shards, self._report = _read_outcomes(plan, out_dir, tally, metrics)
+        shards, self._report = read_outcomes(plan, out_dir, tally, metrics)
         return shards
 
     def report(self):

@@ -29,9 +29,10 @@ import os
 from dataclasses import dataclass
 
 from augd.defaults import ExecutorKind
+from augd.files import count_files
 from augd.host import usable_cpus
 
-__all__ = ["Choice", "Host", "JobCost", "choose", "estimate_folder", "job_cost", "plan_cost"]
+__all__ = ["Choice", "Divert", "Host", "JobCost", "choose", "estimate_folder", "for_job", "job_cost", "plan_cost"]
 
 #: The GIL a record holds: a fixed part, a part per op of its chain and per output pixel (the Python around each
 #: kernel and the arrays it hands on), more for a job with annotations (boxes, masks and keypoints moved in
@@ -163,6 +164,23 @@ def choose(requested, cost: JobCost | None, host: Host) -> Choice:
     return threads(f"{what}: threads ~{t:.1f} s against processes ~{options[w]:.1f} s", est)
 
 
+@dataclass(frozen=True)
+class Divert:
+    """Where a daemon sends its larger jobs: those of at least `min_files` files run on `kind` (the config's `beam:`
+    block, or `executor: beam`: Apache Beam), the others on the daemon's own choice."""
+    kind: ExecutorKind
+    min_files: int = 0
+
+
+def for_job(local: Choice, path: str, divert: Divert | None) -> Choice:
+    """The daemon's executor for the job at `path`: `divert`'s for a job of at least its min_files files (names
+    only are counted), else `local` (the choice the daemon warmed its pool for, as the job is served)."""
+    if divert is None or count_files(path, divert.min_files) < divert.min_files:
+        return local
+    return Choice(divert.kind, local.workers, f"a job of {divert.min_files} files or more goes to "
+                  f"{divert.kind.value}", requested=divert.kind.value)
+
+
 def threads_seconds(cost: JobCost, host: Host) -> float:
     """One import (none if this process has its engine), then the records on as many cores as the GIL lets
     threads keep busy (at most the workers and the cores)."""
@@ -209,7 +227,7 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
     per_image, n_tiles = len(variants_of(spec)), 1
     if spec.tile is not None:   # each variant of each tile a record of a tile's pixels (a 4:3 image's tiles)
-        from augd.spec.tile import tiles_of_header
+        from augd.schema.tile import tiles_of_header
         tiles = tiles_of_header(spec.tile, max(1, round(math.sqrt(src * 0.75))), max(1, round(math.sqrt(src / 0.75))))
         n_tiles, src = len(tiles), sum(t.out_h * t.out_w for t in tiles) / len(tiles)
     out = output_bound(spec.ops)
@@ -270,25 +288,29 @@ def estimate_folder(path: str, spec, sample: int = 1000) -> JobCost:
     """A job's cost before its plan (no header read): its image files counted by name, their mean size from the
     first `sample` of them (a stat each: start-up stays bounded however large the job); TFRecord files at its root
     (found by contents) by their records, counted from their framing (the first `sample` records' lengths, the
-    rest of their bytes at that mean), a compressed one as one record per ~100 KB. VOC XMLs, YOLO's labels/*.txt and
-    a JSON at the root (COCO's) make the job an annotated one (and are not stat'ed)."""
+    rest of their bytes at that mean), a compressed one as one record per ~100 KB. A file that marks the job as
+    annotated in a registered format (augd.annotations.layout.marks_annotated: VOC's XMLs, YOLO's label files,
+    COCO's JSON, ...) makes it an annotated one, and is no image (nor stat'ed)."""
+    from augd.annotations.layout import marks_annotated
     from augd.annotations.tfrecords import shard_split
-    from augd.annotations.tree import IMAGE_EXTENSIONS
+    from augd.annotations.tree import IMAGE_EXTENSIONS, stem
     from augd.io.lite import sniff_shard
     from augd.io.scan import SPLIT_FOLDERS
     images, sized, size, annotated, originals = 0, 0, 0, False, 0
     shards: list[tuple[str, str]] = []
     for root, _, files in os.walk(path):
-        top = os.path.relpath(root, path).split(os.sep)[0]
+        folder = "" if root == path else os.path.relpath(root, path).replace(os.sep, "/")
+        top = folder.split("/")[0]
         plain = top in SPLIT_FOLDERS and not spec.augments(SPLIT_FOLDERS[top])   # a split folder written as it is
+        stems = {stem(f) for f in files if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS}
         for f in files:
-            originals += plain and os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS
             ext = os.path.splitext(f)[1].lower()
-            note = ext == ".xml" or (ext == ".txt" and os.path.basename(root) == "labels") or \
-                (ext == ".json" and root == path)
-            annotated = annotated or note
-            if note or (ext in IMAGE_EXTENSIONS and sized >= sample):
-                images += ext in IMAGE_EXTENSIONS
+            if marks_annotated(folder, f, stems):
+                annotated = True
+                continue
+            originals += plain and ext in IMAGE_EXTENSIONS
+            if ext in IMAGE_EXTENSIONS and sized >= sample:
+                images += 1
                 continue
             full = os.path.join(root, f)
             try:

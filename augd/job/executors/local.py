@@ -11,16 +11,16 @@ from contextlib import nullcontext
 from typing import Callable
 
 from augd import defaults
+from augd.annotations.objects import Detection
 from augd.errors import JobCancelled
 from augd.io import InputImage, ShardWriter, is_url, local_path
-from augd.job.detection import Detection
 from augd.job.images import ImageOutcome, graph_variants, process_images
 from augd.job.options import JobWatch
 from augd.job.report import GraphInfo, ShardSet, Tally
 from augd.job.resources import MemoryGuard, SpaceCheck, check_memory, image_memory, output_bound
 from augd.job.units import JobPlan, tiles_per_image, variants_of
-from augd.spec import PipelineSpec
-from augd.spec.tile import tiles_of_header
+from augd.schema import PipelineSpec
+from augd.schema.tile import tiles_of_header
 
 __all__ = ["Batches", "LocalExecutor"]
 

@@ -16,9 +16,9 @@ from augd import defaults
 from augd.errors import SpecError
 from augd.labels import LabelMapError, check_names
 from augd.ops import REGISTRY, Kind, OpParams
-from augd.spec.annotations import Annotations, AnnotationsConfig
-from augd.spec.tile import TileSpec
-from augd.spec.validate import combine, did_you_mean, validate
+from augd.schema.annotations import Annotations, AnnotationsConfig
+from augd.schema.tile import TileSpec
+from augd.schema.validate import combine, did_you_mean, validate
 from augd.parsing.yamlsrc import YamlDoc
 
 __all__ = ["OpNode", "OutputSpec", "PipelineSpec", "parse_doc", "NAME_RE"]

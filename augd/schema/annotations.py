@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from augd.annotations.layout import FORMATS
+from augd.annotations.layout import FORMATS, in_words
 from augd.annotations.occlusion import LOW_VISIBILITY
 
 __all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "DEFAULTS"]
@@ -30,8 +30,8 @@ class AnnotationsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: Literal[ANNOTATION_FORMATS] | None = Field(
-        None, description="auto (default): detect TFRecord shards, VOC, COCO, YOLO or mask layouts "
-                          "(nothing detected: a classification job); none: always a classification job")
+        None, description=f"auto (default): detect TFRecord shards or a {in_words()} layout (nothing detected: a "
+                          f"classification job); none: always a classification job")
     label_map: str | list[str] | None = Field(
         None, description="fixed label map: a TF Object Detection API label_map.pbtxt (relative to the job), or "
                           "class names (ids 1..N in order); an object of another class rejects its image")

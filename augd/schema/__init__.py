@@ -5,9 +5,9 @@ import difflib
 import os
 
 from augd.errors import SpecError
-from augd.spec.annotations import ANNOTATION_FORMATS, Annotations, AnnotationsConfig
-from augd.spec.model import OpNode, OutputSpec, PipelineSpec, parse_doc
-from augd.spec.validate import validate
+from augd.schema.annotations import ANNOTATION_FORMATS, Annotations, AnnotationsConfig
+from augd.schema.model import OpNode, OutputSpec, PipelineSpec, parse_doc
+from augd.schema.validate import validate
 from augd.parsing.yamlsrc import YamlDoc, load_yaml, read_yaml_file
 
 __all__ = ["ANNOTATION_FORMATS", "Annotations", "AnnotationsConfig", "builtin_pipelines", "find_pipeline",

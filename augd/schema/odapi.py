@@ -21,7 +21,7 @@ from augd import defaults
 from augd.ops import REGISTRY, SeededOp
 from augd.ops.pads import MAX_PADDING
 from augd.parsing.pbtxt import Field, PbtxtError, first, parse, scalars
-from augd.spec.odapi_values import BadValue, line_of, p as _p, repeated as _list, validate_ops
+from augd.schema.odapi_values import BadValue, line_of, p as _p, repeated as _list, validate_ops
 
 __all__ = ["Conversion", "Imported", "OPTIONS", "convert", "import_config", "strip", "table"]
 

@@ -1,4 +1,4 @@
-"""A pipeline.config's values as `augd import-config` takes them (augd/spec/odapi.py's converters): each field
+"""A pipeline.config's values as `augd import-config` takes them (augd/schema/odapi.py's converters): each field
 typed as the API's proto types it (a finite number, an int32 where an integer goes; never NaN, infinity or a
 quoted number) and the ops each block becomes validated on their own, so that a bad value is an error naming the
 config's line and field, never a traceback and never the output's line. TensorFlow-free."""
@@ -11,7 +11,7 @@ import yaml
 from augd.errors import SpecError
 from augd.parsing.pbtxt import Field, PbtxtError
 from augd.parsing.yamlsrc import load_yaml
-from augd.spec.model import parse_doc
+from augd.schema.model import parse_doc
 
 __all__ = ["BadValue", "line_of", "p", "repeated", "validate_ops"]
 

@@ -7,7 +7,7 @@ import typing
 from pydantic import BaseModel
 
 from augd.ops import REGISTRY, Kind
-from augd.spec.model import _Header, OutputSpec
+from augd.schema.model import _Header, OutputSpec
 
 __all__ = ["pipeline_keys", "pipeline_schema"]
 

@@ -5,10 +5,10 @@ room, whole, and a crash at any point leaves it somewhere a daemon knows what to
 The claim first writes `.augd-claim.json` into the job (hidden: the job scan skips it) recording where it came
 from, so a job taken over from work/ keeps its routing folder and knows its output was checked. Who runs a job in
 work/, and how many processes started it, is in the daemon's own folder, `work/.claims/<job>/`
-(augd/daemon/lease.py: a read-only job is counted too): the name is reserved there before the rename, so several
+(records.py: a read-only job is counted too): the name is reserved there before the rename, so several
 daemons sharing the folders never claim one name twice; a job whose holder is gone is taken over, and one that
 ended its holder `max_attempts` times is a poison job, dead-lettered to failed/ instead of run again. A new claim
-counts from 1. While a job runs, the daemon's log lines also go to `.augd-job.log` in the job, so that the failure
+counts from 1 (taking a job over and recovering it: recovery.py). While a job runs, the daemon's log lines also go to `.augd-job.log` in the job, so that the failure
 report of a job that killed the process can say what it was doing.
 """
 from __future__ import annotations
@@ -24,21 +24,19 @@ import shutil
 import stat
 from dataclasses import asdict, dataclass
 
-from augd.daemon.lease import Leases
+from augd.daemon.claims.records import Leases
 from augd.daemon.logs import TextFormatter
-from augd.daemon.watcher import CLAIM_FILE, JobReady
+from augd.daemon.watcher import JobReady
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
-from augd.io import clean_stale_temps
 from augd.io.jobfs import folder_identity
-from augd.io.scratch import sweep_scratch
-from augd.jobfolder import ERROR_FILE, FAILURE_FILE
+from augd.jobfolder import CLAIM_FILE, ERROR_FILE, FAILURE_FILE
 from augd.owner import Owner
 
 log = logging.getLogger("augd.daemon")
 
-__all__ = ["JOB_LOG", "Claimed", "claim", "fail", "finish", "folder_state", "last_log_lines", "next_attempt",
-           "job_log", "open_job_log", "requeue", "still_ready", "sweep_leftovers", "take_over"]
+__all__ = ["CLAIM_FILE", "JOB_LOG", "Claimed", "claim", "claim_meta", "fail", "finish", "folder_state", "job_log",
+           "last_log_lines", "now_iso", "open_job_log", "requeue", "still_ready"]
 
 #: The job's own log while it runs (hidden: the job scan skips it); it moves with the job to done/ or failed/.
 JOB_LOG = ".augd-job.log"
@@ -70,7 +68,7 @@ class Claimed:
         return d
 
 
-def _now() -> str:
+def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -123,7 +121,7 @@ def claim(job: JobReady, leases: Leases, *, output_checked: bool = True) -> Clai
         while key is None:
             dest = _free_path(leases.work, job.name, lambda p: leases.taken(os.path.basename(p)))
             key = os.path.basename(dest) if leases.reserve(os.path.basename(dest)) else None
-        c = Claimed(path=dest, name=job.name, route=job.route, inbox_relpath=job.relpath, claimed_at=_now(),
+        c = Claimed(path=dest, name=job.name, route=job.route, inbox_relpath=job.relpath, claimed_at=now_iso(),
                     output_checked=output_checked)
         try:
             _write_json(os.path.join(job.path, CLAIM_FILE), c.meta())
@@ -143,35 +141,6 @@ def claim(job: JobReady, leases: Leases, *, output_checked: bool = True) -> Clai
     return dataclasses.replace(c, identity=folder_identity(dest))
 
 
-def take_over(leases: Leases) -> Claimed | None:
-    """One job in work/ whose holder is gone (a crash, `kill -9`, another daemon's lapsed lease), now held by
-    this daemon; None when there is none. One at a time: other idle daemons take the next ones. A job another
-    live daemon holds is left to it."""
-    for key, rec in leases.orphans():
-        if leases.take(key, rec) is None:
-            continue   # another daemon took it first
-        path = os.path.join(leases.work, key)
-        identity = folder_identity(path)
-        if identity is None:   # it left work/ while it was looked at
-            leases.release(key)
-            continue
-        attempts = rec.attempts if rec is not None else 1
-        was = rec.owner.label if rec is not None and rec.owner is not None else None
-        meta = _claim_meta(path)
-        if meta is None:   # claimed by hand, or the claim file was lost: a plain job, its output checked again
-            meta = {"name": key, "route": None, "inbox_relpath": key, "claimed_at": _now(), "output_checked": False}
-        return Claimed(path=path, recovered=True, attempts=attempts, identity=identity, taken_from=was,
-                       holder=rec.owner if rec is not None else None, **meta)
-    return None
-
-
-def sweep_leftovers(out_root: str, holder: Owner | None = None) -> list[str]:
-    """What dead processes left, swept by whichever daemon takes a job over or starts: temp outputs in `out_root`
-    of this machine's dead processes and of `holder` (gone: its job was taken over), and this machine's scratch
-    folders whose process is gone (inflated shards). Their paths."""
-    return clean_stale_temps(out_root, holder) + sweep_scratch()
-
-
 def still_ready(job: JobReady) -> bool:
     """Whether the ready job's folder is still in the inbox, unclaimed (a claim that failed left it there)."""
     try:
@@ -180,7 +149,7 @@ def still_ready(job: JobReady) -> bool:
         return False
 
 
-def _claim_meta(path: str) -> dict | None:
+def claim_meta(path: str) -> dict | None:
     """The claim file's fields, checked (the job folder is the user's: a name must stay a plain folder name, the
     inbox path inside the inbox), else None."""
     try:
@@ -195,12 +164,6 @@ def _claim_meta(path: str) -> dict | None:
             os.path.isabs(rel) or any(p in ("", ".", "..") for p in rel.split("/")):
         return None
     return meta
-
-
-def next_attempt(c: Claimed, leases: Leases) -> Claimed:
-    """Count one more attempt of a job taken over, durably, before it runs (a crash during it counts). Raises
-    lease.Lost when another daemon took it over meanwhile."""
-    return dataclasses.replace(c, attempts=leases.count_attempt(c.key))
 
 
 def folder_state(c: Claimed) -> str:
@@ -255,7 +218,7 @@ def fail(c: Claimed, failed_dir: str, failure: dict, text: str, leases: Leases) 
     if folder_state(c) == "gone":
         leases.release(c.key)
         return None
-    failure = {"job": c.name, "inbox_path": c.inbox_relpath, "claimed_at": c.claimed_at, "failed_at": _now(),
+    failure = {"job": c.name, "inbox_path": c.inbox_relpath, "claimed_at": c.claimed_at, "failed_at": now_iso(),
                **failure}
     try:
         _write_json(os.path.join(c.path, FAILURE_FILE), failure)

@@ -1,0 +1,103 @@
+"""Formats of one annotation file per image, paired with it by path and stem (VOC's XMLs, YOLO's label files): the
+one reader they share. A format says what its files are (`Paired`) and how one of them reads; `paired_format`
+makes it an AnnotationFormat with up to two layouts: a tree (the images below one folder, their files below
+another that mirrors it) and beside (each file beside its image, splits from split folders). Pairing, orphans,
+ambiguous stems, splits, reading each file (on the job's worker processes when it has them), settling each image
+against its file, the label map and the tree's masks are done here, once. TensorFlow-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.masks import pair_masks
+from augd.annotations.model import Annotation
+from augd.annotations.reading import AnnotationFormat, Layout, Marker, Reading, folder_splits, settle_pairs
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, annotations_beside, pair, stem, under
+
+__all__ = ["TREE", "BESIDE", "Paired", "paired_format", "read_paired"]
+
+TREE, BESIDE = "tree", "beside"   # what a layout's find returns, and read_paired is told
+
+
+def _splits_below(top: str) -> Callable[[Reading, list[str]], None]:
+    return lambda reading, images: folder_splits(reading, top, images)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """What a format of one file per image pairs, and how.
+
+    `reader(reading)` -> (the per-file reader, the label map or None): called once per job before any file is read
+    (it may read the job's own files first, as YOLO's class names, or raise AnnotationError: the job cannot be read
+    in the format); the per-file reader is `read(path, where)`, or with `sized` `read(path, where, hw=(height,
+    width))` of the upright image (it is sent to the job's worker processes: a module-level function or a partial
+    of one). A label map of None: the class names of every file that parses, sorted (so that one bad image does
+    not move the ids)."""
+    extension: str                                 # the annotation files' (".xml")
+    reader: Callable[[Reading], tuple]
+    looks_right: Callable[[Tree, str], bool]       # beside, format auto: whether the job's first file is one
+    tree: tuple[str, str] | None = None            # the tree layout's (images folder, annotations folder)
+    tree_skip: tuple[str, ...] = ()                # the tree's other folders, never images (VOC's ImageSets/)
+    tree_splits: Callable[[Reading, list[str]], None] | None = None   # default: split folders below the images'
+    masks: str | None = None                       # the tree's folder of mask PNGs, paired when it is there
+    sized: bool = False
+    others: bool = False   # beside: a file of the extension with no image of its stem is no annotation (not refused)
+    bare: bool = False     # beside, the format named: a folder without any such file is the format's (all negatives)
+
+
+def read_paired(reading: Reading, how: str, p: Paired) -> None:
+    """Read a job of the format laid out as `how` (TREE or BESIDE) into `reading`."""
+    tree = reading.tree
+    read, label_map = p.reader(reading)
+    if how == TREE:
+        top, files = p.tree
+        images = tree.below(top, IMAGE_EXTENSIONS)
+        pairs, orphans, ambiguous = pair(tree, top, files, p.extension, images)
+        reading.skip.update(f for f in (files, *p.tree_skip) if tree.isdir(f))
+        reading.image_dirs = (top,)
+        (p.tree_splits or _splits_below(top))(reading, images)
+        for ann in orphans:
+            reading.reject(ann, f"{ann}: an annotation for a missing image: no {stem(under(files, ann))}.* in {top}/")
+    else:
+        images = tree.below("", IMAGE_EXTENSIONS)
+        pairs, orphans, ambiguous = pair(tree, "", "", p.extension, images)
+        reading.skip.update(tree.below("", {p.extension}))
+        folder_splits(reading, "", images)
+        for ann in () if p.others else orphans:
+            reading.reject(ann, f"{ann}: an annotation for a missing image: no {stem(ann.rsplit('/', 1)[-1])}.* "
+                                f"beside it")
+    for img, why in ambiguous.items():
+        reading.reject(img, why)
+    # Every paired file is read, whatever becomes of its image (a header that cannot be read, a split conflict):
+    # the class names of every file that parses make the ids, so one bad image does not move them.
+    got = reading.read_files(pairs, read, sized=p.sized)
+    settle_pairs(reading, images, pairs, got)
+    if reading.fixed is None:
+        reading.label_map = label_map or LabelMap.from_names(sorted(
+            {o.name for a in got.values() if isinstance(a, Annotation) for o in a.objects}))
+    if how == TREE and p.masks and tree.isdir(p.masks):
+        pair_masks(reading, p.tree[0], p.masks, images)
+
+
+def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int], title: str, expected: str,
+                  objects: bool = True) -> AnnotationFormat:
+    """The AnnotationFormat of a Paired format: its tree layout at ranks[0] (None: no tree layout), its beside
+    layout at ranks[1], their markers (a file of the extension below the tree's annotations folder, or beside an
+    image of its stem)."""
+    def beside(tree: Tree, named: bool):
+        files = annotations_beside(tree, p.extension)
+        if named:
+            return BESIDE if files or p.bare else None
+        return BESIDE if files and p.looks_right(tree, files[0]) else None
+
+    layouts, markers = [], []
+    if p.tree is not None and ranks[0] is not None:
+        top, files = p.tree
+        layouts.append(Layout(ranks[0], lambda tree, named: TREE if tree.isdir(top) and tree.isdir(files) else None))
+        markers.append(Marker(p.extension, under=files))
+    layouts.append(Layout(ranks[1], beside))
+    markers.append(Marker(p.extension, beside=True))
+    return AnnotationFormat(name, layouts=tuple(layouts), read=lambda reading, how: read_paired(reading, how, p),
+                            expected=expected, title=title, markers=tuple(markers), objects=objects)
