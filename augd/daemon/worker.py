@@ -32,9 +32,10 @@ from augd.daemon.watcher import JobReady
 from augd.errors import CancelCause, FailureReason, JobCancelled, JobFailed, SpecError
 from augd.io import is_complete
 from augd.job.executors import Choice, ExecutorKind, Host, choose, for_job, traits
+from augd.job.options import Cancel
 
 if TYPE_CHECKING:
-    from augd.job import Cancel, JobProgress
+    from augd.job import JobProgress
 
 log = logging.getLogger("augd.daemon")
 
@@ -324,7 +325,6 @@ class JobWorker(Outcomes):
                                          s.annotations)
         except SpecError as exc:
             return self._fail(c, t0, FailureReason.BAD_PIPELINE, None, f"the job's pipeline is invalid: {exc}")
-        from augd.job import Cancel
         cancel = Cancel()
         with self._lock:
             self._cancel = cancel
