@@ -81,11 +81,11 @@ def read_paired(reading: Reading, how: str, p: Paired) -> None:
         pair_masks(reading, p.tree[0], p.masks, images)
 
 
-def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int], title: str, expected: str,
-                  objects: bool = True) -> AnnotationFormat:
-    """The AnnotationFormat of a Paired format: its tree layout at ranks[0] (None: no tree layout), its beside
-    layout at ranks[1], their markers (a file of the extension below the tree's annotations folder, or beside an
-    image of its stem)."""
+def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int | None], title: str, expected: str,
+                  objects: bool = True, auto: bool = True) -> AnnotationFormat:
+    """The AnnotationFormat of a Paired format: its tree layout at ranks[0], its beside layout at ranks[1] (None: no
+    such layout), their markers (a file of the extension below the tree's annotations folder, or beside an image of
+    its stem). `auto`: Layout.auto of both."""
     def beside(tree: Tree, named: bool):
         files = annotations_beside(tree, p.extension)
         if named:
@@ -95,9 +95,11 @@ def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int], title:
     layouts, markers = [], []
     if p.tree is not None and ranks[0] is not None:
         top, files = p.tree
-        layouts.append(Layout(ranks[0], lambda tree, named: TREE if tree.isdir(top) and tree.isdir(files) else None))
+        layouts.append(Layout(ranks[0], lambda tree, named: TREE if tree.isdir(top) and tree.isdir(files) else None,
+                              auto))
         markers.append(Marker(p.extension, under=files))
-    layouts.append(Layout(ranks[1], beside))
-    markers.append(Marker(p.extension, beside=True))
+    if ranks[1] is not None:
+        layouts.append(Layout(ranks[1], beside, auto))
+        markers.append(Marker(p.extension, beside=True))
     return AnnotationFormat(name, layouts=tuple(layouts), read=lambda reading, how: read_paired(reading, how, p),
                             expected=expected, title=title, markers=tuple(markers), objects=objects)

@@ -1,0 +1,88 @@
+"""LabelMe: one JSON beside each image, with the image's stem (`shapes`: each a `label`, a `shape_type` and its
+`points` in pixels, pixel-edge units). A `rectangle` (two opposite corners) is a box, a `polygon` a polygon, a
+`rotation` (X-AnyLabeling's rotated rectangle, in LabelMe's JSON: its 4 corners) a 4-corner polygon until augd has
+an oriented-box kind (augd.annotations.shapes). Points (`point`, `points`), circles, lines and masks reject their
+image with a reason: augd carries none of them as an object. `difficult: true` (X-AnyLabeling) is VOC's flag.
+`imagePath` and `imageData` are not read: pairing is by stem (as VOC's <filename>, tools write stale ones);
+`imageHeight`/`imageWidth` are checked against the image. TensorFlow-free.
+"""
+from __future__ import annotations
+
+from augd.annotations.exports import json_file, number
+from augd.annotations.model import Annotation, AnnotationError
+from augd.annotations.paired import Paired, paired_format
+from augd.annotations.shapes import box_object, polygon_object, refused_shape
+from augd.annotations.tree import Tree
+from augd.errors import UntrustedFileError
+from augd.parsing.jsonxml import load_json
+
+__all__ = ["FORMAT", "read_labelme"]
+
+_TOOL = "LabelMe"
+
+
+def _points(shape: dict, at: str) -> list[tuple[float, float]]:
+    raw = shape.get("points")
+    if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 for p in raw):
+        raise AnnotationError(f"{at}: points is {str(raw)[:80]}; it must be a list of [x, y] pairs")
+    return [(number(x, at, f"points[{k}] x"), number(y, at, f"points[{k}] y")) for k, (x, y) in enumerate(raw)]
+
+
+def _size(doc: dict, where: str) -> tuple[int, int] | None:
+    h, w = doc.get("imageHeight"), doc.get("imageWidth")
+    if h is None and w is None:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (h, w)):
+        raise AnnotationError(f"{where}: imageHeight {h!r} and imageWidth {w!r} must be whole numbers > 0")
+    return h, w
+
+
+def read_labelme(path: str, where: str) -> Annotation:
+    """One LabelMe JSON's objects; extra["where"] labels each ("shapes[2] (dog)"); AnnotationError on the first
+    thing wrong."""
+    doc = json_file(path, where)
+    if not isinstance(doc, dict) or not isinstance(doc.get("shapes"), list):
+        raise AnnotationError(f"{where}: no `shapes` list; not a LabelMe file")
+    objects, labels = [], []
+    for i, shape in enumerate(doc["shapes"]):
+        at = f"{where}: shapes[{i}]"
+        if not isinstance(shape, dict):
+            raise AnnotationError(f"{at}: a shape must be an object with a label, a shape_type and points")
+        name = shape.get("label")
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise AnnotationError(f"{at}: label is {name!r}; it must be a class name without surrounding spaces")
+        at = f"{at} ({name})"
+        kind = shape.get("shape_type", "polygon")   # LabelMe 3 wrote no shape_type: polygons
+        difficult = shape.get("difficult", False)
+        if not isinstance(difficult, bool):
+            raise AnnotationError(f"{at}: difficult is {difficult!r}; it must be true or false")
+        if kind == "rectangle":
+            pts = _points(shape, at)
+            if len(pts) != 2:
+                raise AnnotationError(f"{at}: a rectangle of {len(pts)} points; LabelMe's has 2 opposite corners")
+            (xa, ya), (xb, yb) = pts
+            objects.append(box_object(name, min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb), at, difficult))
+        elif kind in ("polygon", "rotation"):
+            pts = _points(shape, at)
+            if kind == "rotation" and len(pts) != 4:
+                raise AnnotationError(f"{at}: a rotated rectangle of {len(pts)} points; it has 4 corners")
+            what = "rotated rectangle" if kind == "rotation" else "polygon"
+            objects.append(polygon_object(name, pts, at, what, difficult))
+        else:
+            raise refused_shape(at, str(kind)[:40], _TOOL)
+        labels.append(f"shapes[{i}] ({name})")
+    return Annotation(objects=tuple(objects), source=where,
+                      extra={"size": _size(doc, where), "where": tuple(labels)})
+
+
+def _is_labelme(tree: Tree, rel: str) -> bool:
+    try:
+        doc = load_json(tree.path(rel))
+    except UntrustedFileError:
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("shapes"), list)
+
+
+FORMAT = paired_format(
+    "labelme", Paired(".json", reader=lambda reading: (read_labelme, None), looks_right=_is_labelme),
+    ranks=(None, 65), title="LabelMe", expected="expected a LabelMe .json beside each image, with its stem")
