@@ -12,9 +12,11 @@ import math
 import os
 from dataclasses import dataclass
 
-from tests.annotated import Img, Shape, _write, _write_image, classes_of, draw
+import numpy as np
 
-__all__ = ["Rot", "corners", "cvat_job", "dota_job", "label_studio_job", "labelme_job", "yolo_obb_job"]
+from tests.annotated import Img, Shape, _write, _write_image, classes_of
+
+__all__ = ["Rot", "corners", "inside", "paint", "cvat_job", "dota_job", "label_studio_job", "labelme_job", "yolo_obb_job"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ def corners(r: Rot) -> tuple:
                  for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1)))
 
 
-def _drawn(img: Img, classes) -> Img:
+def _drawn(img: Img, classes=None) -> Img:
     return Img(img.name, img.h, img.w, tuple(s.shape if isinstance(s, Rot) else s for s in img.shapes), img.split,
                img.background)
 
@@ -51,14 +53,40 @@ def _shapes(img: Img) -> list:
     return [s if isinstance(s, Rot) else s if isinstance(s, Shape) else Shape(*s) for s in img.shapes]
 
 
+def inside(h: int, w: int, points) -> np.ndarray:
+    """HxW bool: the pixels whose centres (x + 0.5, y + 0.5 in pixel edges) lie inside the polygon (even-odd)."""
+    ys, xs = np.mgrid[0:h, 0:w] + 0.5
+    hit = np.zeros((h, w), bool)
+    n = len(points)
+    for k in range(n):
+        (xa, ya), (xb, yb) = points[k], points[(k + 1) % n]
+        crosses = (ya > ys) != (yb > ys)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at = xa + (ys - ya) * (xb - xa) / (yb - ya)
+        hit ^= crosses & (xs < at)
+    return hit
+
+
+def paint(img: Img) -> np.ndarray:
+    """The image's RGB pixels: each shape's pixels (centre inside it) in its colour; boxes as tests.annotated."""
+    rgb = np.empty((img.h, img.w, 3), np.uint8)
+    rgb[:] = img.background
+    for s in img.shapes:
+        s = s.shape if isinstance(s, Rot) else s if isinstance(s, Shape) else Shape(*s)
+        if s.is_polygon:
+            rgb[inside(img.h, img.w, s.geom)] = s.colour
+        else:
+            x0, y0, x1, y1 = (int(v) for v in s.geom)
+            rgb[y0:y1, x0:x1] = s.colour
+    return rgb
+
+
 def _images(root: str, images, top: str) -> dict[str, Img]:
-    """Each image drawn under `top` (and its split folder); {relpath: image}."""
-    plain = [_drawn(i, None) for i in images]
-    classes = classes_of(plain)
+    """Each image painted under `top` (and its split folder); {relpath: image}."""
     out = {}
-    for img, flat in zip(images, plain):
+    for img in images:
         rel = "/".join(p for p in (top, img.split, img.name) if p)
-        _write_image(os.path.join(root, rel), draw(flat, classes)[0])
+        _write_image(os.path.join(root, rel), paint(img))
         out[rel] = img
     return out
 
