@@ -16,7 +16,8 @@ import numpy as np
 
 from tests.annotated import Img, Shape, _write, _write_image, classes_of
 
-__all__ = ["Rot", "corners", "inside", "paint", "cvat_job", "dota_job", "label_studio_job", "labelme_job", "yolo_obb_job"]
+__all__ = ["Rot", "corners", "cvat_job", "dota_job", "inside", "label_studio_job", "labelme_job", "paint",
+           "yolo_obb_job"]
 
 
 @dataclass(frozen=True)

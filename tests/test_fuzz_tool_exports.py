@@ -9,7 +9,6 @@ import json
 import os
 import random
 
-from augd.annotations import AnnotationError
 from augd.annotations.cvat import read_cvat
 from augd.annotations.dota import read_dota
 from augd.annotations.exports import ImageIndex

@@ -49,10 +49,6 @@ S0 = {"dota": "images/train/s0.png", "yolo_obb": "images/train/s0.png", "labelme
       "cvat": "images/train/s0.png", "label_studio": "images/train/s0.png"}
 
 
-def _ls_task(k: int):
-    return lambda doc: doc[k]
-
-
 #: (format, what is done to the job, the key rejected, a fragment of its message)
 CASES = {
     "dota nan": ("dota", lambda r: _edit(f"{r}/{DOTA}", _first_line(lambda ln: "nan" + ln[ln.index(" "):])),
@@ -78,6 +74,9 @@ CASES = {
         "train/s0.json: shapes[3] (car): a point shape; a point is no object"),
     "labelme circle": ("labelme", lambda r: _json(f"{r}/{LM}", lambda d: d["shapes"][0].update(shape_type="circle")),
                        S0["labelme"], "shapes[0] (car): a circle shape; augd reads rectangles, rotated rectangles"),
+    "labelme link out": ("labelme", lambda r: os.replace(f"{r}/{LM}", f"{r}/../outside.json") or
+                         os.symlink(os.path.abspath(f"{r}/../outside.json"), f"{r}/{LM}"), S0["labelme"],
+                         "train/s0.json: a link to a file outside the job folder"),
     "labelme label": ("labelme", lambda r: _json(f"{r}/{LM}", lambda d: d["shapes"][1].update(label=" car")),
                       S0["labelme"], "shapes[1]: label is ' car'; it must be a class name"),
     "labelme nan": ("labelme", lambda r: _edit(f"{r}/{LM}", lambda t: t.replace("80,", "NaN,", 1)), S0["labelme"],
@@ -155,8 +154,15 @@ WHOLE = {
         1)), "annotations.xml: refused: a DTD (<!DOCTYPE annotations ...>)"),
     "cvat version": ("cvat", lambda r: _edit(f"{r}/{CV}", lambda t: t.replace("<version>1.1", "<version>1.0")),
                      "annotations.xml: CVAT XML version '1.0'; augd reads CVAT for images 1.1"),
-    "cvat broken": ("cvat", lambda r: _edit(f"{r}/{CV}", lambda t: t[:len(t) // 2]), "annotations.xml:2: invalid XML: unclosed token"),
+    "cvat broken": ("cvat", lambda r: _edit(f"{r}/{CV}", lambda t: t[:len(t) // 2]),
+                    "annotations.xml:2: invalid XML: unclosed token"),
     "ls huge": ("label_studio", lambda r: _sparse(f"{r}/{LS}", 600 * 1024 * 1024), "export.json: refused"),
+    "cvat link out": ("cvat", lambda r: os.replace(f"{r}/{CV}", f"{r}/../outside.xml") or
+                      os.symlink(os.path.abspath(f"{r}/../outside.xml"), f"{r}/{CV}"),
+                      "annotations.xml: a link to a file outside the job folder"),
+    "ls link out": ("label_studio", lambda r: os.replace(f"{r}/{LS}", f"{r}/../outside.json") or
+                    os.symlink(os.path.abspath(f"{r}/../outside.json"), f"{r}/{LS}"),
+                    "export.json: a link to a file outside the job folder"),
     "ls not an export": ("label_studio", lambda r: _json(f"{r}/{LS}", lambda d: d.__setitem__(0, 5)),
                          "export.json: not a Label Studio export"),
 }
@@ -171,6 +177,16 @@ def test_an_export_that_cannot_be_read_fails_its_job_naming_the_file(tmp_path, c
     with pytest.raises(AnnotationError) as err:
         read_job(root, fmt)
     assert message in str(err.value)
+
+
+def test_label_studio_ids_come_from_every_task_a_rejected_one_too(tmp_path):
+    root = str(tmp_path / "job")
+    WRITERS["label_studio"](root, scenes("label_studio"))
+    _json(f"{root}/{LS}", lambda d: [r["value"].update(rectanglelabels=["airship"]) or r.update(image_rotation=90)
+                                     for r in d[0]["annotations"][0]["result"][1:2]])
+    job = read_job(root, "label_studio")
+    assert "image_rotation" in job.rejected[S0["label_studio"]]
+    assert list(job.label_map.ids) == ["airship", "car", "plane", "ship"]
 
 
 def test_dota_difficult_is_voc_s_flag_and_headers_are_passed_over(tmp_path):

@@ -118,6 +118,20 @@ def _annotation(task: dict, at: str, source: str, hw: tuple[int, int]) -> Annota
     return Annotation(objects=tuple(objects), source=source, extra={"size": size, "where": tuple(labels)})
 
 
+def _names(task) -> set[str]:
+    """The class names a task's annotations give, whatever else is wrong with them."""
+    out = set()
+    anns = task.get("annotations") if isinstance(task, dict) else None
+    for a in anns if isinstance(anns, list) else ():
+        for r in a.get("result", ()) if isinstance(a, dict) and isinstance(a.get("result"), list) else ():
+            value = r.get("value") if isinstance(r, dict) else None
+            for key in ("rectanglelabels", "polygonlabels"):
+                names = value.get(key) if isinstance(value, dict) else None
+                if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) and names[0].strip():
+                    out.add(names[0])
+    return out
+
+
 def _task_name(i: int, task) -> str:
     ident = task.get("id") if isinstance(task, dict) else None
     return f"task {i + 1}" + (f" (id {ident})" if isinstance(ident, (int, str)) and not isinstance(ident, bool)
@@ -178,9 +192,8 @@ def read_job(reading: Reading, files: list) -> None:
     folder_splits(reading, "", images)
     if not reading.splits and tree.isdir("images"):
         folder_splits(reading, "images", tree.below("images", IMAGE_EXTENSIONS))
-    if reading.fixed is None:
-        reading.label_map = LabelMap.from_names(sorted({o.name for a in reading.annotations.values()
-                                                        for o in a.objects}))
+    if reading.fixed is None:   # every task's class names, its image kept or not: one bad task moves no id
+        reading.label_map = LabelMap.from_names(sorted({n for _, tasks in files for t in tasks for n in _names(t)}))
 
 
 FORMAT = AnnotationFormat(
