@@ -196,3 +196,24 @@ def test_dota_difficult_is_voc_s_flag_and_headers_are_passed_over(tmp_path):
     job = read_job(root, "dota")
     assert job.rejected == {}
     assert [o.difficult for o in job.annotations[S0["dota"]].objects] == [True, False, False]
+
+
+#: One planted problem per format, for `augd check` (what a job would meet, by the same scan).
+CHECKED = {"dota": "dota difficult", "yolo_obb": "obb class", "labelme": "labelme point", "cvat": "cvat label",
+           "label_studio": "ls keypoint"}
+
+
+@pytest.mark.parametrize("fmt", sorted(CHECKED))
+def test_augd_check_names_the_format_counts_its_objects_and_lists_the_rejected_image(tmp_path, fmt):
+    from augd.checkcmd import check_dataset
+
+    _, spoil, key, message = CASES[CHECKED[fmt]]
+    root = str(tmp_path / "job")
+    WRITERS[fmt](root, scenes(fmt))
+    spoil(root)
+    report = check_dataset(root, fmt=fmt)
+    assert report.kind == fmt
+    assert {s: (v.images, v.rejected) for s, v in report.splits.items()} == {"train": (1, 1), "validation": (1, 0)}
+    assert report.splits["validation"].objects == {"car": 1, "plane": 1, "ship": 1}
+    assert [(p, r) for p, r, _ in report.rejected] == [(key, "bad_annotation")]
+    assert message in report.rejected[0][2]

@@ -37,7 +37,7 @@ class CvatFile:
     source: str
     labels: tuple[str, ...]
     images: list[tuple[str, str, Annotation]] = field(default_factory=list)
-    rejected: list[tuple[str | None, str]] = field(default_factory=list)   # (the <image>'s name, why)
+    rejected: list[tuple[str | None, str, str]] = field(default_factory=list)   # (the <image>'s name, split, why)
 
 
 def _labels(root) -> tuple[str, ...]:
@@ -110,6 +110,10 @@ def _image(elem, i: int, where: str, labels: tuple[str, ...]) -> tuple[str, Anno
     return name, Annotation(objects=tuple(objects), source=where, extra={"size": size, "where": tuple(where_each)})
 
 
+def _split(elem) -> str:
+    return SPLIT_NAMES.get((elem.get("subset") or "").lower(), "")   # CVAT's subsets: Train, Validation, Test
+
+
 def read_cvat(path: str, where: str) -> CvatFile | None:
     """One CVAT XML; None when its root is not <annotations> (no CVAT file); AnnotationError when it cannot be
     read at all (an image's own trouble rejects that image only)."""
@@ -126,9 +130,9 @@ def read_cvat(path: str, where: str) -> CvatFile | None:
         try:
             name, ann = _image(elem, i, where, out.labels)
         except AnnotationError as exc:
-            out.rejected.append((elem.get("name"), str(exc)))
+            out.rejected.append((elem.get("name"), _split(elem), str(exc)))
             continue
-        out.images.append((name, SPLIT_NAMES.get((elem.get("subset") or "").lower(), ""), ann))
+        out.images.append((name, _split(elem), ann))
     return out
 
 
@@ -177,8 +181,11 @@ def read_job(reading: Reading, files: list) -> None:
     for cf in files:
         reading.skip.add(cf.source)
         labels.extend(n for n in cf.labels if n not in labels)
-        for name, msg in cf.rejected:
-            reading.reject(_find(tree, name) or cf.source, msg)
+        for name, split, msg in cf.rejected:
+            img = _find(tree, name)
+            reading.reject(img or cf.source, msg)
+            if img and split:   # a rejected image still counts in its split
+                reading.splits[img] = split
         for name, split, ann in cf.images:
             img = _find(tree, name)
             if img is None:
