@@ -35,7 +35,8 @@ def test_fuzzed_dota_and_yolo_obb_labels_are_refused_with_annotation_errors_only
 
 
 LABELME = {"version": "5.4.1", "shapes": [
-    {"label": "car", "shape_type": "rectangle", "points": [[1, 2], [9, 8]], "group_id": None, "flags": {}},
+    {"label": "car", "shape_type": "rectangle", "points": [[1, 2], [9, 8]], "group_id": 1, "flags": {}},
+    {"label": "left_eye", "shape_type": "point", "points": [[3, 4]], "group_id": 1},
     {"label": "ship", "shape_type": "polygon", "points": [[1, 2], [9, 2], [5, 9]]},
     {"label": "plane", "shape_type": "rotation", "points": [[1, 1], [5, 3], [4, 5], [0, 3]], "difficult": False}],
     "imagePath": "x.png", "imageData": None, "imageHeight": 20, "imageWidth": 30}

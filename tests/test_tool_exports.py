@@ -116,3 +116,48 @@ def test_an_export_through_a_job_keeps_each_shape_on_its_pixels(tmp_path, fmt):
             seen += 1
     assert seen == 15
     assert set(written) == set(read.annotations)
+
+
+def test_labelme_points_grouped_with_a_shape_are_its_keypoints_through_a_mirror(tmp_path):
+    """LabelMe's `point` shapes sharing a group_id with one rectangle are that object's keypoints, named by their
+    labels: through a job with random mirrors, each record's left_light lies on the marker now at the left (the
+    mirror swaps left_ and right_ names, as COCO's), right_light on the other; an ungrouped point rejects its
+    image."""
+    yellow, cyan = (240, 240, 20), (20, 240, 240)
+    job = tmp_path / "job"
+    labelme_job(str(job), [Img(f"k{i}.png", 60, 80, (Shape("car", (10 + i, 20, 60, 44), RED),)) for i in range(4)])
+    for i in range(4):
+        png = job / f"k{i}.png"
+        rgb = cv2.imread(str(png))[:, :, ::-1].copy()
+        rgb[30:32, 14 + i:16 + i] = yellow      # left light: pixels 14..15 (+i), centre x = 15 + i
+        rgb[30:32, 52:54] = cyan                # right light: centre x = 53
+        cv2.imwrite(str(png), rgb[:, :, ::-1].copy())
+        doc = json.loads((job / f"k{i}.json").read_text())
+        doc["shapes"][0]["group_id"] = 7
+        doc["shapes"] += [{"label": "right_light", "shape_type": "point", "points": [[53, 31]], "group_id": 7},
+                          {"label": "left_light", "shape_type": "point", "points": [[15 + i, 31]], "group_id": 7}]
+        if i == 3:
+            doc["shapes"][-1]["group_id"] = None
+        (job / f"k{i}.json").write_text(json.dumps(doc))
+    read = read_job(str(job), "labelme")
+    assert read.keypoints.names == ("left_light", "right_light") and read.keypoints.flip == (1, 0)
+    assert read.keypoints.classes == ("car",)
+    assert "k3.json: shapes[2] (left_light): a point shape; a point is no object" in read.rejected["k3.png"]
+    assert read.annotations["k0.png"].objects[0].keypoints == ((15.0, 31.0, 2), (53.0, 31.0, 2))
+    spec = parse_pipeline(PIPELINE.replace("FORMAT", "labelme").replace("variants: 1", "variants: 4"))
+    run_job(str(job), spec, str(tmp_path / "out"), JobOptions(name="k", workers=1))
+    flipped = 0
+    for shard in sorted((tmp_path / "out" / "k").glob("*.tfrecord")):
+        for raw in tf.data.TFRecordDataset(str(shard)):
+            f = tf.train.Example.FromString(raw.numpy()).features.feature
+            rgb = tf.io.decode_png(f["image/encoded"].bytes_list.value[0]).numpy()
+            h, w = rgb.shape[:2]
+            xs = [x * w for x in f["image/object/keypoint/x"].float_list.value]
+            ys = [y * h for y in f["image/object/keypoint/y"].float_list.value]
+            assert list(f["image/object/keypoint/visibility"].int64_list.value) == [2, 2]
+            assert xs[0] < xs[1], xs
+            for x, y in zip(xs, ys):   # each point on a marker's 2x2 pixels (their shared corner)
+                marker = rgb[round(y) - 1:round(y) + 1, round(x) - 1:round(x) + 1].reshape(-1, 3).tolist()
+                assert all(tuple(p) in (yellow, cyan) for p in marker), (x, y, marker)
+            flipped += tuple(rgb[round(ys[0]), round(xs[0])]) == cyan
+    assert flipped > 0, "a mirror put the cyan light on the left at least once"

@@ -45,6 +45,10 @@ class Paired:
     sized: bool = False
     others: bool = False   # beside: a file of the extension with no image of its stem is no annotation (not refused)
     bare: bool = False     # beside, the format named: a folder without any such file is the format's (all negatives)
+    #: `finish(reading, got)`, once every file is read ({file: Annotation, AnnotationError or None}) and before any
+    #: image is settled: what only the whole job tells (LabelMe's keypoint names); it may set reading.keypoints
+    #: and replace entries of `got`
+    finish: Callable[[Reading, dict], None] | None = None
 
 
 def read_paired(reading: Reading, how: str, p: Paired) -> None:
@@ -73,6 +77,8 @@ def read_paired(reading: Reading, how: str, p: Paired) -> None:
     # Every paired file is read, whatever becomes of its image (a header that cannot be read, a split conflict):
     # the class names of every file that parses make the ids, so one bad image does not move them.
     got = reading.read_files(pairs, read, sized=p.sized)
+    if p.finish is not None:
+        p.finish(reading, got)
     settle_pairs(reading, images, pairs, got)
     if reading.fixed is None:
         reading.label_map = label_map or LabelMap.from_names(sorted(

@@ -57,11 +57,12 @@ def box_object(name: str, x0: float, y0: float, x1: float, y1: float, at: str, d
     return Object(name=name, box=(x0, y0, x1, y1), difficult=difficult)
 
 
-def refused_shape(at: str, kind: str, tool: str) -> AnnotationError:
-    """Why a shape augd cannot carry as an object rejects its image (never dropped in silence)."""
+def refused_shape(at: str, kind: str, tool: str, hint: str = "") -> AnnotationError:
+    """Why a shape augd cannot carry as an object rejects its image (never dropped in silence); `hint`: what the
+    user can do in this tool."""
     if kind in ("point", "points", "keypoint", "keypointlabels"):
-        why = ("a point is no object, and augd reads keypoints only as points of an object in COCO person "
-               "keypoints or YOLO pose: export them so, or remove the points")
+        why = ("a point is no object; augd reads keypoints only as points of an object (COCO person keypoints, YOLO "
+               "pose, LabelMe points grouped with their shape): " + (hint or "export them so, or remove the points"))
     else:
         why = "augd reads rectangles, rotated rectangles and polygons of it: convert or remove this shape"
     return AnnotationError(f"{at}: a {kind} shape; {why} ({tool})")
