@@ -44,4 +44,6 @@ def read_dota(path: str, where: str) -> Annotation:
 FORMAT = paired_format(
     "dota", Paired(".txt", reader=lambda reading: (read_dota, None), looks_right=lambda tree, rel: True,
                    tree=("images", "labelTxt")),
-    ranks=(15, None), title="DOTA", expected="expected images/ with labelTxt/ (a .txt per image)")
+    ranks=(15, None), title="DOTA",
+    expected="expected images/ with labelTxt/ (a .txt per image; DOTA's train/images and train/labelTxt go in as "
+             "images/train/ and labelTxt/train/)")
