@@ -161,11 +161,13 @@ def _files(tree: Tree, named: bool) -> list | None:
 
 
 def read_job(reading: Reading, files: list) -> None:
+    """A Label Studio job from its exports (what the layout's find read): each task's image found, then settled;
+    AnnotationError when an export cannot be read at all."""
     for f in files:
         if isinstance(f, AnnotationError):
             raise f
     tree = reading.tree
-    images = [i for i in tree.below("", IMAGE_EXTENSIONS)]
+    images = tree.below("", IMAGE_EXTENSIONS)
     index = ImageIndex(images)
     listed: dict[str, tuple] = {}
     for source, tasks in files:
