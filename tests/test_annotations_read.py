@@ -20,6 +20,7 @@ from augd.annotations.masks import read_mask
 from tests.annotated import (
     Img, Shape, boxes, coco_job, decoded, masks_job, region_box, voc_job, voc_xml, yolo_job,
 )
+from tests.exports import Rot, cvat_job, dota_job, label_studio_job, labelme_job, yolo_obb_job
 
 RED, GREEN, BLUE = (220, 30, 30), (30, 200, 30), (30, 30, 220)
 REPO = Path(__file__).resolve().parent.parent
@@ -443,7 +444,24 @@ LAYOUT_JOBS = {
     20: lambda root: yolo_job(root, IMAGES), 70: lambda root: yolo_job(root, IMAGES, beside=True),
     30: lambda root: coco_job(root, IMAGES), 40: lambda root: masks_job(root, IMAGES, voc=True),
     50: lambda root: masks_job(root, IMAGES),
+    15: lambda root: dota_job(root, ROTATED), 21: lambda root: yolo_obb_job(root, ROTATED),
+    71: lambda root: yolo_obb_job_beside(root), 65: lambda root: labelme_job(root, ROTATED),
+    35: lambda root: cvat_job(root, ROTATED), 36: lambda root: label_studio_job(root, ROTATED),
 }
+#: IMAGES with oriented boxes, for the tool exports (DOTA and YOLO-OBB take 4 corners only).
+ROTATED = [Img("a.png", 60, 80, [("dog", (0, 0, 20, 15), RED), Rot("cat", 55, 30, 30, 14, 30, BLUE)], split="train"),
+           Img("b.png", 50, 64, [("cat", (30, 20, 64, 50), GREEN), Rot("dog", 12, 10, 10, 6, -15, RED)], split="val"),
+           Img("c.jpg", 48, 48, [("bird", (0, 0, 48, 48), BLUE)], split="train")]
+
+
+def yolo_obb_job_beside(root: str) -> dict:
+    """YOLO-OBB with each .txt beside its image (images/ and labels/ folded into one tree)."""
+    out = yolo_obb_job(root, ROTATED)
+    for dirpath, _, names in os.walk(os.path.join(root, "labels")):
+        for n in names:
+            src = os.path.join(dirpath, n)
+            os.replace(src, os.path.join(root, "images", os.path.relpath(src, os.path.join(root, "labels"))))
+    return out
 
 
 def test_each_layout_s_markers_make_the_executor_estimate_an_annotated_job(tmp_path):
@@ -454,13 +472,18 @@ def test_each_layout_s_markers_make_the_executor_estimate_an_annotated_job(tmp_p
     from augd.schema import parse_pipeline
     from tests.jobfiles import pipeline_yaml
 
-    ranks = {lay.rank: name for name, f in REGISTRY.items() for lay in f.layouts}
+    ranks = {lay.rank: (name, lay) for name, f in REGISTRY.items() for lay in f.layouts}
     assert set(LAYOUT_JOBS) == set(ranks), "a job writer for every registered layout"
     spec = parse_pipeline(pipeline_yaml(variants=1, keep_original=False), "t.yaml")
-    for rank, name in sorted(ranks.items()):
+    for rank, (name, layout) in sorted(ranks.items()):
         root = str(tmp_path / str(rank))
         LAYOUT_JOBS[rank](root)
-        assert detect_format(root) == name, rank
+        if layout.auto:
+            assert detect_format(root) == name, rank
+        else:   # found only when named: auto reads its files as another format's (YOLO-OBB's as YOLO's)
+            assert detect_format(root) not in (None, name), rank
+        job = read_job(root, name)
+        assert job.format == name and not job.rejected and len(job.annotations) == len(IMAGES), (rank, job.rejected)
         c = estimate_folder(root, spec)
         assert c.annotated and c.images == len(IMAGES), (rank, c)
     (tmp_path / "classes" / "a").mkdir(parents=True)

@@ -1,6 +1,6 @@
-"""Detection and segmentation annotations: the formats (VOC, COCO, YOLO, mask PNGs: one module each, registered
-in layout.py), label maps, and the target kinds (targets.py) that move boxes, polygons and masks with the pixels
-(geometry.py). TensorFlow-free.
+"""Detection and segmentation annotations: the formats (VOC, COCO, YOLO, mask PNGs, and the annotation tools'
+exports: DOTA, YOLO-OBB, LabelMe, CVAT, Label Studio; one module each, registered in layout.py), label maps, and
+the target kinds (targets.py) that move boxes, polygons and masks with the pixels (geometry.py). TensorFlow-free.
 
 The model loads eagerly; the readers load on first use (they pull in the YAML and XML parsers), so that importing
 the model from anywhere cannot start an import cycle.

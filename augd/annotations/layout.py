@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from augd.annotations import coco, masks, voc, yolo
+from augd.annotations import coco, cvat, dota, label_studio, labelme, masks, voc, yolo, yolo_obb
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import AnnotationError
 from augd.annotations.reading import SLACK, SPLIT_NAMES, AnnotatedJob, AnnotationFormat, Reading, serial_map
@@ -23,7 +23,9 @@ from augd.annotations.tree import IMAGE_EXTENSIONS, Tree
 __all__ = ["FORMATS", "IMAGE_EXTENSIONS", "REGISTRY", "SLACK", "SPLIT_NAMES", "AnnotatedJob", "detect_format",
            "in_words", "marks_annotated", "read_job"]
 
-REGISTRY: dict[str, AnnotationFormat] = {f.name: f for f in (voc.FORMAT, coco.FORMAT, yolo.FORMAT, masks.FORMAT)}
+REGISTRY: dict[str, AnnotationFormat] = {f.name: f for f in (
+    voc.FORMAT, coco.FORMAT, yolo.FORMAT, yolo_obb.FORMAT, dota.FORMAT, labelme.FORMAT, cvat.FORMAT,
+    label_studio.FORMAT, masks.FORMAT)}
 FORMATS = tuple(REGISTRY)
 #: Every format's layouts, in the order they are tried.
 _LAYOUTS = sorted(((lay, f) for f in REGISTRY.values() for lay in f.layouts), key=lambda pair: pair[0].rank)
@@ -47,7 +49,7 @@ def _detect(tree: Tree, fmt: str):
     """(format, what its layout found) for the job, or None; `fmt` other than "auto" looks only for that
     format's layouts (and lets them look less strictly)."""
     for layout, f in _LAYOUTS:
-        if fmt in ("auto", f.name):
+        if fmt == f.name or fmt == "auto" and layout.auto:
             found = layout.find(tree, fmt == f.name)
             if found is not None:
                 return f, found

@@ -45,6 +45,10 @@ class Paired:
     sized: bool = False
     others: bool = False   # beside: a file of the extension with no image of its stem is no annotation (not refused)
     bare: bool = False     # beside, the format named: a folder without any such file is the format's (all negatives)
+    #: `finish(reading, got)`, once every file is read ({file: Annotation, AnnotationError or None}) and before any
+    #: image is settled: what only the whole job tells (LabelMe's keypoint names); it may set reading.keypoints
+    #: and replace entries of `got`
+    finish: Callable[[Reading, dict], None] | None = None
 
 
 def read_paired(reading: Reading, how: str, p: Paired) -> None:
@@ -73,6 +77,8 @@ def read_paired(reading: Reading, how: str, p: Paired) -> None:
     # Every paired file is read, whatever becomes of its image (a header that cannot be read, a split conflict):
     # the class names of every file that parses make the ids, so one bad image does not move them.
     got = reading.read_files(pairs, read, sized=p.sized)
+    if p.finish is not None:
+        p.finish(reading, got)
     settle_pairs(reading, images, pairs, got)
     if reading.fixed is None:
         reading.label_map = label_map or LabelMap.from_names(sorted(
@@ -81,11 +87,11 @@ def read_paired(reading: Reading, how: str, p: Paired) -> None:
         pair_masks(reading, p.tree[0], p.masks, images)
 
 
-def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int], title: str, expected: str,
-                  objects: bool = True) -> AnnotationFormat:
-    """The AnnotationFormat of a Paired format: its tree layout at ranks[0] (None: no tree layout), its beside
-    layout at ranks[1], their markers (a file of the extension below the tree's annotations folder, or beside an
-    image of its stem)."""
+def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int | None], title: str, expected: str,
+                  objects: bool = True, auto: bool = True) -> AnnotationFormat:
+    """The AnnotationFormat of a Paired format: its tree layout at ranks[0], its beside layout at ranks[1] (None: no
+    such layout), their markers (a file of the extension below the tree's annotations folder, or beside an image of
+    its stem). `auto`: Layout.auto of both."""
     def beside(tree: Tree, named: bool):
         files = annotations_beside(tree, p.extension)
         if named:
@@ -95,9 +101,11 @@ def paired_format(name: str, p: Paired, *, ranks: tuple[int | None, int], title:
     layouts, markers = [], []
     if p.tree is not None and ranks[0] is not None:
         top, files = p.tree
-        layouts.append(Layout(ranks[0], lambda tree, named: TREE if tree.isdir(top) and tree.isdir(files) else None))
+        layouts.append(Layout(ranks[0], lambda tree, named: TREE if tree.isdir(top) and tree.isdir(files) else None,
+                              auto))
         markers.append(Marker(p.extension, under=files))
-    layouts.append(Layout(ranks[1], beside))
-    markers.append(Marker(p.extension, beside=True))
+    if ranks[1] is not None:
+        layouts.append(Layout(ranks[1], beside, auto))
+        markers.append(Marker(p.extension, beside=True))
     return AnnotationFormat(name, layouts=tuple(layouts), read=lambda reading, how: read_paired(reading, how, p),
                             expected=expected, title=title, markers=tuple(markers), objects=objects)

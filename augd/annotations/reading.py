@@ -44,9 +44,12 @@ _LIST_MAX_BYTES = 64 * 1024 * 1024
 class Layout:
     """One way a format's files can be laid out in a job folder. `find(tree, named)` says whether the job has it:
     None, or what the format's `read` is told (how it is laid out: a folder, "tree", the files found). `named`:
-    the user named this format (a format may then look less strictly, or raise what is wrong)."""
+    the user named this format (a format may then look less strictly, or raise what is wrong). `auto`: False for a
+    layout found only when its format is named: its files are another format's too (YOLO-OBB's lines are YOLO
+    polygons of 4 corners), which `format: auto` reads them as."""
     rank: int                                   # the order across all formats' layouts: lowest is tried first
     find: Callable[[Tree, bool], Any]
+    auto: bool = True
 
 
 @dataclass(frozen=True)

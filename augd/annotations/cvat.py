@@ -1,0 +1,224 @@
+"""CVAT for images 1.1: an XML at the job root (`annotations.xml`: `<annotations><version>1.1</version><meta>` with
+the task's or project's `<labels>`, then an `<image id name width height subset>` per image) and the images, at
+their `name` relative to the job or to `images/` (CVAT's export puts them there).
+
+Inside an `<image>`: a `<box xtl ytl xbr ybr>` (pixel-edge units) is a box, or, with a `rotation` (degrees,
+clockwise about its centre), its 4-corner polygon until augd has an oriented-box kind (augd.annotations.shapes); a
+`<polygon points="x,y;x,y;...">` is a polygon. Points, polylines, masks, cuboids, skeletons, ellipses and tags
+reject their image with a reason (augd carries none of them as an object). A label not in `<meta>`'s labels
+rejects its image; the labels, in `<meta>`'s order, are the label map (ids 1..N). `subset` Train, Validation or
+Test gives the split. An image in the job that no `<image>` names is rejected (not annotated, no negative).
+TensorFlow-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from augd.annotations.exports import job_path, xml_file
+from augd.annotations.labelmap import LabelMap
+from augd.annotations.model import Annotation, AnnotationError, finite_number
+from augd.annotations.reading import SPLIT_NAMES, AnnotationFormat, Layout, Marker, Reading, folder_splits
+from augd.annotations.shapes import box_object, polygon_object, refused_shape, rotated_corners
+from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
+from augd.errors import UntrustedFileError
+from augd.files import inside
+from augd.jobfolder import CONTROL_FILES
+from augd.parsing.jsonxml import parse_xml
+
+__all__ = ["FORMAT", "CvatFile", "read_cvat"]
+
+_TOOL = "CVAT for images 1.1"
+
+
+@dataclass
+class CvatFile:
+    """One CVAT XML, read: its labels (meta's order), each usable <image>'s (name, split, Annotation), and what it
+    could not use, keyed by the image's name or by the XML's own path."""
+    source: str
+    labels: tuple[str, ...]
+    images: list[tuple[str, str, Annotation]] = field(default_factory=list)
+    rejected: list[tuple[str | None, str, str]] = field(default_factory=list)   # (the <image>'s name, split, why)
+
+
+def _labels(root) -> tuple[str, ...]:
+    out: list[str] = []
+    meta = root.find("meta")
+    for labels in () if meta is None else meta.iter("labels"):
+        for label in labels.findall("label"):
+            name = (label.findtext("name") or "").strip()
+            if name and not (label.findtext("parent") or "").strip() and name not in out:
+                out.append(name)   # a skeleton's points (labels with a <parent>) are no classes
+    return tuple(out)
+
+
+def _number(elem, attr: str, at: str) -> float:
+    raw = elem.get(attr)
+    if raw is None:
+        raise AnnotationError(f"{at}: no {attr}")
+    return finite_number(raw, at, attr)
+
+
+def _points(raw, at: str) -> list[tuple[float, float]]:
+    if not raw:
+        raise AnnotationError(f"{at}: no points")
+    out = []
+    for k, pair in enumerate(raw.split(";")):
+        xy = pair.split(",")
+        if len(xy) != 2:
+            raise AnnotationError(f"{at}: points[{k}] is {pair[:40]!r}; points are `x,y;x,y;...`")
+        out.append((finite_number(xy[0], at, f"points[{k}] x"), finite_number(xy[1], at, f"points[{k}] y")))
+    return out
+
+
+def _object(shape, name: str, at: str):
+    if shape.tag == "box":
+        x0, y0, x1, y1 = (_number(shape, a, at) for a in ("xtl", "ytl", "xbr", "ybr"))
+        turn = finite_number(shape.get("rotation", "0"), at, "rotation")
+        if turn % 360 == 0:
+            return box_object(name, x0, y0, x1, y1, at)
+        if x1 <= x0 or y1 <= y0:
+            raise AnnotationError(f"{at}: the box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) has no area to turn")
+        return polygon_object(name, rotated_corners(x0, y0, x1, y1, turn), at, "rotated box")
+    if shape.tag == "polygon":
+        return polygon_object(name, _points(shape.get("points"), at), at)
+    raise refused_shape(at, shape.tag, _TOOL)
+
+
+def _image(elem, i: int, where: str, labels: tuple[str, ...]) -> tuple[str, Annotation]:
+    at = f"{where}: <image> {i + 1} (id {elem.get('id')})"
+    name = job_path(elem.get("name"), at, "name")
+    at = f"{where}: {name}"
+    size = None
+    if elem.get("width") is not None or elem.get("height") is not None:
+        w, h = (finite_number(elem.get(a) or "", at, a) for a in ("width", "height"))
+        if w <= 0 or h <= 0 or w != int(w) or h != int(h):
+            raise AnnotationError(f"{at}: width {w:g} and height {h:g} must be whole numbers > 0")
+        size = (int(h), int(w))
+    objects, where_each = [], []
+    for k, shape in enumerate(elem):
+        label = (shape.get("label") or "").strip()
+        tag = f"<{shape.tag}> {k + 1}" + (f" ({label})" if label else "")
+        if shape.tag not in ("box", "polygon"):
+            raise refused_shape(f"{at}: {tag}", shape.tag, _TOOL)
+        if not label:
+            raise AnnotationError(f"{at}: {tag}: no label")
+        if labels and label not in labels:
+            raise AnnotationError(f"{at}: {tag}: label {label!r} is not one of <meta>'s labels "
+                                  f"({', '.join(labels[:20])})")
+        objects.append(_object(shape, label, f"{at}: {tag}"))
+        where_each.append(tag)
+    return name, Annotation(objects=tuple(objects), source=where, extra={"size": size, "where": tuple(where_each)})
+
+
+def _split(elem) -> str:
+    return SPLIT_NAMES.get((elem.get("subset") or "").lower(), "")   # CVAT's subsets: Train, Validation, Test
+
+
+def read_cvat(path: str, where: str) -> CvatFile | None:
+    """One CVAT XML; None when its root is not <annotations> (no CVAT file); AnnotationError when it cannot be
+    read at all (an image's own trouble rejects that image only)."""
+    root = xml_file(path, where)
+    if root.tag != "annotations":
+        return None
+    version = (root.findtext("version") or "").strip()
+    if version != "1.1":
+        raise AnnotationError(f"{where}: CVAT XML version {version or 'none'!r}; augd reads CVAT for images 1.1")
+    out = CvatFile(where, _labels(root))
+    if root.find("track") is not None:
+        raise AnnotationError(f"{where}: <track> elements: a CVAT for video export; export CVAT for images 1.1")
+    for i, elem in enumerate(root.findall("image")):
+        try:
+            name, ann = _image(elem, i, where, out.labels)
+        except AnnotationError as exc:
+            out.rejected.append((elem.get("name"), _split(elem), str(exc)))
+            continue
+        out.images.append((name, _split(elem), ann))
+    return out
+
+
+def _files(tree: Tree, named: bool) -> list | None:
+    """Each CVAT XML at the root, read: a CvatFile, or the AnnotationError that says why it cannot be read (an XML
+    that does not parse counts as CVAT's when the format is named or the file is CVAT's annotations.xml)."""
+    out: list = []
+    for name in tree.files.get("", []):
+        if extension(name) != ".xml" or name in CONTROL_FILES:
+            continue
+        try:
+            if name in tree.links and not inside(tree.root, tree.path(name)):
+                raise AnnotationError(f"{name}: a link to a file outside the job folder")
+            got = read_cvat(tree.path(name), name)
+        except AnnotationError as exc:
+            got = exc if named or name == "annotations.xml" or _is_cvat(tree.path(name)) else None
+        if got is not None:
+            out.append(got)
+    return out or None
+
+
+def _find(tree: Tree, name) -> str | None:
+    """The job file an <image>'s name gives: the name relative to the job, else to images/; None: neither."""
+    try:
+        name = job_path(name, "", "name")
+    except AnnotationError:
+        return None
+    return next((p for p in (name, f"images/{name}") if tree.isfile(p)), None)
+
+
+def _is_cvat(path: str) -> bool:
+    try:
+        return parse_xml(path).tag == "annotations"
+    except UntrustedFileError:
+        return False
+
+
+def read_job(reading: Reading, files: list) -> None:
+    """A CVAT job from its XMLs (what the layout's find read); AnnotationError when one cannot be read at all."""
+    tree = reading.tree
+    for cf in files:
+        if isinstance(cf, AnnotationError):
+            raise cf
+    labels: list[str] = []
+    listed: dict[str, Annotation] = {}
+    for cf in files:
+        reading.skip.add(cf.source)
+        labels.extend(n for n in cf.labels if n not in labels)
+        for name, split, msg in cf.rejected:
+            img = _find(tree, name)
+            reading.reject(img or cf.source, msg)
+            if img and split:   # a rejected image still counts in its split
+                reading.splits[img] = split
+        for name, split, ann in cf.images:
+            img = _find(tree, name)
+            if img is None:
+                reading.reject(cf.source, f"{cf.source}: <image> {name!r} is not in the job folder (CVAT's name is "
+                                          f"relative to the job, or to images/)")
+            elif extension(img) not in IMAGE_EXTENSIONS:
+                reading.reject(img, f"{cf.source}: {img}: augd reads no {extension(img) or 'extensionless'} image "
+                                    f"({', '.join(sorted(IMAGE_EXTENSIONS))})")
+            elif img in listed:
+                reading.reject(img, f"{cf.source}: {img} is listed twice (also in {listed[img].source})")
+            else:
+                listed[img] = ann
+                if split:
+                    reading.splits[img] = split
+    tops = sorted({img.split("/", 1)[0] if "/" in img else "" for img in listed}) or [""]
+    reading.image_dirs = ("",) if "" in tops else tuple(tops)
+    for img in (i for d in reading.image_dirs for i in tree.below(d, IMAGE_EXTENSIONS)):
+        if img in reading.rejected:
+            continue
+        if img in listed:
+            reading.settle(img, lambda hw, a=listed[img]: a)
+        else:
+            reading.reject(img, f"{img}: no <image> of {', '.join(f.source for f in files)} names it: not "
+                                f"annotated (CVAT lists every image of a task, those without shapes too)")
+    if not reading.splits:
+        for top in reading.image_dirs:
+            folder_splits(reading, top, tree.below(top, IMAGE_EXTENSIONS))
+    if reading.fixed is None:
+        names = sorted({o.name for a in listed.values() for o in a.objects})
+        reading.label_map = LabelMap.from_names(labels or names)
+
+
+FORMAT = AnnotationFormat(
+    "cvat", read=read_job, title="CVAT",
+    expected="expected a CVAT for images 1.1 XML (annotations.xml) at the job root",
+    layouts=(Layout(35, _files),), markers=(Marker(".xml", under=""),))

@@ -1,0 +1,73 @@
+"""The shapes annotation tools draw, as augd's objects: an axis-aligned rectangle is a box, a polygon a polygon (its
+box the points' extent), and an oriented box (DOTA's and YOLO-OBB's 4 corners, LabelMe's `rotation` shape, CVAT's
+`box` with a `rotation`, Label Studio's rectangle with a `rotation`) its exact 4-corner polygon, which augd moves
+vertex by vertex, clips to the canvas and writes as an instance mask with the box of what shows. Until augd has an
+oriented-box target kind, the corners are computed here and only here: that kind changes this one place.
+
+Image coordinates: x right, y down, pixel-edge units (augd.annotations.model); a rotation of +θ degrees turns
+clockwise as the image is shown (CVAT's and Label Studio's sense). TensorFlow-free.
+"""
+from __future__ import annotations
+
+import math
+
+from augd.annotations.model import AnnotationError, Object, Polygon
+
+__all__ = ["box_object", "polygon_area", "polygon_object", "refused_shape", "rotated_corners"]
+
+
+def rotated_corners(x0: float, y0: float, x1: float, y1: float, degrees: float, about: str = "centre") -> Polygon:
+    """The 4 corners (top-left, top-right, bottom-right, bottom-left before turning) of the rectangle x0..x1 x
+    y0..y1 turned `degrees` clockwise about its centre (CVAT) or about its top-left corner (`about="corner"`: Label
+    Studio's results)."""
+    cx, cy = ((x0 + x1) / 2, (y0 + y1) / 2) if about == "centre" else (x0, y0)
+    c, s = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+    # y points down, so the usual rotation matrix turns clockwise on screen
+    return tuple((cx + (x - cx) * c - (y - cy) * s, cy + (x - cx) * s + (y - cy) * c)
+                 for x, y in ((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
+
+
+def polygon_area(points) -> float:
+    """The area the closed polygon encloses (shoelace; a self-crossing one's lobes may cancel)."""
+    n = len(points)
+    return abs(sum(points[i][0] * points[(i + 1) % n][1] - points[(i + 1) % n][0] * points[i][1]
+                   for i in range(n))) / 2
+
+
+def polygon_object(name: str, points, at: str, what: str = "polygon", difficult: bool = False) -> Object:
+    """An object whose shape is the polygon `points` ((x, y), ... in pixel-edge units; at least 3): its box is
+    their extent. `what` names the shape in messages ("rotated box"); AnnotationError, naming `at`, when it
+    encloses no area."""
+    points = tuple((float(x), float(y)) for x, y in points)
+    if len(points) < 3:
+        raise AnnotationError(f"{at}: a {what} of {len(points)} point(s); it needs at least 3")
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    box = (min(xs), min(ys), max(xs), max(ys))
+    if box[2] <= box[0] or box[3] <= box[1] or polygon_area(points) <= 0:
+        raise AnnotationError(f"{at}: the {what} {_shown(points)} encloses no area")
+    return Object(name=name, box=box, polygons=(points,), difficult=difficult)
+
+
+def box_object(name: str, x0: float, y0: float, x1: float, y1: float, at: str, difficult: bool = False) -> Object:
+    """An axis-aligned box (pixel-edge units); AnnotationError when x1 < x0 or y1 < y0 (an empty box, x1 == x0,
+    is left to the checks against the image: annotations.repair drops it)."""
+    if x1 < x0 or y1 < y0:
+        raise AnnotationError(f"{at}: the rectangle ({x0:g}, {y0:g}) to ({x1:g}, {y1:g}) is inverted: its right or "
+                              f"bottom edge lies before its left or top")
+    return Object(name=name, box=(x0, y0, x1, y1), difficult=difficult)
+
+
+def refused_shape(at: str, kind: str, tool: str, hint: str = "") -> AnnotationError:
+    """Why a shape augd cannot carry as an object rejects its image (never dropped in silence); `hint`: what the
+    user can do in this tool."""
+    if kind in ("point", "points", "keypoint", "keypointlabels"):
+        why = ("a point is no object; augd reads keypoints only as points of an object (COCO person keypoints, YOLO "
+               "pose, LabelMe points grouped with their shape): " + (hint or "export them so, or remove the points"))
+    else:
+        why = "augd reads rectangles, rotated rectangles and polygons of it: convert or remove this shape"
+    return AnnotationError(f"{at}: a {kind} shape; {why} ({tool})")
+
+
+def _shown(points) -> str:
+    text = ", ".join(f"({x:g}, {y:g})" for x, y in points[:6])
+    return f"[{text}{', ...' if len(points) > 6 else ''}]"
