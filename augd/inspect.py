@@ -9,8 +9,9 @@ import json
 import os
 import statistics
 
-from augd.drawing import box_outline
+from augd.drawing import box_outline, corners_outline
 from augd.io.jobfs import is_url
+from augd.io.lite import OBB_KEYS, decode_example, iter_records
 from augd.lazycv import cv2
 
 __all__ = ["inspect_paths"]
@@ -39,7 +40,6 @@ def _readers(path: str):
     if is_url(path):
         from augd.io import parse_example, read_records  # loads TensorFlow: only for a URL
         return read_records, parse_example
-    from augd.io.lite import decode_example, iter_records
     return iter_records, decode_example
 
 
@@ -61,6 +61,7 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         boxes_per_image: list[int] = []                          # detection records only
         masked = 0
         points: list[int] = []                                   # keypoint records: labelled points each
+        oriented = [0, 0]                                        # oriented boxes, and the records holding them
         skeleton = _skeleton(shards)
         per_shard = []
         for shard in shards:
@@ -82,6 +83,9 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                     ignored.update(_why_ignored(ex, len(ids)).values())
                     boxes_per_image.append(len(ids))
                     masked += bool(ex.get("image/segmentation/class/encoded") or ex.get("image/object/mask"))
+                if _oriented(ex):
+                    oriented[0] += len(_oriented(ex))
+                    oriented[1] += 1
                 if "image/object/keypoint/visibility" in ex:
                     points.append(sum(v > 0 for v in _list(ex["image/object/keypoint/visibility"])))
                 if dumped < n_dump:
@@ -130,6 +134,8 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                   + ", ".join(f"{k} box{'es' if k != 1 else ''}: {n}" for k, n in sorted(hist.items())), file=out)
             if masked:
                 print(f"  records with masks: {masked}", file=out)
+            if oriented[1]:
+                print(f"  oriented boxes (image/object/obb/*): {oriented[0]} in {oriented[1]} records", file=out)
             if points:
                 print(f"  keypoints: {sum(points)} labelled in {len(points)} records; per record min/median/max: "
                       f"{min(points)}/{statistics.median(points):g}/{max(points)}", file=out)
@@ -245,8 +251,18 @@ def _draw(ex: dict, bgr, skeleton=()):
         if name:
             cv2.putText(out, name, (p0[0] + 2, max(p0[1] - 3, 9)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, colour, 1,
                         cv2.LINE_AA)
+    for k, c in enumerate(_oriented(ex)):
+        corners_outline(out, [(x * w, y * h) for x, y in c], _colour(ids[k] if k < len(ids) else k), 1,
+                        dashed=k in why)
     _draw_points(out, ex, len(ids), skeleton)
     return out
+
+
+def _oriented(ex: dict) -> list:
+    """Each object's oriented box as 4 normalized (x, y) corners, or [] for a record without the keys."""
+    xy = [_list(ex.get(k)) for k in OBB_KEYS]
+    return [] if not xy[0] or len({len(v) for v in xy}) != 1 else \
+        [[(xy[2 * c][k], xy[2 * c + 1][k]) for c in range(4)] for k in range(len(xy[0]))]
 
 
 def _draw_points(out, ex: dict, n: int, skeleton) -> None:

@@ -18,7 +18,7 @@ from augd.annotations.exports import job_path, xml_file
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, finite_number
 from augd.annotations.reading import SPLIT_NAMES, AnnotationFormat, Layout, Marker, Reading, folder_splits
-from augd.annotations.shapes import box_object, polygon_object, refused_shape, rotated_corners
+from augd.annotations.shapes import box_object, oriented_object, polygon_object, refused_shape, rotated_corners
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import UntrustedFileError
 from augd.files import inside
@@ -78,7 +78,7 @@ def _object(shape, name: str, at: str):
             return box_object(name, x0, y0, x1, y1, at)
         if x1 <= x0 or y1 <= y0:
             raise AnnotationError(f"{at}: the box ({x0:g}, {y0:g}, {x1:g}, {y1:g}) has no area to turn")
-        return polygon_object(name, rotated_corners(x0, y0, x1, y1, turn), at, "rotated box")
+        return oriented_object(name, rotated_corners(x0, y0, x1, y1, turn), at, "rotated box")
     if shape.tag == "polygon":
         return polygon_object(name, _points(shape.get("points"), at), at)
     raise refused_shape(at, shape.tag, _TOOL)

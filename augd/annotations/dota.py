@@ -9,7 +9,7 @@ from __future__ import annotations
 from augd.annotations.exports import text_file
 from augd.annotations.model import Annotation, AnnotationError, finite_number
 from augd.annotations.paired import Paired, paired_format
-from augd.annotations.shapes import polygon_object
+from augd.annotations.shapes import oriented_object
 
 __all__ = ["FORMAT", "read_dota"]
 
@@ -36,7 +36,7 @@ def read_dota(path: str, where: str) -> Annotation:
         if difficult not in ("0", "1"):
             raise AnnotationError(f"{at}: difficult is {difficult!r}; it must be 0 or 1")
         corners = list(zip(values[0::2], values[1::2]))
-        objects.append(polygon_object(name, corners, at, "oriented box", difficult=difficult == "1"))
+        objects.append(oriented_object(name, corners, at, "oriented box", difficult=difficult == "1"))
         labels.append(f"line {lineno} ({name})")
     return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})
 

@@ -16,7 +16,7 @@ from augd.annotations.exports import ImageIndex, json_file, number
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError
 from augd.annotations.reading import AnnotationFormat, Layout, Marker, Reading, folder_splits
-from augd.annotations.shapes import box_object, polygon_object, refused_shape, rotated_corners
+from augd.annotations.shapes import box_object, oriented_object, polygon_object, refused_shape, rotated_corners
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.files import inside
 from augd.jobfolder import CONTROL_FILES
@@ -79,7 +79,7 @@ def read_result(r, at: str, hw: tuple[int, int]):
         turn = number(value.get("rotation", 0), at, "rotation")
         if turn % 360 == 0:
             return box_object(name, x0, y0, x1, y1, at)
-        return polygon_object(name, rotated_corners(x0, y0, x1, y1, turn, about="corner"), at, "rotated rectangle")
+        return oriented_object(name, rotated_corners(x0, y0, x1, y1, turn, about="corner"), at, "rotated rectangle")
     if kind == "polygonlabels":
         name = _label(value, kind, at)
         at = f"{at} ({name})"

@@ -17,7 +17,7 @@ from augd.annotations.exports import json_file, number
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, flip_from_names
 from augd.annotations.paired import Paired, paired_format
 from augd.annotations.reading import Reading
-from augd.annotations.shapes import box_object, polygon_object, refused_shape
+from augd.annotations.shapes import box_object, oriented_object, polygon_object, refused_shape
 from augd.annotations.tree import Tree
 from augd.errors import UntrustedFileError
 from augd.parsing.jsonxml import load_json
@@ -73,8 +73,8 @@ def read_labelme(path: str, where: str) -> Annotation:
             pts = _points(shape, at)
             if kind == "rotation" and len(pts) != 4:
                 raise AnnotationError(f"{at}: a rotated rectangle of {len(pts)} points; it has 4 corners")
-            what = "rotated rectangle" if kind == "rotation" else "polygon"
-            objects.append(polygon_object(name, pts, at, what, difficult))
+            objects.append(oriented_object(name, pts, at, "rotated rectangle", difficult) if kind == "rotation"
+                           else polygon_object(name, pts, at, "polygon", difficult))
         elif kind == "point" and _group(shape, at) is not None:
             pts = _points(shape, at)
             if len(pts) != 1:

@@ -67,6 +67,9 @@ class Object:
     visible: float = 1.0
     #: why the object is ignored (occlusion.IGNORE_REASONS: it shows, but under the rule), or "" (kept)
     ignored: str = ""
+    #: an oriented box (DOTA, YOLO-OBB, a tool's rotated rectangle): its 4 corners are its polygon, and its record
+    #: adds the minimum-area rectangle of what shows of it (augd.annotations.oriented)
+    oriented: bool = False
 
 
 @dataclass(frozen=True)

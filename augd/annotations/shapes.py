@@ -1,19 +1,21 @@
 """The shapes annotation tools draw, as augd's objects: an axis-aligned rectangle is a box, a polygon a polygon (its
 box the points' extent), and an oriented box (DOTA's and YOLO-OBB's 4 corners, LabelMe's `rotation` shape, CVAT's
-`box` with a `rotation`, Label Studio's rectangle with a `rotation`) its exact 4-corner polygon, which augd moves
-vertex by vertex, clips to the canvas and writes as an instance mask with the box of what shows. Until augd has an
-oriented-box target kind, the corners are computed here and only here: that kind changes this one place.
+`box` with a `rotation`, Label Studio's rectangle with a `rotation`) an oriented object (oriented_object): its exact
+4 corners are its polygon, which augd moves vertex by vertex, clips to the canvas and writes as an instance mask with
+the box of what shows, and its record adds the minimum-area rectangle of what shows (augd.annotations.oriented).
+The corners are computed here and only here.
 
 Image coordinates: x right, y down, pixel-edge units (augd.annotations.model); a rotation of +θ degrees turns
 clockwise as the image is shown (CVAT's and Label Studio's sense). TensorFlow-free.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from augd.annotations.model import AnnotationError, Object, Polygon
 
-__all__ = ["box_object", "polygon_area", "polygon_object", "refused_shape", "rotated_corners"]
+__all__ = ["box_object", "oriented_object", "polygon_area", "polygon_object", "refused_shape", "rotated_corners"]
 
 
 def rotated_corners(x0: float, y0: float, x1: float, y1: float, degrees: float, about: str = "centre") -> Polygon:
@@ -46,6 +48,15 @@ def polygon_object(name: str, points, at: str, what: str = "polygon", difficult:
     if box[2] <= box[0] or box[3] <= box[1] or polygon_area(points) <= 0:
         raise AnnotationError(f"{at}: the {what} {_shown(points)} encloses no area")
     return Object(name=name, box=box, polygons=(points,), difficult=difficult)
+
+
+def oriented_object(name: str, corners, at: str, what: str = "oriented box", difficult: bool = False) -> Object:
+    """An oriented box given by its 4 corners (pixel-edge units, in the tool's order): a polygon_object marked
+    oriented. A quadrilateral that is no exact rectangle (DOTA's hand-drawn corners) is kept as drawn: its oriented
+    box in the records is the minimum-area rectangle of what shows of it."""
+    if len(corners) != 4:
+        raise AnnotationError(f"{at}: an {what} of {len(corners)} point(s); it has 4 corners")
+    return dataclasses.replace(polygon_object(name, corners, at, what, difficult), oriented=True)
 
 
 def box_object(name: str, x0: float, y0: float, x1: float, y1: float, at: str, difficult: bool = False) -> Object:

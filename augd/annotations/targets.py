@@ -7,6 +7,7 @@ every key). Two families:
 * an object's SHAPE gives the object its box in the output: its polygons when it has any, else its RLE mask,
   else its box's 4 corners (SHAPES, tried in order: the first the object carries). A shape returns what is
   visible, the extent of the whole moved object (min_visibility's measure) and whether a canvas cut it;
+* an oriented object (OBB) moves as its 4-corner polygon, and its record adds its refit oriented box;
 * an object's KEYPOINTS ride along: points through the same maps, a point a canvas cuts off becomes not visible
   (visibility 0, coordinates 0, as COCO writes it), and a net mirror swaps left and right (the schema's flip);
 * the RASTERS are warped like the pixels: the objects' instance masks and the image's semantic mask.
@@ -29,10 +30,12 @@ from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, 
 from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.occlusion import (DROP_REASONS, HIDDEN, IGNORE_REASONS, KEPT, Rule, hidden_by, hide_in_masks,
                                         thick_box, uncovered)
+from augd.annotations.oriented import oriented_corners
 from augd.annotations.rle import rle_decode, rle_encode
 
-__all__ = ["DROP_REASONS", "HIDDEN", "IGNORE_REASONS", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "SEMANTIC_MASK",
-           "SHAPES", "WEIGHTS", "Moved", "Rule", "Shape", "hidden_by", "hide_in_masks", "instance_masks", "transform"]
+__all__ = ["DROP_REASONS", "HIDDEN", "IGNORE_REASONS", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "OBB",
+           "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved", "Rule", "Shape", "hidden_by", "hide_in_masks",
+           "instance_masks", "transform"]
 
 Box = tuple[float, float, float, float]
 _BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
@@ -156,6 +159,17 @@ class _Keypoints:
         return tuple(out)
 
 
+class _OrientedBoxes:
+    """An oriented object (Object.oriented) moves as its 4-corner polygon (_Polygons); its record adds the
+    minimum-area rectangle of what shows of it (augd.annotations.oriented: the refit rule), and every other object
+    of that record its box's corners."""
+    name = "oriented_boxes"
+    keys = tuple(f"image/object/obb/{a}{k}" for k in range(1, 5) for a in "xy")   # x1, y1, ..., y4
+
+    def corners(self, obj: Object):
+        return oriented_corners(obj)
+
+
 class _InstanceMasks:
     """One 0/1 raster per object (from its polygons, its RLE, or its box), warped with fill 0."""
     name, keys = "instance_masks", ("image/object/mask",)
@@ -181,13 +195,14 @@ class _Weights:
 
 SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
 KEYPOINTS = _Keypoints()
+OBB = _OrientedBoxes()
 INSTANCE_MASKS = _InstanceMasks()
 SEMANTIC_MASK = _SemanticMask()
 ELLIPSE = _EllipseBox()
 ELLIPSE_VERTICES = 64   # the inscribed ellipse as a polygon: its extent within 0.12 % of the true one
 #: Every kind, for what holds them all against the records (their keys).
 WEIGHTS = _Weights()
-KINDS = (*SHAPES, KEYPOINTS, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
+KINDS = (*SHAPES, KEYPOINTS, OBB, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
 def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = False) -> Object | str:

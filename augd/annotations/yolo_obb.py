@@ -13,7 +13,7 @@ from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, finite_number
 from augd.annotations.paired import Paired, paired_format
 from augd.annotations.reading import Reading
-from augd.annotations.shapes import polygon_object
+from augd.annotations.shapes import oriented_object
 from augd.annotations.yolo import NAME_FILES, read_names
 
 __all__ = ["FORMAT", "read_yolo_obb"]
@@ -39,7 +39,7 @@ def read_yolo_obb(path: str, where: str, names: tuple[str, ...], hw: tuple[int, 
         at = f"{at} ({name})"
         values = [finite_number(v, at, f"value {k}") for k, v in enumerate(fields[1:], 1)]
         corners = [(x * w, y * h) for x, y in zip(values[0::2], values[1::2])]
-        objects.append(polygon_object(name, corners, at, "oriented box"))
+        objects.append(oriented_object(name, corners, at, "oriented box"))
         labels.append(f"line {lineno} ({name})")
     return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from augd.io.records import FEATURES
+from augd.io.records import FEATURES, OBB_KEYS
 
 __all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "WEIGHT_KEY", "boxes_of", "decode", "features", "fit_boxes",
-           "fit_keypoints", "keypoints_of", "pad_boxes", "pad_keypoints", "resize", "weights_of"]
+           "fit_keypoints", "fit_oriented", "keypoints_of", "oriented_of", "pad_boxes", "pad_keypoints",
+           "pad_oriented", "resize", "weights_of"]
 
 RESIZE_MODES = ("stretch", "pad", "crop")
 #: TF object-detection API keys: normalized corners, one value per box, and each box's class.
@@ -21,7 +22,8 @@ VISIBILITY_KEY = "image/object/keypoint/visibility"
 WEIGHT_KEY = "image/object/weight"
 
 
-def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = False) -> dict:
+def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = False,
+             with_oriented: bool = False) -> dict:
     """The parse spec: augd's own features, with defaults where foreign (TF-slim) records may lack a key
     (no format: decode sniffs it; no label: unlabeled); `with_mix`: a mixed record's labels and shares (empty in
     any other record)."""
@@ -36,6 +38,8 @@ def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = Fa
     if with_keypoints:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in KEYPOINT_KEYS})
         spec[VISIBILITY_KEY] = tf.io.VarLenFeature(tf.int64)
+    if with_oriented:
+        spec.update({k: tf.io.VarLenFeature(tf.float32) for k in OBB_KEYS})
     if with_mix:
         spec["augd/mix/label"] = tf.io.VarLenFeature(tf.int64)
         spec["augd/mix/weight"] = tf.io.VarLenFeature(tf.float32)
@@ -125,6 +129,30 @@ def keypoints_of(f: dict, k: int, message: str) -> tuple[tf.Tensor, tf.Tensor]:
         return tf.reshape(tf.stack([y, x], axis=-1), [-1, k, 2]), tf.reshape(vis, [-1, k])
 
 
+def oriented_of(f: dict, boxes: tf.Tensor, message: str) -> tf.Tensor:
+    """[n, 4, 2] float32: each object's oriented box (image/object/obb/*) as 4 normalized (y, x) corners; a record
+    without the keys (no oriented object in it) gives each box's own corners, clockwise from its top-left."""
+    x = tf.stack([tf.sparse.to_dense(f[k]) for k in OBB_KEYS[0::2]], axis=-1)
+    y = tf.stack([tf.sparse.to_dense(f[k]) for k in OBB_KEYS[1::2]], axis=-1)
+    n = tf.shape(boxes)[0]
+    ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=-1)
+    upright = tf.stack([tf.stack([ymin, xmin], -1), tf.stack([ymin, xmax], -1), tf.stack([ymax, xmax], -1),
+                        tf.stack([ymax, xmin], -1)], axis=1)
+    check = tf.debugging.assert_equal(tf.logical_or(tf.equal(tf.shape(x)[0], 0), tf.equal(tf.shape(x)[0], n)), True,
+                                      message=message)
+    with tf.control_dependencies([check]):
+        return tf.cond(tf.equal(tf.shape(x)[0], 0), lambda: upright, lambda: tf.stack([y, x], axis=-1))
+
+
+def fit_oriented(corners: tf.Tensor, transform, mode: str) -> tf.Tensor:
+    """Oriented boxes' corners of the resized image, moved as the boxes are (never clipped: a crop that keeps part
+    of an object keeps its whole rectangle)."""
+    ay, by, ax, bx = transform
+    if mode == "stretch":
+        return corners
+    return corners * tf.stack([ay, ax]) + tf.stack([by, bx])
+
+
 def fit_keypoints(points: tf.Tensor, vis: tf.Tensor, transform, mode: str):
     """Keypoints of the resized image, moved as the boxes are; after a crop, a point outside it becomes not
     visible (visibility 0, coordinates 0), as in the records."""
@@ -142,6 +170,12 @@ def pad_keypoints(points: tf.Tensor, vis: tf.Tensor, max_boxes: int, k: int):
     points = tf.pad(points, [[0, pad], [0, 0], [0, 0]])
     vis = tf.pad(vis, [[0, pad], [0, 0]])
     return tf.ensure_shape(points, [max_boxes, k, 2]), tf.ensure_shape(vis, [max_boxes, k])
+
+
+def pad_oriented(corners: tf.Tensor, max_boxes: int) -> tf.Tensor:
+    """[max_boxes, 4, 2] corners, -1 after the real ones as pad_boxes pads (which checked their count)."""
+    corners = tf.pad(corners, [[0, max_boxes - tf.shape(corners)[0]], [0, 0], [0, 0]], constant_values=-1.0)
+    return tf.ensure_shape(corners, [max_boxes, 4, 2])
 
 
 def pad_boxes(boxes: tf.Tensor, classes: tf.Tensor, max_boxes: int, message: str):

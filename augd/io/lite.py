@@ -13,8 +13,9 @@ from typing import Callable, Iterator
 
 import google_crc32c
 
-__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "TILE_KEYS", "Frame", "decode_example",
-           "feature_value", "frames", "iter_records", "masked_crc", "sniff_shard", "value_offsets"]
+__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBB_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "TILE_KEYS",
+           "Frame", "decode_example", "feature_value", "frames", "iter_records", "masked_crc", "sniff_shard",
+           "value_offsets"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",
@@ -30,12 +31,16 @@ KEYPOINT_KEYS = ("image/object/keypoint/x", "image/object/keypoint/y", "image/ob
 #: evaluation"), and augd's own key saying why ("" for a kept object).
 IGNORE_KEYS = ("image/object/weight", "image/object/is_crowd", "augd/object/ignored")
 
+#: Oriented boxes (records with an oriented object: docs/records.md): each object's 4 corners, x1 y1 to x4 y4 as
+#: DOTA names them, normalized to the stored image, clockwise as shown from the top-most (augd.annotations.oriented).
+OBB_KEYS = tuple(f"image/object/obb/{a}{k}" for k in range(1, 5) for a in "xy")
+
 #: The Object Detection API's per-object keys (detection records), and augd's: always read back as lists, one
 #: value per object, class texts and ignore reasons as str.
 OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
                "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
                "image/object/difficult", "image/object/truncated", "image/object/mask", *IGNORE_KEYS,
-               *KEYPOINT_KEYS)
+               *KEYPOINT_KEYS, *OBB_KEYS)
 
 #: A mixed record's keys (partner ops: mosaic, mixup, cutmix), always read back as lists: its partners'
 #: image/source_id, and for classification each source's label, class text and share (the image first).

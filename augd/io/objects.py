@@ -25,15 +25,21 @@ class RecordObjects:
     weights: tuple[float, ...] = ()
     ignored: tuple[str, ...] = ()             # per object: why it is ignored, "" for a kept one; () when none is
     crowd: tuple[int, ...] = ()               # per object (image/object/is_crowd): COCO's iscrowd or ignored; or ()
+    #: per object its oriented box's 4 corners ((x, y), ...) NORMALIZED (image/object/obb/*); () for a record
+    #: without an oriented object
+    oriented: tuple = ()
 
     @classmethod
     def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
-                     segmentation: bytes | None = None, num_keypoints: int = 0, weights=()) -> "RecordObjects":
+                     segmentation: bytes | None = None, num_keypoints: int = 0, weights=(),
+                     oriented=()) -> "RecordObjects":
         """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
         normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`). A keypoint
         job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0). `weights`: each
         object's (a blend's shares), or () for 1; an ignored object's is 0 whatever it was, and a record holding
-        one says why (`ignored`) and marks it is_crowd (`crowd`, as it marks COCO's crowds)."""
+        one says why (`ignored`) and marks it is_crowd (`crowd`, as it marks COCO's crowds). `oriented`: each
+        object's oriented box (4 corners in pixel-edge units), or () for none; normalized, never clipped (the
+        minimum-area rectangle of a cut shape may reach past the image)."""
         def norm(v, size):
             return min(max(float(v) / size, 0.0), 1.0)
         none = ((0.0, 0.0, 0),) * num_keypoints
@@ -44,7 +50,8 @@ class RecordObjects:
                          norm(o.box[3], height)) for o in objects),
             labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
             difficult=tuple(int(o.difficult) for o in objects), truncated=tuple(int(o.truncated) for o in objects),
-            masks=tuple(masks), segmentation=segmentation, **_ignore_keys(objects, weights))
+            masks=tuple(masks), segmentation=segmentation, **_ignore_keys(objects, weights),
+            oriented=tuple(tuple((float(x) / width, float(y) / height) for x, y in c) for c in oriented))
 
     def check(self) -> None:
         """ValueError naming the object when the record would not say what the annotations say."""
@@ -70,6 +77,10 @@ class RecordObjects:
                                                          and 0.0 <= y <= 1.0 and v in (0, 1, 2) for x, y, v in pts):
                 raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): its keypoints are not "
                                  f"{self.num_keypoints} normalized (x, y, visibility)")
+        if self.oriented and (len(self.oriented) != n or not all(
+                len(c) == 4 and all(math.isfinite(v) for p in c for v in p) for c in self.oriented)):
+            raise ValueError(f"RecordObjects: oriented boxes for {len(self.oriented)} of {n} objects, each 4 finite "
+                             "corners")
         for k, label in enumerate(self.labels):
             if label < 1:
                 raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): label {label} is not a label "

@@ -7,7 +7,7 @@ decode_jpeg also decodes PNG, so PNG records satisfy that reader too. Raw record
 
 Detection records add the keys of the TF Object Detection API's dataset_tools converters (normalized boxes,
 1-based label ids, class texts, difficult, truncated, one PNG per instance mask, keypoints as its COCO converter
-writes them) and DeepLab's semantic mask keys.
+writes them), augd's oriented boxes (image/object/obb/*) and DeepLab's semantic mask keys.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import tensorflow as tf
 
 from augd.io.lite import KEYPOINT_KEYS, OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: F401 - re-exported: their one home
-from augd.io.lite import TILE_KEYS
+from augd.io.lite import OBB_KEYS, TILE_KEYS
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ DETECTION_FEATURES = {
     "image/object/keypoint/y": tf.io.VarLenFeature(tf.float32),
     "image/object/keypoint/visibility": tf.io.VarLenFeature(tf.int64),
     "image/object/keypoint/num": tf.io.VarLenFeature(tf.int64),
+    **{k: tf.io.VarLenFeature(tf.float32) for k in OBB_KEYS},
     "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string, default_value=b""),
     "image/segmentation/class/format": tf.io.FixedLenFeature([], tf.string, default_value=b""),
 }
@@ -160,6 +161,9 @@ def _add_objects(f, objects: RecordObjects) -> None:
                             ("image/object/keypoint/num", [sum(p[2] > 0 for p in pts) for pts in objects.keypoints])):
             f[key].int64_list.SetInParent()
             f[key].int64_list.value.extend(int(v) for v in values)
+    if objects.oriented:
+        for k, key in enumerate(OBB_KEYS):
+            f[key].float_list.value.extend(c[k // 2][k % 2] for c in objects.oriented)
     if objects.segmentation is not None:
         f["image/segmentation/class/encoded"].bytes_list.value.append(objects.segmentation)
         f["image/segmentation/class/format"].bytes_list.value.append(b"png")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from augd import defaults
-from augd.drawing import box_outline
+from augd.drawing import box_outline, corners_outline
 from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
@@ -252,7 +252,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
                 lines.append(str(exc))
             else:
                 pixels = _with_boxes(pixels, [np.multiply(b, (r.width, r.height) * 2) for b in rec.boxes],
-                                     rec.ignored)
+                                     rec.ignored, [np.multiply(c, (r.width, r.height)) for c in rec.oriented])
                 lines.append(boxes_line(rec))
         tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
     return PreviewRow(path, rel, tiles)
@@ -280,15 +280,18 @@ def boxes_line(rec) -> str:
     return f"{len(rec.boxes)} box(es)" + (f", {ignored} ignored" if ignored else "")
 
 
-def _with_boxes(pixels: np.ndarray, boxes, ignored=()) -> np.ndarray:
+def _with_boxes(pixels: np.ndarray, boxes, ignored=(), oriented=()) -> np.ndarray:
     """A copy of the pixels with each box (an Object's, or (xmin, ymin, xmax, ymax) in pixel edges) outlined:
-    solid, or dashed in IGNORED_COLOUR for one whose `ignored` (its reason, or "") is set."""
+    solid, or dashed in IGNORED_COLOUR for one whose `ignored` (its reason, or "") is set; and each box's oriented
+    box (`oriented`: its 4 corners in pixel edges, a record's with an oriented object) outlined likewise."""
     out = np.ascontiguousarray(pixels).copy()
     line = max(1, round(max(out.shape[:2]) / 300))
     for k, b in enumerate(boxes):
         x0, y0, x1, y1 = (int(round(v)) for v in getattr(b, "box", b))
         ignored_ = bool(ignored and ignored[k] or getattr(b, "ignored", ""))
         box_outline(out, (x0, y0, x1 - 1, y1 - 1), IGNORED_COLOUR if ignored_ else KEPT_COLOUR, line, ignored_)
+        if k < len(oriented):
+            corners_outline(out, oriented[k], IGNORED_COLOUR if ignored_ else KEPT_COLOUR, line, ignored_)
     return out
 
 
