@@ -231,6 +231,56 @@ def test_augd_data_load_returns_the_oriented_boxes(tmp_path):
         assert np.allclose(got[:len(r["obb"])], want, atol=1e-4)
 
 
+@pytest.mark.parametrize("masks", [True, False])
+def test_records_read_back_keep_their_oriented_boxes(tmp_path, masks):
+    """augd's own output as a job's input (TFRecord shards) stays a job of oriented boxes: each object moves as what
+    showed of it (its instance mask) and is refit by the same rule; a record of another writer with the keys and no
+    masks moves each object as its 4 corners. Judged by the pixels, as the families above."""
+    job = tmp_path / "job"
+    dota_job(str(job), scenes(3))
+    first = PIPELINE.replace("VARIANTS", "0").replace("keep_original: false", "keep_original: true").replace(
+        "OPS", "- random_flip_left_right: {}")
+    run_job(str(job), parse_pipeline(first), str(tmp_path / "first"), JobOptions(name="t", workers=1))
+    src = tmp_path / "first" / "t"
+    if not masks:   # another writer's records: the obb keys, no instance masks
+        again = tmp_path / "foreign"
+        again.mkdir()
+        with tf.io.TFRecordWriter(str(again / "data.tfrecord")) as out:
+            for shard in sorted(src.glob("*.tfrecord")):
+                for raw in tf.data.TFRecordDataset(str(shard)).as_numpy_iterator():
+                    ex = tf.train.Example.FromString(raw)
+                    del ex.features.feature["image/object/mask"]
+                    out.write(ex.SerializeToString())
+        src = again
+    text = PIPELINE.replace("format: dota", "format: tfrecord").replace("VARIANTS", "2").replace(
+        "OPS", FAMILIES["rotation"])
+    run_job(str(src), parse_pipeline(text), str(tmp_path / "again"), JobOptions(name="t", workers=1))
+    recs = records(tmp_path / "again" / "t")
+    assert len(recs) == 6 and all(set(OBB_KEYS) <= r["keys"] for r in recs)
+    got = judge(recs)
+    assert not got["unmatched"] and not got["missing"] and not got["bad"], got
+    assert max(got["whole"]) <= 2.0, sorted(got["whole"])[-5:]
+
+
+def test_a_records_oriented_box_that_cannot_be_used_rejects_its_record(tmp_path):
+    """Untrusted records: obb lists of another length than the boxes', or a corner that is no finite number,
+    reject their record (bad_annotation, naming the key), the job going on."""
+    import json
+
+    from tests.hostile_records import det_record, f_list, records_job
+    corners = {k.replace("/", "__"): f_list(0.3) for k in OBB_KEYS}
+    bad = [det_record(90, **{**corners, "image__object__obb__x2": f_list(0.3, 0.4)}),
+           det_record(91, **{**corners, "image__object__obb__y4": f_list(float("nan"))})]
+    records_job(tmp_path / "job", bad)
+    run_job(str(tmp_path / "job"), parse_pipeline(PIPELINE.replace("format: dota", "format: tfrecord").replace(
+        "VARIANTS", "1").replace("OPS", FAMILIES["rotation"])), str(tmp_path / "out"),
+        JobOptions(name="t", workers=1))
+    m = json.loads((tmp_path / "out" / "t" / "manifest.json").read_text())
+    why = {r["path"]: (r["reason"], r["message"]) for r in m["inputs"]["rejected_files"]}
+    assert m["inputs"]["written"] == 6 and len(why) == 2, why
+    assert all(reason == "bad_annotation" and "image/object/obb" in msg for reason, msg in why.values()), why
+
+
 def test_beside_an_oriented_box_every_object_of_its_record_has_one(tmp_path):
     """A LabelMe image of a rectangle, a rotated rectangle and a polygon: its record gives all three an oriented
     box, the rectangle's and the polygon's their upright box's corners; the read-back key lists stay aligned."""

@@ -12,6 +12,7 @@ from collections import Counter
 from augd.annotations.labelmap import MAX_ID, LabelMap
 from augd.annotations.model import (IGNORE_REASONS, Annotation, AnnotationError, KeypointSchema, Object, Span,
                                     flip_from_names)
+from augd.annotations.shapes import polygon_area
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import NeedMoreData, read_header
@@ -22,8 +23,11 @@ from augd.parsing import pbtxt
 __all__ = ["MASK_KEY", "ObjectReader", "not_utf8"]
 
 BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
+#: augd's oriented boxes (docs/records.md#oriented-boxes): each object's 4 corners, normalized
+OBB_KEYS = tuple(f"image/object/obb/{a}{k}" for k in range(1, 5) for a in "xy")
 _OBJECT_LISTS = ("image/object/class/label", "image/object/class/text", "image/object/difficult",
-                 "image/object/truncated", "image/object/is_crowd", "image/object/weight", "augd/object/ignored")
+                 "image/object/truncated", "image/object/is_crowd", "image/object/weight", "augd/object/ignored",
+                 *OBB_KEYS)
 MASK_KEY = "image/segmentation/class/encoded"   # DeepLab's semantic mask PNG
 
 
@@ -82,6 +86,7 @@ class ObjectReader:
         flags = [_as_list(ex.get(k, [])) or [0] * n for k in ("image/object/difficult", "image/object/truncated",
                                                                 "image/object/is_crowd")]
         ignored = _ignored(ex, n, where)
+        turned = _oriented(ex, n, h, w, where)
         objects = []
         for k in range(n):
             x0, y0, x1, y1 = (float(_as_list(ex[key])[k]) for key in BOX_KEYS)
@@ -92,9 +97,12 @@ class ObjectReader:
                                       f"ymax {y1:g} (normalized) has a max below its min")
             box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
             why = ignored[k]
+            # an oriented box stays one: its mask is what showed of it, else (another writer's) its 4 corners
+            shape = (turned[k],) if turned and not masks and polygon_area(turned[k]) > 0 else ()
             objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
                                   rle=masks[k] if masks else None, keypoints=points[k] if points else (),
-                                  ignored=why, visible=0.0 if why else 1.0))
+                                  ignored=why, visible=0.0 if why else 1.0, polygons=shape,
+                                  oriented=turned is not None))
         extra = {"where": tuple(f"object {k + 1} ({names[k]})" for k in range(n))}
         if isinstance(ex.get("image/height"), int) and isinstance(ex.get("image/width"), int):
             extra["size"] = (ex["image/height"], ex["image/width"])
@@ -200,6 +208,24 @@ def _px(v: float, size: int) -> float:
     8000 px a side), so an integer (VOC) or two-decimal (COCO) coordinate comes back exactly and an augd output
     re-read gives the boxes its source gave."""
     return round(float(v) * size, 3)
+
+
+def _oriented(ex: dict, n: int, h: int, w: int, where: str) -> list | None:
+    """Each object's oriented box (image/object/obb/*) as 4 corners in pixels, or None for a record without the
+    keys: a record holding them holds them for every object (docs/records.md#oriented-boxes)."""
+    lists = [_as_list(ex.get(k, [])) for k in OBB_KEYS]
+    if not any(lists):
+        return None
+    if any(len(v) != n for v in lists):
+        raise AnnotationError(f"{where}: the image/object/obb/* keys hold {sorted({len(v) for v in lists})} values "
+                              f"for {n} boxes: a record with oriented boxes gives every object its 4 corners")
+    out = []
+    for k in range(n):
+        c = [lists[j][k] for j in range(8)]
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in c):
+            raise AnnotationError(f"{where}: object {k + 1}: its oriented box (image/object/obb/*) is not finite")
+        out.append(tuple((c[2 * i] * w, c[2 * i + 1] * h) for i in range(4)))
+    return out
 
 
 def _ignored(ex: dict, n: int, where: str) -> list[str]:
