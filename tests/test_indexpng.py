@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from augd.annotations import AnnotationError
+from augd.annotations.masks import mask_png, read_mask
 from augd.indexpng import index_pixels
-from augd.annotations.masks import read_mask
 
 RNG = np.random.default_rng(3)
 MASK = RNG.integers(0, 21, (37, 53), dtype=np.uint8)
@@ -51,6 +51,7 @@ CASES = {   # name: (PNG bytes, whether the fast path takes it)
     "palette": (pil_png(MASK, "P"), True),
     "grey": (pil_png(MASK, "L"), None),                                            # Pillow filters grey rows
     "grey, written by OpenCV": (cv2.imencode(".png", MASK)[1].tobytes(), None),   # its filters decide
+    "augd's own (mask_png)": (mask_png(MASK), True),                              # what its records hold
     "rows filtered (Sub)": (filtered_png(MASK), False),
     "palette with transparency": (pil_png(MASK, "P", transparency=0), False),
     "1-bit": (pil_png(MASK > 10, "1"), False),

@@ -192,3 +192,29 @@ def test_detection_records_are_deterministic():
 def test_detection_records_refuse_what_would_misstate_the_annotations(objects, match):
     with pytest.raises(ValueError, match=match):
         example(b"x", "jpeg", objects=objects)
+
+
+def test_protobufs_parser_and_the_readers_own_agree_and_the_reader_decides_what_is_not_canonical(monkeypatch):
+    """decode_example and value_offsets take protobuf's C parser's answer for a record it writes back byte for
+    byte (augd's own); a record with unknown, repeated or unpacked fields gets the reader's own answer (the same
+    dict, or its error)."""
+    from augd.io import lite
+    keys = ("image/encoded", "image/segmentation/class/encoded", "image/missing")
+    data = encode("JPEG")
+    s = example(data, "jpeg", objects=detection())
+    unknown = s + b"\x10\x05"                           # Example field 2, a varint: ignored by both
+    entry = b"\x0a\x05image\x12\x04\x1a\x02\x08\x07"      # "image": an int64 list of 7, unpacked
+    repeated = s + b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry   # features again
+    bad = s[:-3]                                          # cut inside a field
+    canonical = (s, tf.train.Example.FromString(s).SerializeToString())   # sorted (augd's), and TF's own order
+    assert lite._parsed(s) is not None and all(lite._parsed(r) is None for r in (unknown, repeated, bad))
+    fast = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated)]
+    with pytest.raises(ValueError) as fast_error:
+        lite.decode_example(bad)
+    monkeypatch.setattr(lite, "_example_class", lambda: None)
+    slow = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated)]
+    with pytest.raises(ValueError) as slow_error:
+        lite.decode_example(bad)
+    assert fast == slow and str(fast_error.value) == str(slow_error.value)
+    (start, size), = fast[0][1]["image/encoded"]
+    assert s[start:start + size] == data and "image/missing" not in fast[0][1]

@@ -1,9 +1,10 @@
 """Apply a Program's steps (augd.engine.plan) to an image, as graph code traced once per job.
 
-CPU hosts (kernel 'opencv'): each maximal run of Geo and Colour steps is ONE tf.numpy_function whose
-body is OpenCV/NumPy, which release the GIL in their heavy calls: warps, exact flips, colour runs (one
-float pass, or one uint8 colour matrix with `colour: fast`). GPU hosts (kernel 'tf'): every step is TF
-ops. Seeded steps (pixel ops, per-pixel noise) are TF ops on both. Identity and flips never resample.
+CPU hosts (kernel 'opencv'): each maximal run of Geo, Colour and NumPy-capable Seeded steps is ONE
+tf.numpy_function whose body is OpenCV/NumPy, which release the GIL in their heavy calls: warps, exact flips,
+colour runs (one float pass, or one uint8 colour matrix with `colour: fast`), and the pixel ops that draw nothing
+in the graph (SeededOp.apply_np: lookup tables, windows). GPU hosts (kernel 'tf'): every step is TF ops. Seeded
+steps that draw per pixel (noise) are TF ops on both. Identity and flips never resample.
 """
 from __future__ import annotations
 
@@ -90,12 +91,27 @@ def _colour_np(groups, img, floats, ints):
     return img if x is None else cv2.convertScaleAbs(x, alpha=255.0)  # rounds and saturates
 
 
+def _seeded_np(step: Seeded, img, floats, ints):
+    if not ints[step.on]:
+        return img
+    return step.op.apply_np(img, floats[step.region] if step.region is not None else None)
+
+
 def _run_np(steps, img, floats, ints):
-    """steps: Geo steps and colour groups (see apply_program), run in order on one image. The plan is
-    read as Python numbers: this runs under the GIL, where NumPy scalars cost ~10x more."""
+    """steps: Geo and Seeded steps and colour groups (see apply_program), run in order on one image. The plan
+    is read as Python numbers: this runs under the GIL, where NumPy scalars cost ~10x more."""
     floats, ints = floats.tolist(), ints.tolist()
+    owned = False   # the input is TF's buffer: a seeded kernel, which may write in place, gets a copy of its own
     for step in steps:
-        img = _geo_np(step, img, floats, ints) if isinstance(step, Geo) else _colour_np(step, img, floats, ints)
+        if isinstance(step, Seeded):
+            if not owned and ints[step.on]:
+                img, owned = np.array(img, order="C"), True
+            out = _seeded_np(step, img, floats, ints)
+        elif isinstance(step, Geo):
+            out = _geo_np(step, img, floats, ints)
+        else:
+            out = _colour_np(step, img, floats, ints)
+        owned, img = owned or out is not img, out
     return img
 
 
@@ -150,6 +166,8 @@ def _seeded_tf(step: Seeded, image, floats, ints):
 
 
 def _np_capable(step) -> bool:
+    if isinstance(step, Seeded):
+        return step.op.apply_np is not None and step.op.domain is Domain.UINT8
     return isinstance(step, Geo) or (isinstance(step, Colour) and all(slot.op.apply_np for slot in step.ops))
 
 
@@ -164,7 +182,7 @@ def apply_program(program: Program, image, floats, ints, kernel: str, colour: st
             run = []  # grouped here, once, not per image
             while k < len(steps) and _np_capable(steps[k]):
                 s = steps[k]
-                run.append(s if isinstance(s, Geo) else (_fast_groups(s.ops) if fast else [(False, s.ops)]))
+                run.append(s if isinstance(s, (Geo, Seeded)) else (_fast_groups(s.ops) if fast else [(False, s.ops)]))
                 k += 1
             image = tf.numpy_function(functools.partial(_run_np, tuple(run)),
                                       [to_uint8(image), floats, ints], tf.uint8, stateful=False)

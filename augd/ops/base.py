@@ -5,7 +5,8 @@ serialized form) on one of four bases, each a contract the engine relies on:
 
   GeometryOp   sample() -> 3x3 matrix + output size; owns its fill and interpolation (fused into one warp)
   ColourOp     draw() -> parameters, applied by apply_tf / apply_np (and affine for `colour: fast`)
-  SeededOp     apply(image, seed) in the graph, on its declared domain (per-pixel noise, pixel ops)
+  SeededOp     apply(image, seed) in the graph, on its declared domain (per-pixel noise, pixel ops); an op that
+               draws nothing there may also give apply_np, its CPU kernel
   CompositeOp  choose() -> which of its children apply to this image
   PartnerOp    sample() -> how the image and partner images of its split make one canvas (leads the chain)
 
@@ -272,6 +273,15 @@ class SeededOp(Op):
         """Image (3 channels, of `domain`'s dtype) -> image of the same dtype; `seed` is a [2] int64 tensor
         for TF's stateless kernels."""
         raise NotImplementedError
+
+    #: The NumPy/OpenCV kernel (the CPU path) of a uint8 op that draws nothing in the graph (its pixels a function
+    #: of the image and region() alone), `apply_np(image, region) -> image`: `image` is this image's own uint8
+    #: HxWx3 array, C-contiguous and writable, which the kernel may change in place and return, or replace (same
+    #: shape); `region` the list of region()'s values as Python floats (None for an op that covers nothing). It
+    #: runs under the GIL between OpenCV calls, on any thread, inside the engine's NumPy run with the Geo and
+    #: Colour steps around it (no hand-over to TF and back). It must agree with apply (tests/kernel_parity.py;
+    #: the integer ops exactly, tests/test_np_kernels.py). None (the default): the engine runs apply on both.
+    apply_np = None
 
     #: True: region() is called as region(rng, h, w, boxes=...), the image's boxes as the chain before it moved
     #: them, (N, 4) float64 (xmin, ymin, xmax, ymax) in pixel edges of its input, or None (no boxes, or the op does

@@ -16,9 +16,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from augd.lazycv import cv2
 from augd.ops._tf import tf
 from augd.ops.base import Kind, ScaledPixels, SeededOp, register_op
-from augd.ops.pixel import Equalize, fill_holes, update_window
+from augd.ops.pixel import Equalize, equalize_np, fill_holes, fill_holes_np, lut_np, solarize_lut, update_window
 from augd.ops.sampling import coin
 from augd.ops.words import signed
 
@@ -229,6 +230,52 @@ class InBoxes(SeededOp):
             fill_value=float(self.params.fill), interpolation="BILINEAR", fill_mode="CONSTANT")[0]
         return tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
 
+    def apply_np(self, image, region):
+        """The CPU kernel: each picked box's window in turn (the picked ones lead), as apply does."""
+        value = np.float32(region[-1])
+        for k in range(0, 4 * MAX_BOXES, 4):
+            x0, y0, x1, y1 = (int(v) for v in region[k:k + 4])
+            if x1 <= x0:
+                break
+            image[y0:y1, x0:x1] = self._inside_np(np.ascontiguousarray(image[y0:y1, x0:x1]), value)
+        return image
+
+    def _inside_np(self, x, value):
+        """_inside on one box's pixels (a uint8 h x w x 3 array of its own), same size out. Flips, solarize,
+        equalize and whole-pixel shifts are exact (a bilinear sample at a whole-pixel offset is the pixel); turns,
+        shears and fractional shifts are OpenCV's bilinear warp, as every other warp on a CPU host."""
+        op = self.params.op
+        if op == "flip":
+            return cv2.flip(x, 1)
+        if op == "equalize":
+            return equalize_np(x)
+        if op == "solarize":
+            return lut_np(x, solarize_lut(value))
+        h, w = x.shape[:2]
+        fill = self.params.fill
+        if op in ("translate_x", "translate_y") and value == np.round(value):
+            d = int(value)
+            out = np.full_like(x, fill)
+            if op == "translate_x" and abs(d) < w:
+                out[:, max(d, 0):w + min(d, 0)] = x[:, max(-d, 0):w - max(d, 0)]
+            elif op == "translate_y" and abs(d) < h:
+                out[max(d, 0):h + min(d, 0)] = x[max(-d, 0):h - max(d, 0)]
+            return out
+        cx, cy, v = (w - 1.0) / 2.0, (h - 1.0) / 2.0, float(value)
+        if op == "rotate":   # output -> input pixel centres, about the box's centre, as _inside
+            c, s = math.cos(math.radians(v)), math.sin(math.radians(v))
+            m = [[c, -s, cx - c * cx + s * cy], [s, c, cy - s * cx - c * cy]]
+        elif op == "shear_x":
+            m = [[1.0, v, -v * cy], [0.0, 1.0, 0.0]]
+        elif op == "shear_y":
+            m = [[1.0, 0.0, 0.0], [v, 1.0, -v * cx]]
+        elif op == "translate_x":
+            m = [[1.0, 0.0, -v], [0.0, 1.0, 0.0]]
+        else:
+            m = [[1.0, 0.0, 0.0], [0.0, 1.0, -v]]
+        return cv2.warpAffine(x, np.array(m, np.float64), (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                              borderMode=cv2.BORDER_CONSTANT, borderValue=(fill, fill, fill))
+
     def describe(self, drawn):
         picked = sum(1 for k in range(0, 4 * MAX_BOXES, 4) if drawn.values and drawn.values[k + 2] > drawn.values[k])
         value = f" {signed(drawn.values[-1], 2)}" if drawn.values and self.params.op in _SIGNED else ""
@@ -288,6 +335,9 @@ class BoxCutout(SeededOp):
     def apply(self, image, seed, region=None):
         return fill_holes(image, region, self.params.fill)
 
+    def apply_np(self, image, region=None):
+        return fill_holes_np(image, region, self.params.fill)
+
     def describe(self, drawn):
         holes = sum(1 for k in range(0, len(drawn.values), 4) if drawn.values[k + 2] > drawn.values[k])
         return [f"{self.label} {holes} hole(s)"]
@@ -311,6 +361,9 @@ class Cutout(SeededOp):
 
     def apply(self, image, seed, region=None):
         return fill_holes(image, region, self.params.fill)
+
+    def apply_np(self, image, region=None):
+        return fill_holes_np(image, region, self.params.fill)
 
     def describe(self, drawn):
         x0, y0, x1, y1 = drawn.values

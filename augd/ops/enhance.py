@@ -100,11 +100,14 @@ class AutoContrast(ColourOp):
         return _clip(tf.where(span > 0, stretched, image))
 
     def apply_np(self, x, params):
-        flat = x.reshape(-1, 3)
-        lo, hi = flat.min(axis=0), flat.max(axis=0)
+        # each channel's extremes by OpenCV (NumPy's min over the pixel axis walks 3 values a step: 10x slower)
+        lo, hi = (np.array(v, np.float32) for v in zip(*(cv2.minMaxLoc(c)[:2] for c in cv2.split(x))))
         span = hi - lo
         live = span > 0
-        x[..., live] = (x[..., live] - lo[live]) / span[live]
+        lo, span = np.where(live, lo, np.float32(0.0)), np.where(live, span, np.float32(1.0))   # (x - 0) / 1 is x
+        rows = x.reshape(x.shape[0], -1)   # (x - lo) / span in place, the channels' values tiled along each row
+        np.subtract(rows, np.tile(lo, x.shape[1]), out=rows)
+        np.divide(rows, np.tile(span, x.shape[1]), out=rows)
         return _np_clip(x)
 
 

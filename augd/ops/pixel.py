@@ -1,11 +1,18 @@
-"""Ops on uint8 pixels (SeededOps on Domain.UINT8): bit-level and histogram transforms, cutout and JPEG artefacts."""
+"""Ops on uint8 pixels (SeededOps on Domain.UINT8): bit-level and histogram transforms, cutout and JPEG artefacts.
+
+Those that draw nothing in the graph also have a NumPy/OpenCV kernel (SeededOp.apply_np), which CPU hosts run with
+the warps and colour steps around them: the same integer arithmetic as their TF kernel, so the same bytes, at a
+fraction of its cost (a lookup table or a window's slice instead of whole-image planes of int32: bench/README.md).
+"""
 from __future__ import annotations
 
 import math
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field
 
+from augd.lazycv import cv2
 from augd.ops._tf import tf
 from augd.ops.base import Kind, OpParams, SeededOp, range_of, register_op
 from augd.ops.sampling import log_uniform, uniform
@@ -20,6 +27,9 @@ class Solarize(SeededOp):
     def apply(self, image, seed):
         return tf.where(tf.cast(image, tf.int32) >= self.params.threshold, 255 - image, image)
 
+    def apply_np(self, image, region=None):
+        return lut_np(image, solarize_lut(self.params.threshold))
+
 
 @register_op("posterize", Kind.PIXEL)
 class Posterize(SeededOp):
@@ -30,6 +40,9 @@ class Posterize(SeededOp):
     def apply(self, image, seed):
         mask = (0xFF << (8 - self.params.bits)) & 0xFF
         return tf.bitwise.bitwise_and(image, tf.constant(mask, tf.uint8))
+
+    def apply_np(self, image, region=None):
+        return np.bitwise_and(image, np.uint8((0xFF << (8 - self.params.bits)) & 0xFF), out=image)
 
 
 @register_op("equalize", Kind.PIXEL)
@@ -54,6 +67,9 @@ class Equalize(SeededOp):
         out = tf.cast(tf.gather(lut, tf.cast(ch, tf.int32)), tf.uint8)
         return tf.where(step > 0, out, ch)  # a single-valued channel stays as it is
 
+    def apply_np(self, image, region=None):
+        return equalize_np(image)
+
 
 @register_op("channel_shuffle", Kind.PIXEL)
 class ChannelShuffle(SeededOp):
@@ -75,6 +91,9 @@ class Invert(SeededOp):
 
     def apply(self, image, seed):
         return 255 - image
+
+    def apply_np(self, image, region=None):
+        return np.subtract(np.uint8(255), image, out=image)
 
 
 @register_op("random_erasing", Kind.PIXEL)
@@ -147,6 +166,9 @@ class RandomBlackPatches(SeededOp):
     def apply(self, image, seed, region=None):
         return fill_holes(image, region, self.params.value)
 
+    def apply_np(self, image, region=None):
+        return fill_holes_np(image, region, self.params.value)
+
     def describe(self, drawn):
         return [f"{self.label} {_holes_drawn(drawn)}" if drawn.values else self.label]
 
@@ -188,6 +210,13 @@ class CoarseDropout(SeededOp):
         fill = tf.cast(tf.random.stateless_uniform(tf.shape(image), seed, 0, 256, dtype=tf.int32), tf.uint8)
         return tf.where(_in_holes(image, region), fill, image)
 
+    @property
+    def apply_np(self):
+        """The grey holes' CPU kernel; noise is drawn in the graph (None: TF's kernel on both)."""
+        if self.params.fill == "random":
+            return None
+        return lambda image, region=None: fill_holes_np(image, region, self.params.fill)
+
     def describe(self, drawn):
         return [f"{self.label} {_holes_drawn(drawn)} hole(s)" if drawn.values else self.label]
 
@@ -209,6 +238,50 @@ def fill_holes(image, region, value: int):
 
     return tf.while_loop(lambda k, _: k < tf.shape(rects)[0], body, [tf.constant(0), image],
                          shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, None, 3])])[1]
+
+
+def fill_holes_np(image, region, value: int):
+    """fill_holes' CPU kernel (the same holes: indices from the float32 values' ceiling, clipped to the image)."""
+    h, w = image.shape[:2]
+    rects = np.asarray(region, np.float32).reshape(-1, 4)
+    rects = np.clip(np.ceil(rects[rects[:, 2] > rects[:, 0]]), 0, np.array([w, h, w, h], np.float32)).astype(int)
+    for x0, y0, x1, y1 in rects.tolist():
+        image[y0:y1, x0:x1] = value
+    return image
+
+
+def lut_np(image, table):
+    """A 256-entry uint8 table (per channel when 256 x 3) applied to every value of a uint8 HxWx3 array."""
+    return cv2.LUT(image, table.reshape(256, 1, -1))
+
+
+def solarize_lut(threshold: float) -> np.ndarray:
+    """Solarize's table: each value at or above the threshold (compared in float32, as the TF kernel does)
+    inverted."""
+    v = np.arange(256)
+    return np.where(v.astype(np.float32) >= np.float32(threshold), 255 - v, v).astype(np.uint8)
+
+
+def equalize_np(image):
+    """Equalize._channel's integer arithmetic per channel, applied as one table (a single-valued channel kept)."""
+    luts = np.empty((256, 3), np.uint8)
+    for c in range(3):
+        hist = _histogram(image, c)
+        total, last = int(hist.sum()), int(hist[np.flatnonzero(hist)[-1]])
+        step = (total - last) // 255
+        if step <= 0:
+            luts[:, c] = np.arange(256)
+            continue
+        lut = (np.cumsum(hist) + step // 2) // step
+        luts[:, c] = np.clip(np.concatenate(([0], lut[:-1])), 0, 255)
+    return lut_np(image, luts)
+
+
+def _histogram(image, c: int) -> np.ndarray:
+    """Channel c's 256 counts (int64). OpenCV's counts are float32: exact below 2**24 pixels, NumPy's past it."""
+    if image.shape[0] * image.shape[1] < 1 << 24:
+        return cv2.calcHist([image], [c], None, [256], [0, 256]).ravel().astype(np.int64)
+    return np.bincount(image[..., c].ravel(), minlength=256)
 
 
 def update_window(image, x0, y0, x1, y1, value):

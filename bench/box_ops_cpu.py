@@ -1,0 +1,58 @@
+"""bench.box_ops's pipelines in process, one worker thread: CPU per image, which a shared machine moves far less
+than the whole processes' wall time (issue 60, item 1).
+
+    python -m bench.box_ops_cpu [--n 200] [--rounds 1] [--only NAMES]
+
+The bench's VOC copy without its masks (bench.box_ops), one record per image, each pipeline through run_job
+(threads, one worker) in this process, one engine for all; the process's CPU seconds (TensorFlow's threads
+included) per image, and each pipeline's over the plain chain's in the same round; medians over rounds. Figures
+only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import tempfile
+
+
+def main(argv=None) -> int:
+    from bench.box_ops import PIPELINES, _voc_boxes_only
+    from bench.data import build_dataset, build_voc
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--only", default="", help="pipeline names, comma-separated (plain always runs)")
+    args = ap.parse_args(argv)
+    names = ["plain", *([s.strip() for s in args.only.split(",") if s.strip()] or
+                        [n for n in PIPELINES if n != "plain"])]
+    from augd.engine import Engine, EngineOptions
+    from augd.job import JobOptions, run_job
+    from augd.schema import parse_pipeline
+    engine = Engine(EngineOptions.from_env())
+    ms: dict[str, list[float]] = {n: [] for n in names}
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        voc = _voc_boxes_only(build_voc(build_dataset(args.n)), os.path.join(tmp, "voc"))
+        for _ in range(args.rounds):
+            for name in names:
+                doc = {"name": "box-ops", "seed": 60, "variants": 1, "keep_original": False,
+                       "output": {"format": "jpeg", "quality": 90}, "ops": PIPELINES[name]}
+                r0 = resource.getrusage(resource.RUSAGE_SELF)
+                run_job(voc, parse_pipeline(json.dumps(doc)), os.path.join(tmp, "out"),
+                        JobOptions(name="p", workers=1, overwrite=True, executor="threads"), engine=engine)
+                r1 = resource.getrusage(resource.RUSAGE_SELF)
+                ms[name].append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / args.n * 1e3)
+            for name in names:
+                ratios[name].append(ms[name][-1] / ms["plain"][-1])
+    print(f"| pipeline ({args.n} photos, 1 thread) | CPU ms an image (median of {args.rounds}) | / plain |\n"
+          "|---|---|---|")
+    for name in names:
+        print(f"| {name} | {statistics.median(ms[name]):.2f} | {statistics.median(ratios[name]):.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
