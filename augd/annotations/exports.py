@@ -20,9 +20,12 @@ __all__ = ["EXPORT_TEXT_MAX_BYTES", "ImageIndex", "job_path", "json_file", "numb
 EXPORT_TEXT_MAX_BYTES = 16 * 1024 * 1024
 
 
-def text_file(path: str, where: str, what: str) -> str:
+def text_file(path: str, where: str, what: str, cap: int = EXPORT_TEXT_MAX_BYTES,
+              cap_name: str = "EXPORT_TEXT_MAX_BYTES") -> str:
+    """A UTF-8 text file of at most `cap` bytes (`cap_name` names the bound in the refusal); AnnotationError
+    naming `where` for one too big, unreadable or not UTF-8."""
     try:
-        return read_capped(path, EXPORT_TEXT_MAX_BYTES, what, "EXPORT_TEXT_MAX_BYTES").decode("utf-8-sig")
+        return read_capped(path, cap, what, cap_name).decode("utf-8-sig")
     except UntrustedFileError as exc:
         raise AnnotationError(file_message(exc, path, where)) from None
     except OSError as exc:

@@ -10,15 +10,15 @@ from __future__ import annotations
 import functools
 import os
 
+from augd.annotations.exports import text_file
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object, file_message, finite_number
 from augd.annotations.paired import Paired, paired_format
 from augd.annotations.reading import Reading
-from augd.errors import SpecError, UntrustedFileError
-from augd.files import read_capped
+from augd.errors import SpecError
 from augd.parsing.yamlsrc import read_yaml_file
 
-__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "read_names", "read_pose", "read_yolo"]
+__all__ = ["FORMAT", "NAME_FILES", "YOLO_MAX_BYTES", "job_names", "read_names", "read_pose", "read_yolo"]
 
 #: The files that name a YOLO job's classes, in the order they are looked for at the job root.
 NAME_FILES = ("data.yaml", "classes.txt")
@@ -27,14 +27,7 @@ YOLO_MAX_BYTES = 16 * 1024 * 1024
 
 
 def _text(path: str, where: str, what: str) -> str:
-    try:
-        return read_capped(path, YOLO_MAX_BYTES, what, "YOLO_MAX_BYTES").decode("utf-8-sig")
-    except UntrustedFileError as exc:
-        raise AnnotationError(file_message(exc, path, where)) from None
-    except OSError as exc:
-        raise AnnotationError(f"{where}: cannot read the {what} file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise AnnotationError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return text_file(path, where, what, YOLO_MAX_BYTES, "YOLO_MAX_BYTES")
 
 
 def _checked(names: list, where: str) -> tuple[str, ...]:
@@ -182,14 +175,20 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
 
 # -- the job: images/ + labels/, or a .txt beside each image ------------------------------------------------------
 
-def _reader(reading: Reading):
-    """read_yolo with the job's class names (and pose shape), and their label map; AnnotationError without names."""
+def job_names(reading: Reading, fmt: str) -> tuple[str, ...]:
+    """The job's class names (data.yaml or classes.txt at its root), those files left out of the images' pairing;
+    AnnotationError, naming the format `fmt`, without them."""
     found = read_names(reading.root)
     if found is None:
-        raise AnnotationError("yolo: no class names; put data.yaml (names: [...]) or classes.txt (one name per "
+        raise AnnotationError(f"{fmt}: no class names; put data.yaml (names: [...]) or classes.txt (one name per "
                               "line) at the job root")
-    names, _ = found
     reading.skip.update(n for n in NAME_FILES if reading.tree.isfile(n))
+    return found[0]
+
+
+def _reader(reading: Reading):
+    """read_yolo with the job's class names (and pose shape), and their label map; AnnotationError without names."""
+    names = job_names(reading, "yolo")
     pose = read_pose(reading.root)
     shape = None
     if pose is not None:

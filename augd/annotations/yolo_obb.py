@@ -14,7 +14,7 @@ from augd.annotations.model import Annotation, AnnotationError, finite_number
 from augd.annotations.paired import Paired, paired_format
 from augd.annotations.reading import Reading
 from augd.annotations.shapes import oriented_object
-from augd.annotations.yolo import NAME_FILES, read_names
+from augd.annotations.yolo import NAME_FILES, job_names
 
 __all__ = ["FORMAT", "read_yolo_obb"]
 
@@ -45,12 +45,7 @@ def read_yolo_obb(path: str, where: str, names: tuple[str, ...], hw: tuple[int, 
 
 
 def _reader(reading: Reading):
-    found = read_names(reading.root)
-    if found is None:
-        raise AnnotationError("yolo_obb: no class names; put data.yaml (names: [...]) or classes.txt (one name per "
-                              "line) at the job root")
-    names, _ = found
-    reading.skip.update(n for n in NAME_FILES if reading.tree.isfile(n))
+    names = job_names(reading, "yolo_obb")
     return functools.partial(read_yolo_obb, names=names), LabelMap.from_names(names)
 
 
