@@ -51,7 +51,9 @@ def machine_key() -> str:
 
 
 def pid_alive(pid: int) -> bool:
-    """A process of this pid exists in this process table (signal 0; a process of another user counts)."""
+    """A process of this pid runs in this process table (signal 0; a process of another user counts). A zombie
+    has ended: a daemon killed with kill -9 is one until its parent reaps it, and what it left must be swept by
+    the same rule that lets its job be taken over (Owner.alive)."""
     if pid <= 0:  # os.kill(0, ...) would address our own process group
         return False
     try:
@@ -59,8 +61,8 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return _start_ticks(pid) is not None
 
 
 @dataclass(frozen=True)

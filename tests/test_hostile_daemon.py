@@ -155,7 +155,8 @@ def test_a_holder_killed_mid_job_leaves_nothing_behind_the_daemon_taking_over(tm
         holder.proc.send_signal(signal.SIGKILL)
         holder.proc.wait()
         wait_for(lambda: other.events("job gzjob found in work/"), 60, "the takeover", on_fail=other.log_tail)
-        assert not any(p.exists() for p in mine + temps), "swept before the job ran again"
+        left = [p for p in mine + temps if p.exists()]
+        assert not left, ("swept before the job ran again", left, other.log_tail(60))
         assert all(other.events(f"removed stale temp output {p}") for p in mine + temps)
         other.wait_done("gzjob", timeout=120)
         assert sorted(_records(other.out / "gzjob")) == [f"s{i:05d}" for i in range(3)], "each record once"

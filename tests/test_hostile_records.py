@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -209,6 +210,35 @@ def test_scratch_of_a_dead_process_is_swept_by_the_next_one(tmp_path):
     assert p.returncode == 1 and "z.tfrecord.gz#0" in p.stdout, p.stdout + p.stderr
     assert sorted(os.listdir(tmp)) == sorted([alive.name, other.name]), "the dead one swept, its own gone at exit"
     assert sweep_scratch(str(tmp)) == []
+
+
+def test_a_killed_process_not_yet_reaped_is_gone_and_its_leftovers_swept(tmp_path):
+    """A daemon killed with kill -9 is a zombie until its parent reaps it; meanwhile a daemon on the machine may
+    take its job over (augd.owner.Owner.alive: it has ended). Its scratch and temp outputs go by the same rule."""
+    from augd.io.commit import clean_stale_temps
+    from augd.owner import Owner, pid_alive
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (tmp_path / "tmp").mkdir()
+        scratch = tmp_path / "tmp" / f"{PREFIX}{machine_key()}-{child.pid}-abc"
+        temp = tmp_path / "out" / f".job.tmp-{machine_key()}-{child.pid}-abc"
+        for d in (scratch, temp):
+            d.mkdir(parents=True)
+            (d / "0.tfrecord").write_bytes(bytes(100))
+        assert pid_alive(child.pid)
+        child.kill()
+        stat = f"/proc/{child.pid}/stat"
+        deadline = time.monotonic() + 60
+        while open(stat).read().rsplit(")", 1)[-1].split()[0] != "Z":   # unreaped: the test's to wait on
+            assert time.monotonic() < deadline, "the killed child never became a zombie"
+            time.sleep(0.01)
+        me = Owner.me()
+        assert not pid_alive(child.pid) and not Owner(me.host, me.boot_id, me.pid_ns, child.pid, 0).alive()
+        assert sweep_scratch(str(tmp_path / "tmp")) == [str(scratch)]
+        assert clean_stale_temps(str(tmp_path / "out")) == [str(temp)]
+    finally:
+        child.kill()
+        child.wait()
 
 
 # ---- the real commands ------------------------------------------------------------------------------------------
