@@ -21,7 +21,7 @@ from augd.annotations.geometry import corners, warp_mask
 from augd.annotations.masks import mask_png, read_mask
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object
 from augd.annotations.occlusion import HIDDEN, KEPT, Rule, hide_in_masks
-from augd.annotations.targets import OBB, SEMANTIC_MASK, instance_masks, transform
+from augd.annotations.targets import OBB, OUTLINES, SEMANTIC_MASK, instance_masks, transform
 from augd.annotations.tree import IMAGE_EXTENSIONS, extension, upright
 from augd.io.inputs import InputImage, RejectedInput
 from augd.io.objects import RecordObjects
@@ -224,7 +224,7 @@ class ImageObjects:
         self.points_out += _labelled(ann)
         kp = self.det.keypoints
         return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath,
-                               len(kp.names) if kp else 0, weights)
+                               len(kp.names) if kp else 0, weights, self.det.settings.value("polygon_keys"))
 
     def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True, least: float = 0.0, events=()):
         """(the annotation through `steps`, its semantic mask, its objects' instance masks). `ann`: the objects to
@@ -315,14 +315,15 @@ def _canvas_mask(mix, parts, steps, alphas):
 
 
 def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0,
-                    weights=()):
+                    weights=(), polygons: bool = False):
     objs: tuple[Object, ...] = ann.objects
     # a record with an oriented object gives every object an oriented box (an upright one its box's corners)
     oriented = tuple(OBB.corners(o) for o in objs) if any(o.oriented for o in objs) else ()
     return RecordObjects.from_objects(objs, h, w, {o.name: label_map.id_of(o.name, where) for o in objs},
                                       masks=tuple(mask_png(m) for m in masks),
                                       segmentation=mask_png(seg) if seg is not None else None,
-                                      num_keypoints=num_keypoints, weights=weights, oriented=oriented)
+                                      num_keypoints=num_keypoints, weights=weights, oriented=oriented,
+                                      polygons=tuple(OUTLINES.rings(o) for o in objs) if polygons else None)
 
 
 def placement_steps(p: Placement, mix: Mix) -> list[tuple[np.ndarray, float, float]]:

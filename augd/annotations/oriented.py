@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 
-from augd.annotations.geometry import clip_polygon, corners
+from augd.annotations.geometry import corners
 from augd.annotations.model import Object
+from augd.annotations.outlines import clipped_rings
 from augd.annotations.rle import rle_decode
 from augd.lazycv import cv2
 
@@ -68,9 +69,7 @@ def oriented_corners(obj: Object) -> Corners:
     what shows (the module docstring), any other object's box as its 4 corners (an upright oriented box)."""
     x0, y0, x1, y1 = obj.box
     if obj.oriented and obj.polygons:
-        shown = [(x + x0, y + y0) for poly in obj.polygons
-                 for x, y in clip_polygon([(px - x0, py - y0) for px, py in poly], x1 - x0, y1 - y0)]
-        got = min_area_rect(shown)
+        got = min_area_rect([p for ring in clipped_rings(obj) for p in ring])
     elif obj.oriented and obj.rle is not None:
         c0, r0 = max(int(math.floor(x0)), 0), max(int(math.floor(y0)), 0)
         got = raster_rect(rle_decode(obj.rle)[r0:int(math.ceil(y1)), c0:int(math.ceil(x1))], (c0, r0))

@@ -8,6 +8,8 @@ every key). Two families:
   else its box's 4 corners (SHAPES, tried in order: the first the object carries). A shape returns what is
   visible, the extent of the whole moved object (min_visibility's measure) and whether a canvas cut it;
 * an oriented object (OBB) moves as its 4-corner polygon, and its record adds its refit oriented box;
+* where a job asks, a record adds what shows of each object as rings (OUTLINES: its moved polygons, its mask's
+  outline);
 * an object's KEYPOINTS ride along: points through the same maps, a point a canvas cuts off becomes not visible
   (visibility 0, coordinates 0, as COCO writes it), and a net mirror swaps left and right (the schema's flip);
 * the RASTERS are warped like the pixels: the objects' instance masks and the image's semantic mask.
@@ -31,10 +33,11 @@ from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.occlusion import (DROP_REASONS, HIDDEN, IGNORE_REASONS, KEPT, Rule, hidden_by, hide_in_masks,
                                         thick_box, uncovered)
 from augd.annotations.oriented import oriented_corners
+from augd.annotations.outlines import rings as outline_rings
 from augd.annotations.rle import rle_decode, rle_encode
 
 __all__ = ["DROP_REASONS", "HIDDEN", "IGNORE_REASONS", "INSTANCE_MASKS", "KEPT", "KEYPOINTS", "KINDS", "OBB",
-           "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved", "Rule", "Shape", "hidden_by", "hide_in_masks",
+           "OUTLINES", "SEMANTIC_MASK", "SHAPES", "WEIGHTS", "Moved", "Rule", "Shape", "hidden_by", "hide_in_masks",
            "instance_masks", "transform"]
 
 Box = tuple[float, float, float, float]
@@ -170,6 +173,17 @@ class _OrientedBoxes:
         return oriented_corners(obj)
 
 
+class _Outlines:
+    """What shows of each object as rings, in records of a job that asks (annotations.polygon_keys): its polygons
+    clipped to its box, its mask's outline, or none (augd.annotations.outlines)."""
+    name = "polygon_keys"
+    keys = ("image/object/polygon/x", "image/object/polygon/y", "image/object/polygon/num_vertices",
+            "image/object/polygon/num_rings")
+
+    def rings(self, obj: Object):
+        return outline_rings(obj)
+
+
 class _InstanceMasks:
     """One 0/1 raster per object (from its polygons, its RLE, or its box), warped with fill 0."""
     name, keys = "instance_masks", ("image/object/mask",)
@@ -196,13 +210,14 @@ class _Weights:
 SHAPES: tuple[Shape, ...] = (_Polygons(), _RleMask(), _Box())
 KEYPOINTS = _Keypoints()
 OBB = _OrientedBoxes()
+OUTLINES = _Outlines()
 INSTANCE_MASKS = _InstanceMasks()
 SEMANTIC_MASK = _SemanticMask()
 ELLIPSE = _EllipseBox()
 ELLIPSE_VERTICES = 64   # the inscribed ellipse as a polygon: its extent within 0.12 % of the true one
 #: Every kind, for what holds them all against the records (their keys).
 WEIGHTS = _Weights()
-KINDS = (*SHAPES, KEYPOINTS, OBB, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
+KINDS = (*SHAPES, KEYPOINTS, OBB, OUTLINES, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
 def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = False) -> Object | str:

@@ -11,8 +11,8 @@ API.
     load(path, split=None, *, image_size, resize="stretch", batch_size=32, shuffle=False, seed=0,
          reshuffle_each_iteration=True, drop_remainder=False, labels="auto", num_classes=None, unlabeled="auto",
          dtype="float32", boxes=None, max_boxes=None, bounding_box_format=None, keypoints=None, ignored="keep",
-         weights=False, oriented=False, repeat=False, prefetch=True, num_parallel_calls=tf.data.AUTOTUNE,
-         with_info=False)
+         weights=False, oriented=False, polygons=False, repeat=False, prefetch=True,
+         num_parallel_calls=tf.data.AUTOTUNE, with_info=False)
         -> tf.data.Dataset, or (tf.data.Dataset, DatasetInfo) with with_info=True
     info(path, split=None) -> DatasetInfo      # frozen: job, split, splits, class_names, num_classes,
         # class_counts, records, unlabeled_records, labeled_records, split_records, pipeline, pipeline_sha256,
@@ -76,6 +76,11 @@ Elements, as `model.fit` wants them: `(image, label)`.
   corners, from its top-left). Padded: [max_boxes, 4, 2], -1 after the real ones, as the boxes. They follow the
   resize as the boxes do, never clipped; whatever `bounding_box_format` the boxes are converted to, they stay
   normalized (y, x).
+* Polygons (a job with annotations.polygon_keys: docs/records.md#polygons): `polygons=True` (with boxes) adds
+  "polygons": a tf.RaggedTensor [n, (rings), (vertices), 2] of normalized (y, x) vertices, what shows of each object
+  (no ring for an object with none, and in records of a job that did not ask). Padded: [max_boxes, ...], objects
+  with no ring after the real ones; a batch is ragged in its rings and vertices either way. They follow the resize
+  as the oriented boxes do.
 * Ignored objects (docs/records.md: an object that still shows, but less of itself than the job's
   min_visibility, written with image/object/weight 0): `ignored="keep"` (the default) keeps them among the boxes,
   `ignored="skip"` leaves them out. `weights=True` adds "weights": float32 [n] (padded: [max_boxes], 0 for the
@@ -134,7 +139,7 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
          drop_remainder: bool = False, labels: str | None = "auto", num_classes: int | None = None,
          unlabeled: str = "auto", dtype="float32", boxes: str | None = None, max_boxes: int | None = None,
          bounding_box_format: str | None = None, keypoints: str | None = None, ignored: str = "keep",
-         weights: bool = False, oriented: bool = False, repeat: bool | int = False,
+         weights: bool = False, oriented: bool = False, polygons: bool = False, repeat: bool | int = False,
          prefetch: bool | int = True, num_parallel_calls: int = AUTOTUNE, with_info: bool = False):
     """A tf.data.Dataset of (image, label), or of (image, boxes) from a detection output, from an augd output
     folder or a glob of shards; with `with_info=True`, (dataset, DatasetInfo). See the module docstring for every
@@ -144,7 +149,7 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
     out_dtype = _dtype(path, dtype)
     _check_args(path, resize=resize, batch_size=batch_size, labels=labels, unlabeled=unlabeled, boxes=boxes,
                 max_boxes=max_boxes, repeat=repeat, prefetch=prefetch, num_parallel_calls=num_parallel_calls,
-                ignored=ignored, weights=weights, oriented=oriented)
+                ignored=ignored, weights=weights, oriented=oriented, polygons=polygons)
     box_format = _box_format(path, bounding_box_format, boxes)
     meta = resolve(path, split)
     # A detection output's records carry boxes and image label -1: its manifest says so, and shards without one
@@ -163,12 +168,13 @@ def load(path: str, split: str | None = None, *, image_size, resize: str = "stre
                         f"unlabeled='skip' drops them; allowed: unlabeled='keep'")
     ds = _records(meta, _shuffle_buffer(path, meta, shuffle), seed, reshuffle_each_iteration, num_parallel_calls)
     ds = ds.map(lambda r: tf.io.parse_single_example(r, images.features(boxes is not None, k > 0,
-                                                                         labels == "one_hot", oriented)),
+                                                                         labels == "one_hot", oriented,
+                                                                         polygons)),
                 num_parallel_calls=num_parallel_calls)
     if unlabeled == "skip":
         ds = ds.filter(lambda f: f["image/class/label"] >= 0)
     element = _element_fn(path, size, resize, out_dtype, labels, classes, boxes, max_boxes, k, box_format,
-                          ignored, weights, oriented)
+                          ignored, weights, oriented, polygons)
     ds = ds.map(element, num_parallel_calls=num_parallel_calls)
     count = meta.records if unlabeled == "keep" else meta.labeled_records
     if count is not None:  # checked while reading: a wrong count raises rather than mislead Keras
@@ -215,12 +221,13 @@ def _num_keypoints(path: str, meta: DatasetInfo, keypoints, boxes) -> int:
 
 
 def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=0, box_format=STORED_BOX_FORMAT,
-                ignored="keep", weights=False, oriented=False):
+                ignored="keep", weights=False, oriented=False, polygons=False):
     too_many = (f"{path}: a record has more boxes than max_boxes={max_boxes}; allowed: max_boxes >= the most "
                 f"boxes in one record")
     wrong_k = f"{path}: a record's keypoint lists are not {k} points per box"
     wrong_w = f"{path}: a record's image/object/weight list is not one weight per box"
     wrong_o = f"{path}: a record's image/object/obb/* lists are not one corner per box"
+    wrong_p = f"{path}: a record's image/object/polygon/* counts do not add up to its boxes, rings and vertices"
 
     def element(f):
         image = images.decode(f)
@@ -234,11 +241,13 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
         mode = resize if size is not None else "stretch"
         b, c = images.boxes_of(f)
         turned = [images.fit_oriented(images.oriented_of(f, b, wrong_o), transform, mode)] if oriented else []
+        turned += [images.fit_polygons(images.polygons_of(f, b, wrong_p), transform, mode)] if polygons else []
         points = list(images.keypoints_of(f, k, wrong_k)) if k else []
         b, c, w, *more = images.fit_boxes(b, c, transform, mode, images.weights_of(f, wrong_w), *turned, *points)
         if ignored == "skip":   # an ignored object's weight is 0 (a blend's share never is)
             b, c, w, *more = (tf.boolean_mask(t, w > 0.0) for t in (b, c, w, *more))
         turned, points = more[:len(turned)], more[len(turned):]
+        rings = turned.pop() if polygons else None
         if box_format != STORED_BOX_FORMAT:
             b = _convert_boxes(b, box_format, image)
         if boxes == "padded":
@@ -247,6 +256,8 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
         target = {"boxes": b, "labels": c}
         if oriented:
             target["oriented_boxes"] = images.pad_oriented(turned[0], max_boxes) if boxes == "padded" else turned[0]
+        if polygons:
+            target["polygons"] = images.pad_polygons(rings, max_boxes) if boxes == "padded" else rings
         if weights:
             target["weights"] = w
         if k:
@@ -335,7 +346,7 @@ def _count_ok(v, *, allow_none=False, allow_bool=False, autotune=False) -> bool:
 
 
 def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes, repeat, prefetch,
-                num_parallel_calls, ignored="keep", weights=False, oriented=False):
+                num_parallel_calls, ignored="keep", weights=False, oriented=False, polygons=False):
     def refuse(what, allowed):
         raise DataError(f"{path}: {what}; allowed: {allowed}")
 
@@ -361,6 +372,10 @@ def _check_args(path, *, resize, batch_size, labels, unlabeled, boxes, max_boxes
         refuse(f"oriented={oriented!r}", "False, True (with boxes)")
     if oriented and boxes is None:
         refuse("oriented=True without boxes", "oriented=True with boxes='ragged' or 'padded'")
+    if polygons not in (False, True):
+        refuse(f"polygons={polygons!r}", "False, True (with boxes)")
+    if polygons and boxes is None:
+        refuse("polygons=True without boxes", "polygons=True with boxes='ragged' or 'padded'")
     if not _count_ok(batch_size, allow_none=True):
         refuse(f"batch_size={batch_size!r}", "an int >= 1, or None (unbatched)")
     if not _count_ok(repeat, allow_bool=True):

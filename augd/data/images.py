@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from augd.io.records import FEATURES, OBB_KEYS
+from augd.io.records import FEATURES, OBB_KEYS, POLYGON_KEYS
 
 __all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "WEIGHT_KEY", "boxes_of", "decode", "features", "fit_boxes",
-           "fit_keypoints", "fit_oriented", "keypoints_of", "oriented_of", "pad_boxes", "pad_keypoints",
-           "pad_oriented", "resize", "weights_of"]
+           "fit_keypoints", "fit_oriented", "fit_polygons", "keypoints_of", "oriented_of", "pad_boxes",
+           "pad_keypoints", "pad_oriented", "pad_polygons", "polygons_of", "resize", "weights_of"]
 
 RESIZE_MODES = ("stretch", "pad", "crop")
 #: TF object-detection API keys: normalized corners, one value per box, and each box's class.
@@ -23,7 +23,7 @@ WEIGHT_KEY = "image/object/weight"
 
 
 def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = False,
-             with_oriented: bool = False) -> dict:
+             with_oriented: bool = False, with_polygons: bool = False) -> dict:
     """The parse spec: augd's own features, with defaults where foreign (TF-slim) records may lack a key
     (no format: decode sniffs it; no label: unlabeled); `with_mix`: a mixed record's labels and shares (empty in
     any other record)."""
@@ -40,6 +40,9 @@ def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = Fa
         spec[VISIBILITY_KEY] = tf.io.VarLenFeature(tf.int64)
     if with_oriented:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in OBB_KEYS})
+    if with_polygons:
+        spec.update({k: tf.io.VarLenFeature(tf.float32 if k.endswith(("/x", "/y")) else tf.int64)
+                     for k in POLYGON_KEYS})
     if with_mix:
         spec["augd/mix/label"] = tf.io.VarLenFeature(tf.int64)
         spec["augd/mix/weight"] = tf.io.VarLenFeature(tf.float32)
@@ -151,6 +154,39 @@ def fit_oriented(corners: tf.Tensor, transform, mode: str) -> tf.Tensor:
     if mode == "stretch":
         return corners
     return corners * tf.stack([ay, ax]) + tf.stack([by, bx])
+
+
+def polygons_of(f: dict, boxes: tf.Tensor, message: str) -> tf.RaggedTensor:
+    """RaggedTensor [n, (rings), (vertices), 2] float32: each object's rings (image/object/polygon/*) as normalized
+    (y, x) vertices; a record without the keys (its job did not ask) gives every object no ring."""
+    x, y = (tf.sparse.to_dense(f[k]) for k in POLYGON_KEYS[:2])
+    vertices, rings = (tf.sparse.to_dense(f[k]) for k in POLYGON_KEYS[2:])
+    n = tf.shape(boxes, out_type=tf.int64)[0]
+    rings = tf.cond(tf.equal(tf.size(rings), 0), lambda: tf.zeros([n], tf.int64), lambda: rings)
+    checks = [tf.debugging.assert_equal(tf.size(rings, out_type=tf.int64), n, message=message),
+              tf.debugging.assert_equal(tf.reduce_sum(rings), tf.size(vertices, out_type=tf.int64), message=message),
+              tf.debugging.assert_equal(tf.reduce_sum(vertices), tf.size(x, out_type=tf.int64), message=message),
+              tf.debugging.assert_equal(tf.size(x), tf.size(y), message=message)]
+    with tf.control_dependencies(checks):
+        return tf.RaggedTensor.from_nested_row_lengths(tf.stack([y, x], axis=-1), [rings, vertices],
+                                                       validate=False)
+
+
+def fit_polygons(polygons: tf.RaggedTensor, transform, mode: str) -> tf.RaggedTensor:
+    """Rings of the resized image, moved as the boxes are (never clipped, as the oriented boxes)."""
+    ay, by, ax, bx = transform
+    if mode == "stretch":
+        return polygons
+    return polygons.with_flat_values(polygons.flat_values * tf.stack([ay, ax]) + tf.stack([by, bx]))
+
+
+def pad_polygons(polygons: tf.RaggedTensor, max_boxes: int) -> tf.RaggedTensor:
+    """[max_boxes, (rings), (vertices), 2]: objects with no ring after the real ones (pad_boxes checked their
+    count)."""
+    pad = tf.cast(max_boxes - polygons.nrows(), tf.int64)
+    empty = tf.RaggedTensor.from_nested_row_lengths(tf.zeros([0, 2], polygons.dtype),
+                                                    [tf.zeros([pad], tf.int64), tf.zeros([0], tf.int64)])
+    return tf.concat([polygons.with_row_splits_dtype(tf.int64), empty], axis=0)
 
 
 def fit_keypoints(points: tf.Tensor, vis: tf.Tensor, transform, mode: str):

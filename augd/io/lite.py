@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import google_crc32c
 from google.protobuf.message import DecodeError   # 0.5 ms: protobuf's parser is built on first use (_example_class)
 
-__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBB_KEYS", "OBJECT_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "TILE_KEYS",
+__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBB_KEYS", "OBJECT_KEYS", "POLYGON_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "TILE_KEYS",
            "Frame", "decode_example", "feature_value", "frames", "iter_records", "masked_crc", "sniff_shard",
            "value_offsets"]
 
@@ -37,12 +37,17 @@ IGNORE_KEYS = ("image/object/weight", "image/object/is_crowd", "augd/object/igno
 #: DOTA names them, normalized to the stored image, clockwise as shown from the top-most (augd.annotations.oriented).
 OBB_KEYS = tuple(f"image/object/obb/{a}{k}" for k in range(1, 5) for a in "xy")
 
-#: The Object Detection API's per-object keys (detection records), and augd's: always read back as lists, one
-#: value per object, class texts and ignore reasons as str.
+#: Polygons (jobs with annotations.polygon_keys: docs/records.md#polygons): every vertex of every ring of every
+#: object, x and y normalized to the stored image, each ring's vertex count and each object's ring count (0: none).
+POLYGON_KEYS = ("image/object/polygon/x", "image/object/polygon/y", "image/object/polygon/num_vertices",
+                "image/object/polygon/num_rings")
+
+#: The Object Detection API's per-object keys (detection records), and augd's: always read back as lists (one
+#: value per object, or per keypoint, ring or vertex), class texts and ignore reasons as str.
 OBJECT_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
                "image/object/bbox/ymax", "image/object/class/label", "image/object/class/text",
                "image/object/difficult", "image/object/truncated", "image/object/mask", *IGNORE_KEYS,
-               *KEYPOINT_KEYS, *OBB_KEYS)
+               *KEYPOINT_KEYS, *OBB_KEYS, *POLYGON_KEYS)
 
 #: A mixed record's keys (partner ops: mosaic, mixup, cutmix), always read back as lists: its partners'
 #: image/source_id, and for classification each source's label, class text and share (the image first).

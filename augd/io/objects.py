@@ -28,18 +28,23 @@ class RecordObjects:
     #: per object its oriented box's 4 corners ((x, y), ...) NORMALIZED (image/object/obb/*); () for a record
     #: without an oriented object
     oriented: tuple = ()
+    #: per object what shows of it as rings, each ((x, y), ...) NORMALIZED (image/object/polygon/*); None for a
+    #: job that did not ask (annotations.polygon_keys), () rings for an object with none
+    polygons: tuple | None = None
 
     @classmethod
     def from_objects(cls, objects, height: int, width: int, ids: Mapping[str, int], *, masks=(),
                      segmentation: bytes | None = None, num_keypoints: int = 0, weights=(),
-                     oriented=()) -> "RecordObjects":
+                     oriented=(), polygons=None) -> "RecordObjects":
         """From augd.annotations.Object values in pixel-edge units of the stored height x width image: boxes
         normalized and clipped to [0, 1]; `ids` maps class names to label ids (a LabelMap's `ids`). A keypoint
         job (`num_keypoints` K) gives each object K points: its own, or K not labelled (0, 0, 0). `weights`: each
         object's (a blend's shares), or () for 1; an ignored object's is 0 whatever it was, and a record holding
         one says why (`ignored`) and marks it is_crowd (`crowd`, as it marks COCO's crowds). `oriented`: each
         object's oriented box (4 corners in pixel-edge units), or () for none; normalized, never clipped (the
-        minimum-area rectangle of a cut shape may reach past the image)."""
+        minimum-area rectangle of a cut shape may reach past the image). `polygons`: each object's rings (pixel-edge
+        units, within the image: augd.annotations.outlines), or None for no polygon keys; normalized and clamped to
+        [0, 1] (a vertex on the border may lie a rounding past it)."""
         def norm(v, size):
             return min(max(float(v) / size, 0.0), 1.0)
         none = ((0.0, 0.0, 0),) * num_keypoints
@@ -51,7 +56,9 @@ class RecordObjects:
             labels=tuple(int(ids[o.name]) for o in objects), texts=tuple(o.name for o in objects),
             difficult=tuple(int(o.difficult) for o in objects), truncated=tuple(int(o.truncated) for o in objects),
             masks=tuple(masks), segmentation=segmentation, **_ignore_keys(objects, weights),
-            oriented=tuple(tuple((float(x) / width, float(y) / height) for x, y in c) for c in oriented))
+            oriented=tuple(tuple((float(x) / width, float(y) / height) for x, y in c) for c in oriented),
+            polygons=None if polygons is None else tuple(tuple(tuple((norm(x, width), norm(y, height)) for x, y in r)
+                                                               for r in rings) for rings in polygons))
 
     def check(self) -> None:
         """ValueError naming the object when the record would not say what the annotations say."""
@@ -81,6 +88,11 @@ class RecordObjects:
                 len(c) == 4 and all(math.isfinite(v) for p in c for v in p) for c in self.oriented)):
             raise ValueError(f"RecordObjects: oriented boxes for {len(self.oriented)} of {n} objects, each 4 finite "
                              "corners")
+        if self.polygons is not None and (len(self.polygons) != n or not all(
+                len(r) >= 3 and all(math.isfinite(v) and 0.0 <= v <= 1.0 for p in r for v in p)
+                for rings in self.polygons for r in rings)):
+            raise ValueError(f"RecordObjects: polygons for {len(self.polygons)} of {n} objects, each ring 3 or more "
+                             "normalized vertices")
         for k, label in enumerate(self.labels):
             if label < 1:
                 raise ValueError(f"RecordObjects: object {k + 1} ({self.texts[k]}): label {label} is not a label "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import tensorflow as tf
 
 from augd.io.lite import KEYPOINT_KEYS, OBJECT_KEYS, SEGMENTATION_KEYS  # noqa: F401 - re-exported: their one home
-from augd.io.lite import OBB_KEYS, TILE_KEYS
+from augd.io.lite import OBB_KEYS, POLYGON_KEYS, TILE_KEYS
 from augd.io.lite import TEXT_KEYS as _TEXT_KEYS, feature_value  # one schema for both readers
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ DETECTION_FEATURES = {
     "image/object/keypoint/visibility": tf.io.VarLenFeature(tf.int64),
     "image/object/keypoint/num": tf.io.VarLenFeature(tf.int64),
     **{k: tf.io.VarLenFeature(tf.float32) for k in OBB_KEYS},
+    **{k: tf.io.VarLenFeature(tf.float32 if k.endswith(("/x", "/y")) else tf.int64) for k in POLYGON_KEYS},
     "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string, default_value=b""),
     "image/segmentation/class/format": tf.io.FixedLenFeature([], tf.string, default_value=b""),
 }
@@ -164,6 +165,15 @@ def _add_objects(f, objects: RecordObjects) -> None:
     if objects.oriented:
         for k, key in enumerate(OBB_KEYS):
             f[key].float_list.value.extend(c[k // 2][k % 2] for c in objects.oriented)
+    if objects.polygons is not None:   # asked for: every record of the job holds the keys, empty or not
+        rings = [ring for obj in objects.polygons for ring in obj]
+        xs, ys, nv, nr = POLYGON_KEYS
+        for key, values in ((xs, [p[0] for r in rings for p in r]), (ys, [p[1] for r in rings for p in r])):
+            f[key].float_list.SetInParent()
+            f[key].float_list.value.extend(values)
+        for key, values in ((nv, [len(r) for r in rings]), (nr, [len(obj) for obj in objects.polygons])):
+            f[key].int64_list.SetInParent()
+            f[key].int64_list.value.extend(values)
     if objects.segmentation is not None:
         f["image/segmentation/class/encoded"].bytes_list.value.append(objects.segmentation)
         f["image/segmentation/class/format"].bytes_list.value.append(b"png")

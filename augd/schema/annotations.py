@@ -65,6 +65,11 @@ class AnnotationsConfig(BaseModel):
                                             "OD API's keypoint_flip_permutation); default: COCO's left_/right_ "
                                             "names, or YOLO's flip_idx")
 
+    polygon_keys: bool | None = Field(
+        None, description="detection jobs: also write what shows of each object as polygons, the moved rings "
+                          "themselves (image/object/polygon/*: docs/records.md#polygons), for models that train "
+                          "on polygons (YOLO-seg); default false: its instance mask alone")
+
     @field_validator("label_map", mode="before")
     @classmethod
     def _label_map(cls, v):
@@ -97,6 +102,7 @@ class Annotations:
     keypoint_flip: tuple[int, ...] | None = None
     repair: str | None = None
     keypoint_rotation: tuple[int, ...] | None = None
+    polygon_keys: bool | None = None
 
     @classmethod
     def from_config(cls, cfg: AnnotationsConfig, base_dir: str | None = None) -> "Annotations":
@@ -111,7 +117,8 @@ class Annotations:
                    negatives=cfg.negatives, min_keypoints=cfg.min_keypoints, box_rotation=cfg.box_rotation,
                    keypoint_flip=None if cfg.keypoint_flip is None else tuple(cfg.keypoint_flip),
                    repair=cfg.repair, low_visibility=cfg.low_visibility,
-                   keypoint_rotation=None if cfg.keypoint_rotation is None else tuple(cfg.keypoint_rotation))
+                   keypoint_rotation=None if cfg.keypoint_rotation is None else tuple(cfg.keypoint_rotation),
+                   polygon_keys=cfg.polygon_keys)
 
     def over(self, base: "Annotations | None") -> "Annotations":
         """This layer's keys, and `base`'s where this one sets none."""
@@ -130,7 +137,8 @@ class Annotations:
 
     def normalized(self) -> dict:
         """Every key with its default filled in (a list label map as a list); the keys added since (keypoints,
-        box_rotation, repair) only when set, so pipelines written before them keep their sha256."""
+        box_rotation, repair, low_visibility, polygon_keys) only when set, so pipelines written before them keep
+        their sha256."""
         out = {f.name: self.value(f.name) for f in fields(self)
                if f.name not in _WHEN_SET or getattr(self, f.name) is not None}
         for key in ("label_map", "keypoint_flip", "keypoint_rotation"):
@@ -139,7 +147,8 @@ class Annotations:
         return out
 
 
-_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair", "keypoint_rotation", "low_visibility")
+_WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair", "keypoint_rotation", "low_visibility",
+             "polygon_keys")
 
 
 #: The value of each key no layer sets.
@@ -149,4 +158,4 @@ _WHEN_SET = ("min_keypoints", "keypoint_flip", "box_rotation", "repair", "keypoi
 #: does. min_size 2: a 1-px strip beside a patch, or a 1-px box, is no object (docs/pipelines.md).
 DEFAULTS = {"format": "auto", "label_map": None, "min_visibility": 0.3, "min_size": 2.0, "negatives": "keep",
             "min_keypoints": 0, "keypoint_flip": None, "box_rotation": "corners", "repair": "standard",
-            "keypoint_rotation": None, "low_visibility": "ignore"}
+            "keypoint_rotation": None, "low_visibility": "ignore", "polygon_keys": False}

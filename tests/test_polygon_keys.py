@@ -1,0 +1,218 @@
+"""Polygons out (annotations: {polygon_keys: true}, docs/records.md#polygons), judged by the pixels: COCO scenes of
+solid polygons (a triangle, a pentagon, a concave L, a hexagon: one hue per class, on black) through a real job per
+geometric op family (tests.test_oriented_boxes.FAMILIES: flips, quarter turns, rotations, shears, perspective,
+crops, pads, a cutout, mosaic, tiles); every record is read back with TensorFlow and each object's rings are held to
+its object's pixels both ways: the rings' area within 3 % of the pixels of its class they lie on (4.5 % where a
+mosaic resamples pieces cut small: AREA), every ring inside its object's box, and every piece a viewer
+can see lies under some object's rings. augd.data.load returns the same rings.
+
+`python -m tests.test_polygon_keys` prints, per family, the area error (max and median) and the pieces judged.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import cv2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import augd.data
+from augd.io.lite import POLYGON_KEYS
+from augd.job import JobOptions, run_job
+from augd.schema import parse_pipeline
+from tests.annotated import Img, Shape, _write, _write_image, coco_json
+from tests.exports import paint
+from tests.test_oriented_boxes import CLASSES, FAMILIES, H, W, class_pixels
+
+#: the area error allowed (share of the pixels): a mosaic's resampled pieces cut small at its tiles' edges reach
+#: 3.7 % (measured by `python -m tests.test_polygon_keys`), the rest stay under 3 %
+AREA = {f: 0.03 for f in FAMILIES} | {"mosaic": 0.045}
+#: a piece under this many pixels (a sliver a canvas or a cover cut) is judged for being under rings, not by area
+LEAST = 200
+PIPELINE = """name: poly
+seed: 7
+variants: VARIANTS
+keep_original: false
+output: {format: png, shards: 1}
+annotations: {format: coco, min_visibility: 0, min_size: 2, polygon_keys: true}
+ops:
+  OPS
+"""
+
+
+def _outline(kind: str, cx: float, cy: float, r: float, turn: float) -> tuple:
+    if kind == "l":   # concave: a square of side 2r less its top-right quarter
+        pts = [(-r, -r), (0, -r), (0, 0), (r, 0), (r, r), (-r, r)]
+    else:
+        n = {"triangle": 3, "pentagon": 5, "hexagon": 6}[kind]
+        pts = [(r * math.cos(2 * math.pi * k / n), r * math.sin(2 * math.pi * k / n)) for k in range(n)]
+    c, s = math.cos(turn), math.sin(turn)
+    return tuple((cx + x * c - y * s, cy + x * s + y * c) for x, y in pts)
+
+
+def scenes(n: int = 4, seed: int = 0) -> list[Img]:
+    """n images of 4 polygons, one per class and kind, each in its own quarter (they never touch)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        shapes = []
+        for k, ((cls, colour), kind) in enumerate(zip(CLASSES.items(), ("triangle", "pentagon", "l", "hexagon"))):
+            cx, cy = (k % 2 + 0.5) * W / 2 + rng.uniform(-6, 6), (k // 2 + 0.5) * H / 2 + rng.uniform(-5, 5)
+            shapes.append(Shape(cls, _outline(kind, cx, cy, rng.uniform(24, 34) * (0.7 if kind == "l" else 1),
+                                              rng.uniform(0, 2 * math.pi)), colour))
+        out.append(Img(f"p{i}.png", H, W, tuple(shapes), background=(0, 0, 0)))
+    return out
+
+
+def coco_job(root: str, images) -> None:
+    """A COCO job of polygons, each image painted by pixel centres (tests.exports.paint: a pixel is the object's
+    when its centre lies inside the polygon, so its pixels' count is the polygon's area, give or take its edge)."""
+    rels = [f"images/{img.name}" for img in images]
+    for img, rel in zip(images, rels):
+        _write_image(f"{root}/{rel}", paint(img))
+    _write(f"{root}/instances.json", json.dumps(coco_json(images, rels)))
+
+
+def rings_of(f, h: int, w: int) -> list[list[np.ndarray]]:
+    """Each object's rings in pixels of an h x w record, from the polygon keys of a tf.train.Example's features."""
+    xs, ys, nv, nr = (list(getattr(f[k], "float_list" if k.endswith(("/x", "/y")) else "int64_list").value)
+                      for k in POLYGON_KEYS)
+    assert sum(nv) == len(xs) == len(ys) and sum(nr) == len(nv), "the counts add up"
+    pts = np.stack([np.array(xs) * w, np.array(ys) * h], axis=-1) if xs else np.zeros((0, 2))
+    starts = np.cumsum([0, *nv])
+    flat = [pts[starts[j]:starts[j + 1]] for j in range(len(nv))]
+    ring_starts = np.cumsum([0, *nr])
+    return [flat[ring_starts[k]:ring_starts[k + 1]] for k in range(len(nr))]
+
+
+def records(folder) -> list[dict]:
+    out = []
+    for shard in sorted(folder.glob("*.tfrecord")):
+        for raw in tf.data.TFRecordDataset(str(shard)):
+            f = tf.train.Example.FromString(raw.numpy()).features.feature
+            rgb = tf.io.decode_png(f["image/encoded"].bytes_list.value[0]).numpy()
+            h, w = rgb.shape[:2]
+            boxes = list(zip(*(f[f"image/object/bbox/{k}"].float_list.value for k in ("xmin", "ymin", "xmax",
+                                                                                         "ymax"))))
+            out.append({"pixels": rgb, "texts": [t.decode() for t in f["image/object/class/text"].bytes_list.value],
+                        "rings": rings_of(f, h, w), "boxes": [(b[0] * w, b[1] * h, b[2] * w, b[3] * h)
+                                                              for b in boxes]})
+    return out
+
+
+def area(rings) -> float:
+    """The rings' area (shoelace; the rings of one object never overlap)."""
+    return sum(abs(float(np.dot(r[:, 0], np.roll(r[:, 1], -1)) - np.dot(r[:, 1], np.roll(r[:, 0], -1)))) / 2
+               for r in rings)
+
+
+def judge(recs) -> dict:
+    """Each object's rings against its pixels (see the module docstring): the area errors (share of the pixels), the
+    rings outside their box, objects on no pixel of their class, and pieces under no rings."""
+    out = {"areas": [], "outside": [], "unmatched": [], "missing": [], "small": 0}
+    for i, r in enumerate(recs):
+        h, w = r["pixels"].shape[:2]
+        pieces = {}
+        for cls, hit in class_pixels(r["pixels"]).items():
+            n, labels = cv2.connectedComponents(hit.astype(np.uint8), connectivity=8)
+            pieces[cls] = [labels == k for k in range(1, n)]
+        claimed = set()
+        for k, (cls, rings, box) in enumerate(zip(r["texts"], r["rings"], r["boxes"])):
+            if any((ring[:, 0] < box[0] - 1e-3).any() or (ring[:, 0] > box[2] + 1e-3).any() or
+                   (ring[:, 1] < box[1] - 1e-3).any() or (ring[:, 1] > box[3] + 1e-3).any() for ring in rings):
+                out["outside"].append((i, k, cls))
+            drawn = cv2.fillPoly(np.zeros((h, w), np.uint8), [np.round(ring * 8).astype(np.int32) for ring in rings],
+                                 1, shift=3) > 0 if rings else np.zeros((h, w), bool)
+            # its pieces: those of its class mostly under its rings (a cover may split an object in two)
+            mine = [j for j, p in enumerate(pieces[cls]) if (p & drawn).sum() > 0.5 * p.sum()]
+            if not mine:
+                out["unmatched"].append((i, k, cls, len(rings)))
+                continue
+            claimed.update((cls, j) for j in mine)
+            pixels = sum(int(pieces[cls][j].sum()) for j in mine)
+            if pixels < LEAST:
+                out["small"] += 1
+                continue
+            out["areas"].append(abs(area(rings) - pixels) / pixels)
+        for cls, ps in pieces.items():
+            for j, p in enumerate(ps):
+                if (cls, j) not in claimed and p.sum() >= 40:
+                    out["missing"].append((i, cls, int(p.sum())))
+    return out
+
+
+def run_family(tmp_path, family: str, variants: int = 3, images: int = 4) -> list[dict]:
+    job = tmp_path / "job"
+    coco_job(str(job), scenes(images))
+    text = PIPELINE.replace("VARIANTS", str(variants)).replace("OPS", FAMILIES[family])
+    run_job(str(job), parse_pipeline(text), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    return records(tmp_path / "out" / "t")
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_objects_rings_are_its_pixels(tmp_path, family):
+    got = judge(run_family(tmp_path, family))
+    assert not got["unmatched"], got["unmatched"][:3]
+    assert not got["missing"], got["missing"][:3]
+    assert not got["outside"], got["outside"][:3]
+    assert got["areas"] and max(got["areas"]) <= AREA[family], (family, sorted(got["areas"])[-5:])
+
+
+def test_augd_data_load_gives_the_rings_the_records_hold(tmp_path):
+    """augd.data.load(..., polygons=True): per object its rings as a RaggedTensor [n, (rings), (vertices), 2] of
+    normalized (y, x), the records' own values; with "pad" they move as the boxes do."""
+    recs = run_family(tmp_path, "rotation", variants=2, images=2)
+    out = str(tmp_path / "out" / "t")
+    ds = augd.data.load(out, image_size=None, batch_size=None, boxes="ragged", polygons=True)
+    got = [t["polygons"] for _, t in ds]
+    assert len(got) == len(recs)
+    for r, p in zip(recs, got):
+        h, w = r["pixels"].shape[:2]
+        assert p.shape[0] == len(r["rings"]) and p.ragged_rank == 2
+        for rings, loaded in zip(r["rings"], p.to_list()):
+            assert len(rings) == len(loaded)
+            for ring, yx in zip(rings, loaded):
+                assert np.allclose(np.array(yx)[:, ::-1] * (w, h), ring, atol=1e-3)
+    padded = augd.data.load(out, image_size=(W * 2, W * 2), resize="pad", batch_size=4, boxes="padded",
+                            max_boxes=8, polygons=True)
+    x, t = next(iter(padded))
+    assert t["polygons"].shape[0] == 4 and t["polygons"].ragged_rank == 3
+    assert t["polygons"].row_lengths(axis=1).numpy().tolist() == [8] * 4, "max_boxes objects in every record"
+    first = t["polygons"][0].to_list()
+    assert len(first) == 8 and all(not rings for rings in first[len(recs[0]["rings"]):]), "padding: no ring"
+    h, w = recs[0]["pixels"].shape[:2]
+    scale = 2 * W / max(h, w)
+    for rings, loaded in zip(recs[0]["rings"], first):
+        for ring, yx in zip(rings, loaded):
+            px = np.array(yx)[:, ::-1] * 2 * W - ((2 * W - w * scale) / 2, (2 * W - h * scale) / 2)
+            assert np.allclose(px / scale, ring, atol=0.05)
+
+
+def test_a_job_that_does_not_ask_writes_no_polygon_key_and_load_says_so(tmp_path):
+    job = tmp_path / "job"
+    coco_job(str(job), scenes(1))
+    text = PIPELINE.replace(", polygon_keys: true", "").replace("VARIANTS", "1").replace("OPS", FAMILIES["flip"])
+    run_job(str(job), parse_pipeline(text), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    for shard in (tmp_path / "out" / "t").glob("*.tfrecord"):
+        for raw in tf.data.TFRecordDataset(str(shard)):
+            assert not set(POLYGON_KEYS) & set(tf.train.Example.FromString(raw.numpy()).features.feature)
+    ds = augd.data.load(str(tmp_path / "out" / "t"), image_size=None, batch_size=None, boxes="ragged",
+                        polygons=True)
+    _, t = next(iter(ds))
+    assert t["polygons"].shape[0] == t["boxes"].shape[0] and t["polygons"].values.shape[0] == 0, "no ring"
+    with pytest.raises(augd.data.DataError, match="polygons=True without boxes"):
+        augd.data.load(str(tmp_path / "out" / "t"), image_size=None, batch_size=None, polygons=True)
+
+
+if __name__ == "__main__":
+    import pathlib
+    import tempfile
+    for fam in sorted(FAMILIES):
+        with tempfile.TemporaryDirectory() as d:
+            g = judge(run_family(pathlib.Path(d), fam))
+        print(f"{fam:12s} area error max {max(g['areas']) * 100:5.2f} %  median "
+              f"{statistics.median(g['areas']) * 100:5.2f} %  pieces {len(g['areas'])} (+{g['small']} small)  "
+              f"unmatched {len(g['unmatched'])}  missing {len(g['missing'])}  outside {len(g['outside'])}")
