@@ -207,6 +207,52 @@ def test_a_job_that_does_not_ask_writes_no_polygon_key_and_load_says_so(tmp_path
         augd.data.load(str(tmp_path / "out" / "t"), image_size=None, batch_size=None, polygons=True)
 
 
+@pytest.mark.parametrize("masks", [True, False], ids=["augd's records", "polygon keys alone"])
+def test_records_with_polygon_keys_read_back_as_input_move_their_rings(tmp_path, masks):
+    """augd's output as a job's input (TFRecord shards): each object moves as its rings (what showed of it, exact),
+    with its instance mask beside them or (another writer's records) without; judged by the pixels again."""
+    job = tmp_path / "job"
+    coco_job(str(job), scenes(3))
+    first = PIPELINE.replace("VARIANTS", "1").replace("OPS", FAMILIES["crop"])
+    run_job(str(job), parse_pipeline(first), str(tmp_path / "first"), JobOptions(name="t", workers=1))
+    src = tmp_path / "first" / "t"
+    if not masks:
+        src = tmp_path / "foreign"
+        src.mkdir()
+        with tf.io.TFRecordWriter(str(src / "data.tfrecord")) as out:
+            for shard in sorted((tmp_path / "first" / "t").glob("*.tfrecord")):
+                for raw in tf.data.TFRecordDataset(str(shard)).as_numpy_iterator():
+                    ex = tf.train.Example.FromString(raw)
+                    del ex.features.feature["image/object/mask"]
+                    out.write(ex.SerializeToString())
+    text = PIPELINE.replace("format: coco", "format: tfrecord").replace("VARIANTS", "2").replace(
+        "OPS", FAMILIES["rotation"])
+    run_job(str(src), parse_pipeline(text), str(tmp_path / "again"), JobOptions(name="t", workers=1))
+    recs = records(tmp_path / "again" / "t")
+    got = judge(recs)
+    assert len(recs) == 6 and not got["unmatched"] and not got["missing"] and not got["outside"], got
+    assert max(got["areas"]) <= 0.03, sorted(got["areas"])[-5:]
+
+
+def test_a_records_polygons_that_cannot_be_used_reject_its_record(tmp_path):
+    """Untrusted records: ring counts for another number of objects, counts that do not add up to the vertices, a
+    vertex that is no finite number: each rejects its record (bad_annotation, naming the keys), the job going on."""
+    from tests.hostile_records import det_record, f_list, i_list, records_job
+    ring = {"image__object__polygon__x": f_list(0.1, 0.3, 0.2), "image__object__polygon__y": f_list(0.1, 0.1, 0.3),
+            "image__object__polygon__num_vertices": i_list(3), "image__object__polygon__num_rings": i_list(1)}
+    bad = [det_record(90, **{**ring, "image__object__polygon__num_rings": i_list(1, 1)}),
+           det_record(91, **{**ring, "image__object__polygon__num_vertices": i_list(4)}),
+           det_record(92, **{**ring, "image__object__polygon__y": f_list(0.1, float("nan"), 0.3)})]
+    records_job(tmp_path / "job", bad)
+    run_job(str(tmp_path / "job"), parse_pipeline(PIPELINE.replace("format: coco", "format: tfrecord").replace(
+        "VARIANTS", "1").replace("OPS", FAMILIES["rotation"])), str(tmp_path / "out"),
+        JobOptions(name="t", workers=1))
+    m = json.loads((tmp_path / "out" / "t" / "manifest.json").read_text())
+    why = {r["path"]: (r["reason"], r["message"]) for r in m["inputs"]["rejected_files"]}
+    assert m["inputs"]["written"] == 6 and len(why) == 3, why
+    assert all(reason == "bad_annotation" and "image/object/polygon" in msg for reason, msg in why.values()), why
+
+
 if __name__ == "__main__":
     import pathlib
     import tempfile

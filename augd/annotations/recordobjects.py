@@ -1,6 +1,6 @@
-"""The objects of one Object Detection API record (boxes, classes, instance masks, keypoints, a semantic mask) as
-augd.annotations.model values in pixels, and the label map and keypoint schema the records give a job without
-their own. Every value of a record is untrusted: what cannot be used is an AnnotationError naming the record and
+"""The objects of one Object Detection API record (boxes, classes, instance masks, keypoints, a semantic mask, augd's
+oriented boxes and polygons) as augd.annotations.model values in pixels, and the label map and keypoint schema the
+records give a job without their own. Every value of a record is untrusted: what cannot be used is an AnnotationError naming the record and
 the key. TensorFlow-free.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from augd.annotations.shapes import polygon_area
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import NeedMoreData, read_header
+from augd.io.lite import OBB_KEYS, POLYGON_KEYS
 from augd.labels import LABELS_MAX_BYTES
 from augd.lazycv import cv2
 from augd.parsing import pbtxt
@@ -23,8 +24,6 @@ from augd.parsing import pbtxt
 __all__ = ["MASK_KEY", "ObjectReader", "not_utf8"]
 
 BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
-#: augd's oriented boxes (docs/records.md#oriented-boxes): each object's 4 corners, normalized
-OBB_KEYS = tuple(f"image/object/obb/{a}{k}" for k in range(1, 5) for a in "xy")
 _OBJECT_LISTS = ("image/object/class/label", "image/object/class/text", "image/object/difficult",
                  "image/object/truncated", "image/object/is_crowd", "image/object/weight", "augd/object/ignored",
                  *OBB_KEYS)
@@ -87,6 +86,7 @@ class ObjectReader:
                                                                 "image/object/is_crowd")]
         ignored = _ignored(ex, n, where)
         turned = _oriented(ex, n, h, w, where)
+        rings = _polygons(ex, n, h, w, where)
         objects = []
         for k in range(n):
             x0, y0, x1, y1 = (float(_as_list(ex[key])[k]) for key in BOX_KEYS)
@@ -97,10 +97,13 @@ class ObjectReader:
                                       f"ymax {y1:g} (normalized) has a max below its min")
             box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
             why = ignored[k]
-            # an oriented box stays one: its mask is what showed of it, else (another writer's) its 4 corners
-            shape = (turned[k],) if turned and not masks and polygon_area(turned[k]) > 0 else ()
+            # its polygons (the polygon keys: what showed of it, exact); else an oriented box stays one: its mask
+            # is what showed of it, else (another writer's) its 4 corners
+            shape = rings[k] if rings and rings[k] else \
+                (turned[k],) if turned and not masks and polygon_area(turned[k]) > 0 else ()
             objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
-                                  rle=masks[k] if masks else None, keypoints=points[k] if points else (),
+                                  rle=masks[k] if masks and not (rings and rings[k]) else None,
+                                  keypoints=points[k] if points else (),
                                   ignored=why, visible=0.0 if why else 1.0, polygons=shape,
                                   oriented=turned is not None))
         extra = {"where": tuple(f"object {k + 1} ({names[k]})" for k in range(n))}
@@ -225,6 +228,33 @@ def _oriented(ex: dict, n: int, h: int, w: int, where: str) -> list | None:
         if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in c):
             raise AnnotationError(f"{where}: object {k + 1}: its oriented box (image/object/obb/*) is not finite")
         out.append(tuple((c[2 * i] * w, c[2 * i + 1] * h) for i in range(4)))
+    return out
+
+
+def _polygons(ex: dict, n: int, h: int, w: int, where: str) -> list | None:
+    """Each object's rings (image/object/polygon/*) in pixels, () for an object with none, or None for a record
+    without the keys (docs/records.md#polygons); a ring of under 3 vertices or no area is left out."""
+    xs, ys, nv, nr = (_as_list(ex.get(k, [])) for k in POLYGON_KEYS)
+    if not (xs or ys or nv or nr):
+        return None
+    bad = f"{where}: the image/object/polygon/* keys "
+    if len(nr) != n or not all(isinstance(v, int) and v >= 0 for v in (*nr, *nv)):
+        raise AnnotationError(f"{bad}give {len(nr)} ring counts for {n} boxes, or a count that is no integer >= 0: "
+                              f"a record with polygons gives every object its ring count")
+    if sum(nr) != len(nv) or sum(nv) != len(xs) or len(xs) != len(ys):
+        raise AnnotationError(f"{bad}disagree: {sum(nr)} rings counted, {len(nv)} vertex counts, {sum(nv)} vertices "
+                              f"counted, {len(xs)} x and {len(ys)} y values")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (*xs, *ys)):
+        raise AnnotationError(f"{bad}hold a vertex that is not a finite number")
+    out, ring, at = [], 0, 0
+    for k in range(n):
+        mine = []
+        for _ in range(nr[k]):
+            pts = tuple((xs[i] * w, ys[i] * h) for i in range(at, at + nv[ring]))
+            at, ring = at + nv[ring], ring + 1
+            if len(pts) >= 3 and polygon_area(pts) > 0:
+                mine.append(pts)
+        out.append(tuple(mine))
     return out
 
 
