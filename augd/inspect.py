@@ -11,7 +11,7 @@ import statistics
 
 from augd.drawing import box_outline, corners_outline
 from augd.io.jobfs import is_url
-from augd.io.lite import OBB_KEYS, decode_example, iter_records
+from augd.io.lite import OBB_KEYS, POLYGON_KEYS, decode_example, iter_records
 from augd.lazycv import cv2
 
 __all__ = ["inspect_paths"]
@@ -62,6 +62,7 @@ def inspect_paths(paths, *, dump=None, out) -> int:
         masked = 0
         points: list[int] = []                                   # keypoint records: labelled points each
         oriented = [0, 0]                                        # oriented boxes, and the records holding them
+        polygons = [0, 0, 0]                                     # rings, objects with one, records with the keys
         skeleton = _skeleton(shards)
         per_shard = []
         for shard in shards:
@@ -86,6 +87,11 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                 if _oriented(ex):
                     oriented[0] += len(_oriented(ex))
                     oriented[1] += 1
+                if POLYGON_KEYS[3] in ex:
+                    rings = _rings(ex)
+                    polygons[0] += sum(map(len, rings))
+                    polygons[1] += sum(bool(r) for r in rings)
+                    polygons[2] += 1
                 if "image/object/keypoint/visibility" in ex:
                     points.append(sum(v > 0 for v in _list(ex["image/object/keypoint/visibility"])))
                 if dumped < n_dump:
@@ -136,6 +142,9 @@ def inspect_paths(paths, *, dump=None, out) -> int:
                 print(f"  records with masks: {masked}", file=out)
             if oriented[1]:
                 print(f"  oriented boxes (image/object/obb/*): {oriented[0]} in {oriented[1]} records", file=out)
+            if polygons[2]:
+                print(f"  polygons (image/object/polygon/*): {polygons[0]} rings of {polygons[1]} objects in "
+                      f"{polygons[2]} records", file=out)
             if points:
                 print(f"  keypoints: {sum(points)} labelled in {len(points)} records; per record min/median/max: "
                       f"{min(points)}/{statistics.median(points):g}/{max(points)}", file=out)
@@ -254,7 +263,25 @@ def _draw(ex: dict, bgr, skeleton=()):
     for k, c in enumerate(_oriented(ex)):
         corners_outline(out, [(x * w, y * h) for x, y in c], _colour(ids[k] if k < len(ids) else k), 1,
                         dashed=k in why)
+    for k, rings in enumerate(_rings(ex)):
+        for ring in rings:
+            corners_outline(out, [(x * w, y * h) for x, y in ring], _colour(ids[k] if k < len(ids) else k), 1)
     _draw_points(out, ex, len(ids), skeleton)
+    return out
+
+
+def _rings(ex: dict) -> list:
+    """Each object's rings as normalized (x, y) vertices, or [] where the keys are missing or do not add up."""
+    xs, ys, nv, nr = (_list(ex.get(k)) for k in POLYGON_KEYS)
+    if sum(nr) != len(nv) or sum(nv) != len(xs) or len(xs) != len(ys):
+        return []
+    out, at, ring = [], 0, 0
+    for count in nr:
+        mine = []
+        for _ in range(count):
+            mine.append(list(zip(xs[at:at + nv[ring]], ys[at:at + nv[ring]])))
+            at, ring = at + nv[ring], ring + 1
+        out.append(mine)
     return out
 
 

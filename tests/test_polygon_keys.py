@@ -98,6 +98,7 @@ def records(folder) -> list[dict]:
             boxes = list(zip(*(f[f"image/object/bbox/{k}"].float_list.value for k in ("xmin", "ymin", "xmax",
                                                                                          "ymax"))))
             out.append({"pixels": rgb, "texts": [t.decode() for t in f["image/object/class/text"].bytes_list.value],
+                        "labels": list(f["image/object/class/label"].int64_list.value),
                         "rings": rings_of(f, h, w), "boxes": [(b[0] * w, b[1] * h, b[2] * w, b[3] * h)
                                                               for b in boxes]})
     return out
@@ -189,6 +190,34 @@ def test_augd_data_load_gives_the_rings_the_records_hold(tmp_path):
         for ring, yx in zip(rings, loaded):
             px = np.array(yx)[:, ::-1] * 2 * W - ((2 * W - w * scale) / 2, (2 * W - h * scale) / 2)
             assert np.allclose(px / scale, ring, atol=0.05)
+
+
+def test_inspect_counts_the_rings_and_dump_outlines_them(tmp_path):
+    """`augd inspect` counts the rings, the objects holding them and the records with the keys; `--dump` outlines
+    each ring in its class' colour."""
+    import subprocess
+    import sys
+
+    from augd.inspect import _colour
+    job = tmp_path / "job"
+    coco_job(str(job), scenes(1))
+    text = PIPELINE.replace("VARIANTS", "1").replace("OPS", "- random_rotation: {degrees: [20, 20]}")
+    run_job(str(job), parse_pipeline(text), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    out = tmp_path / "out" / "t"
+    (rec,) = records(out)
+    res = subprocess.run([sys.executable, "-m", "augd", "inspect", str(out), "--dump", "1", str(tmp_path / "look")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "polygons (image/object/polygon/*): 4 rings of 4 objects in 1 records" in res.stdout, res.stdout
+    (png,) = (tmp_path / "look").glob("*.png")
+    drawn = cv2.imread(str(png))
+    for cls, label, rings in zip(rec["texts"], rec["labels"], rec["rings"]):
+        ring = rings[0]
+        # the middle of the ring's longest edge: an upright box's outline does not run there
+        a, b = max(zip(ring, np.roll(ring, -1, axis=0)), key=lambda e: np.linalg.norm(e[0] - e[1]))
+        x, y = int(round((a[0] + b[0]) / 2)), int(round((a[1] + b[1]) / 2))
+        near = drawn[max(y - 1, 0):y + 2, max(x - 1, 0):x + 2].reshape(-1, 3).astype(int)
+        assert np.abs(near - np.array(_colour(label))).sum(axis=1).min() <= 90, (cls, (x, y), near)
 
 
 def test_a_job_that_does_not_ask_writes_no_polygon_key_and_load_says_so(tmp_path):
