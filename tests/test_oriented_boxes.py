@@ -7,7 +7,8 @@ lies on a piece of its class' colour, its corners within 2 px of the minimum-are
 the same objects stay within 3 % of their pixels (5-6 % for pieces a crop or a mosaic cuts small: AREA).
 
 `python -m tests.test_oriented_boxes` prints, per family, the corners' error (max and median, px) and the masks'
-area error.
+area error; then the tiles' boxes mapped back to their sources (below: tiles of larger scenes, no pixel moved,
+every box held to the rectangle drawn in the source by its record's augd/tile keys).
 """
 from __future__ import annotations
 
@@ -107,7 +108,9 @@ def records(folder) -> list[dict]:
             out.append({"pixels": rgb, "texts": [t.decode() for t in f["image/object/class/text"].bytes_list.value],
                         "obb": boxes, "masks": list(f["image/object/mask"].bytes_list.value),
                         "truncated": list(f["image/object/truncated"].int64_list.value),
-                        "keys": set(f.keys())})
+                        "keys": set(f.keys()), "filename": f["image/filename"].bytes_list.value[0].decode(),
+                        "tile": {k[len("augd/tile/"):]: (f[k].int64_list.value or f[k].float_list.value)[0]
+                                 for k in f.keys() if k.startswith("augd/tile/")}})
     return out
 
 
@@ -186,6 +189,117 @@ def test_each_oriented_box_lies_on_its_objects_pixels(tmp_path, family):
     if family not in BENT:
         assert got["whole"] and max(got["whole"]) <= 2.0, (family, sorted(got["whole"])[-5:])
     assert max(got["areas"]) <= AREA[family], (family, sorted(got["areas"])[-5:])
+
+
+# -- tiles: each oriented box maps back to its source ----------------------------------------------------------
+
+#: the tiles test's sources (h, w), and its tiles: 256 px sharing 64 px with a neighbour (a quarter), so an object
+#: under 64 px across upright is whole in at least one; the whole image too, its height rounded (600 x 0.4375)
+BIG = (600, 800)
+TILES = "{size: 256, overlap: 0.25, empty: 1.0, full_image: 350}"
+#: no pixel moves: the record's points are the tile's as cut (a brightness factor keeps black black, hue its hue)
+TILED = PIPELINE.replace("VARIANTS", "1").replace("keep_original: false", "keep_original: true").replace(
+    "OPS", f"- random_brightness_scale: {{lower: 0.7, upper: 1.0}}\ntile: {TILES}")
+
+
+def big_scenes(n: int = 2, per: int = 20, seed: int = 1) -> list[Img]:
+    """n BIG images of `per` rotated rectangles, 24-40 x 10-18 px (under 44 px across), that never touch, all inside
+    the image, wherever they fall across the tiles' borders."""
+    rng = np.random.default_rng(seed)
+    h, w = BIG
+    out = []
+    for i in range(n):
+        shapes = []
+        while len(shapes) < per:
+            cls = list(CLASSES)[len(shapes) % len(CLASSES)]
+            r = Rot(cls, rng.uniform(24, w - 24), rng.uniform(24, h - 24), rng.uniform(24, 40), rng.uniform(10, 18),
+                    rng.uniform(-90, 90), CLASSES[cls])
+            if all(math.dist((r.cx, r.cy), (o.cx, o.cy)) > _reach(r) + _reach(o) + 3 for o in shapes):
+                shapes.append(r)
+        out.append(Img(f"big{i}.png", h, w, tuple(shapes), background=(0, 0, 0)))
+    return out
+
+
+def _reach(r: Rot) -> float:
+    return math.hypot(r.w, r.h) / 2
+
+
+def to_source(r: dict, points) -> np.ndarray:
+    """A record's points (px of the record) in px of its upright source by its augd/tile keys: x / scale + tile x;
+    the whole image's height is rounded, so its y goes by the source's height (docs/records.md)."""
+    t, (h, w) = r["tile"], r["pixels"].shape[:2]
+    p = np.asarray(points, float)
+    sy = t["scale"] if t["index"] >= 0 else h / t["source_height"]
+    return np.stack([t["x"] + p[:, 0] / t["scale"], t["y"] + p[:, 1] / sy], axis=1)
+
+
+def _within(poly, point, tol: float) -> bool:
+    """The point lies in the convex polygon or within tol px of it."""
+    return cv2.pointPolygonTest(np.asarray(poly, np.float32), tuple(map(float, point)), True) >= -tol
+
+
+def map_back(recs, truth: dict[str, Img]) -> dict:
+    """Each record's oriented boxes mapped back to the source and held to the rectangles drawn there: a whole
+    object's corners (their error, px); a cut one's piece (the rectangle's part in the tile's window): the share of
+    it its box holds (a piece of LEAST_PIXELS or more: tips thinner than min_size are trimmed off), the box's area
+    over the piece's minimum-area rectangle's, and whether the box lies in its rectangle or in the tile (1 px: a
+    rectangle a border cuts refits along its own sides or along the border, so it pokes out of the other); the
+    tiles each object is whole in."""
+    out = {"whole": [], "full": [], "held": [], "excess": [], "inside": [], "bad": [], "whole_in": {}}
+    for r in recs:
+        img, t = truth[r["filename"]], r["tile"]
+        h, w = r["pixels"].shape[:2]
+        (x0, y0), (x1, y1) = to_source(r, [(0, 0), (w, h)])     # the tile's window in the source
+        tile = np.array([(x0, y0), (x1, y0), (x1, y1), (x0, y1)], np.float32)
+        for k, (cls, obb) in enumerate(zip(r["texts"], r["obb"])):
+            got = to_source(r, obb)
+            near = min((o for o in img.shapes if o.cls == cls),
+                       key=lambda o: math.dist((o.cx, o.cy), got.mean(axis=0)))
+            src = np.array(corners(near), np.float32)
+            if not r["truncated"][k]:
+                err = corner_error(got, src)
+                out["full" if t["index"] < 0 else "whole"].append(err)
+                if err <= 0.5 and t["index"] >= 0:
+                    out["whole_in"].setdefault((r["filename"], near), set()).add(t["index"])
+                elif err > 0.5:
+                    out["bad"].append((r["filename"], t["index"], k, "whole", round(err, 3)))
+                continue
+            area, piece = cv2.intersectConvexConvex(src, tile)
+            held = cv2.intersectConvexConvex(got.astype(np.float32), piece)[0] / area
+            excess = _area(got) / _area(cv2.boxPoints(cv2.minAreaRect(piece))) - 1
+            inside = all(_within(src, p, 1.0) for p in got), all(_within(tile, p, 1.0) for p in got)
+            out["inside"].append(inside)
+            out["excess"].append(excess)
+            if area >= LEAST_PIXELS:
+                out["held"].append(held)
+            if not (held >= (0.95 if area >= LEAST_PIXELS else 0.5) and excess <= 0.02 and any(inside)):
+                out["bad"].append((r["filename"], t["index"], k, "cut", round(held, 3), round(excess, 3), inside))
+    return out
+
+
+def run_tiles(tmp_path, images: int = 2) -> dict:
+    job = tmp_path / "job"
+    truth = {f"images/{img.name}": img for img in big_scenes(images)}
+    dota_job(str(job), truth.values())
+    run_job(str(job), parse_pipeline(TILED), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    recs = records(tmp_path / "out" / "t")
+    return {**map_back(recs, truth), "truth": truth, "pixels": judge(recs), "records": len(recs)}
+
+
+def test_a_tiles_oriented_boxes_map_back_to_their_source_by_its_tile_keys(tmp_path):
+    """Tiles of DOTA scenes, a colour op the only op: every oriented box, mapped back to the source by its record's
+    augd/tile keys (docs/records.md), is where the rectangle drawn there lies: a whole one its corners within 0.5 px
+    (the whole image's too), a piece a border cut the minimum-area rectangle of the rectangle's part in the tile;
+    and each object whole in at least one tile (the overlap is wider than any). Held to the pixels as well."""
+    got = run_tiles(tmp_path)
+    assert not got["bad"], got["bad"][:5]
+    assert len(got["held"]) >= 20, "the scenes must put objects across the tiles' borders"
+    assert max(got["whole"]) <= 0.5 and max(got["full"]) <= 0.5 and len(got["full"]) == 2 * 2 * 20
+    every = {(rel, o) for rel, img in got["truth"].items() for o in img.shapes}
+    assert every == set(got["whole_in"]), sorted(every - set(got["whole_in"]), key=str)[:3]
+    px = got["pixels"]
+    assert not px["unmatched"] and not px["missing"] and not px["bad"], {k: px[k][:3] for k in ("unmatched",
+                                                                                                 "missing", "bad")}
 
 
 def test_the_refit_rule_in_numbers():
@@ -357,3 +471,14 @@ if __name__ == "__main__":
               f"{stats(g['cut'])} {len(g['ties']):4d} {len(g['bad']):3d} {g['tiny']:4d} {len(a):5d} "
               f"{100 * max(a):6.2f}% {100 * statistics.median(a):6.2f}% {len(g['unmatched']):9d} "
               f"{len(g['missing']):7d}")
+    with tempfile.TemporaryDirectory() as d:
+        g = run_tiles(pathlib.Path(d))
+    n_obj = sum(len(img.shapes) for img in g["truth"].values())
+    print(f"\ntiles {TILES} of {len(g['truth'])} {BIG[1]}x{BIG[0]} images, {n_obj} objects, {g['records']} records, "
+          f"mapped back by their augd/tile keys:\n  whole in a tile: {len(g['whole'])} boxes, corners max "
+          f"{max(g['whole']):.3f} px; the whole image: {len(g['full'])}, max {max(g['full']):.3f} px\n"
+          f"  cut: {len(g['inside'])} boxes, in their rectangle {sum(a for a, _ in g['inside'])}, in the tile "
+          f"{sum(b for _, b in g['inside'])}; of the {len(g['held'])} pieces of {LEAST_PIXELS} px or more, the "
+          f"share held min {min(g['held']):.3f}; area over the piece's minimum-area rectangle max "
+          f"{max(g['excess']):+.3f}\n  objects whole in at least one tile: {len(g['whole_in'])} of {n_obj}; "
+          f"bad: {len(g['bad'])}")

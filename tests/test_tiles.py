@@ -456,3 +456,43 @@ def test_an_image_none_of_whose_tiles_is_kept_is_listed_as_a_negative_with_the_r
     m = json.loads((tmp_path / "out" / "voc" / "manifest.json").read_text())
     assert (m["tiles"]["tiles"], m["tiles"]["kept"], m["tiles"]["empty"], m["tiles"]["empty_kept"]) == (8, 2, 6, 0)
     assert m["records"]["written"] == 2 * 2   # its 2 kept tiles, each as cut and augmented once
+
+
+def test_the_preview_of_a_tiled_job_outlines_the_boxes_and_oriented_boxes_each_record_holds(tmp_path):
+    """With the job's annotations (`--root`), each tile's cells outline the objects of the record `augd run` writes
+    for it, as the untiled preview does: every kept object's oriented box along its sides, in the kept colour, the
+    pixels away from the outlines the record's own."""
+    from augd.io.lite import OBB_KEYS
+    from augd.preview.sheet import KEPT_COLOUR, preview_rows
+    from tests.exports import dota_job
+    from tests.test_oriented_boxes import big_scenes
+    dota_job(str(tmp_path / "dota"), big_scenes(1))
+    spec = parse_pipeline(_pipeline("{size: 256, overlap: 0.25, empty: 1.0}",
+                                    "  - random_rotation: {degrees: 20}\n", variants=1), "tiles.yaml")
+    run_job(str(tmp_path / "dota"), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    records = {(r["augd/tile/index"], r["augd/variant"]): r for r in _records(tmp_path / "out" / "dota")}
+    rows = preview_rows(spec, [str(tmp_path / "dota" / "images" / "big0.png")], relpaths=["images/big0.png"],
+                        root=tmp_path / "dota")
+    sides = 0
+    for row in rows[1:]:
+        index = int(row.tiles[0].title.split()[1])
+        for variant, cell in enumerate(row.tiles):
+            r = records[index, variant]
+            h, w = r["pixels"].shape[:2]
+            obb = np.stack([np.atleast_1d(r[k]) for k in OBB_KEYS], 1).reshape(-1, 4, 2) * (w, h)
+            near = np.zeros((h, w), np.uint8)   # where an outline may be drawn: around each box and oriented box
+            for k, quad in enumerate(obb):
+                x0, y0, x1, y1 = (np.atleast_1d(r[f"image/object/bbox/{s}"])[k] * f
+                                  for s, f in zip(("xmin", "ymin", "xmax", "ymax"), (w, h, w, h)))
+                for q in (quad, [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]):
+                    cv2.polylines(near, [np.round(np.array(q)).astype(np.int32)], True, 1, 7)
+                if r.get("image/object/weight", [1.0] * len(obb))[k] == 0:
+                    continue   # ignored: dashed in the other colour
+                for a, b in zip(quad, np.roll(quad, -1, axis=0)):
+                    x, y = np.clip(np.round((a + b) / 2).astype(int), 0, (w - 1, h - 1))
+                    spot = cell.image[max(y - 1, 0):y + 2, max(x - 1, 0):x + 2].reshape(-1, 3).astype(int)
+                    assert np.abs(spot - KEPT_COLOUR).sum(axis=1).min() <= 90, (index, variant, k, (x, y))
+                    sides += 1
+            changed = np.any(cell.image != r["pixels"], axis=-1)
+            assert not (changed & (near == 0)).any(), (index, variant, "drawn away from the record's boxes")
+    assert sides >= 40

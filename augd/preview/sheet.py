@@ -251,8 +251,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
             except AnnotationError as exc:
                 lines.append(str(exc))
             else:
-                pixels = _with_boxes(pixels, [np.multiply(b, (r.width, r.height) * 2) for b in rec.boxes],
-                                     rec.ignored, [np.multiply(c, (r.width, r.height)) for c in rec.oriented])
+                pixels = _with_record(pixels, rec)
                 lines.append(boxes_line(rec))
         tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
     return PreviewRow(path, rel, tiles)
@@ -280,6 +279,13 @@ def boxes_line(rec) -> str:
     return f"{len(rec.boxes)} box(es)" + (f", {ignored} ignored" if ignored else "")
 
 
+def _with_record(pixels: np.ndarray, rec) -> np.ndarray:
+    """The pixels with a record's boxes and oriented boxes (RecordObjects, normalized) outlined (_with_boxes)."""
+    h, w = pixels.shape[:2]
+    return _with_boxes(pixels, [np.multiply(b, (w, h) * 2) for b in rec.boxes], rec.ignored,
+                       [np.multiply(c, (w, h)) for c in rec.oriented])
+
+
 def _with_boxes(pixels: np.ndarray, boxes, ignored=(), oriented=()) -> np.ndarray:
     """A copy of the pixels with each box (an Object's, or (xmin, ymin, xmax, ymax) in pixel edges) outlined:
     solid, or dashed in IGNORED_COLOUR for one whose `ignored` (its reason, or "") is set; and each box's oriented
@@ -298,8 +304,9 @@ def _with_boxes(pixels: np.ndarray, boxes, ignored=(), oriented=()) -> np.ndarra
 def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {})) -> list[PreviewRow]:
     """A tiled pipeline's rows for one image: the image with every tile outlined, then up to MAX_TILES tiles
     spread over it (and the whole-image record), each as cut and its variants: the records `augd run` writes for
-    them (without the job's annotations, `--root`: every tile kept, as a classification job keeps them). A
-    partner op (copy_paste) pastes the job's objects onto each tile, its partners named under it."""
+    them, with the job's annotations (`--root`) their objects outlined as each record holds them (without: every
+    tile kept, as a classification job keeps them). A partner op (copy_paste) pastes the job's objects onto each
+    tile, its partners named under it (its mixed variants' objects not outlined, as in an untiled row)."""
     from augd.engine.hostdecode import decode_upright
     from augd.job.tiles import cut_tiles
     try:
@@ -330,22 +337,40 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
         f"{plural(cut.counts.tiles, 'tile')} of {size((t0.out_h, t0.out_w))}, "
         f"overlap {spec.tile.overlap:g}", f"below: {len(shown)} of them"])])]
     for part in shown:
-        t = part.tile
+        t, mine = part.tile, part.objects
         pixels = cv2.imdecode(np.frombuffer(part.data, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
         title = f"whole x{t.scale:.3g}" if t.full else f"tile {t.index} at ({t.x0}, {t.y0})"
-        cells = [Tile(title, pixels, [f"{size((t.out_h, t.out_w))}", part.image.relpath.rsplit("/", 1)[-1]])]
+        lines = [f"{size((t.out_h, t.out_w))}", part.image.relpath.rsplit("/", 1)[-1]]
+        if mine is not None:   # the job's annotations (--root): the tile's objects as its variant 0 record holds them
+            try:
+                rec = mine.variant(spec, compiled.program, 0, t.out_h, t.out_w)
+            except AnnotationError as exc:
+                lines.append(str(exc))
+            else:
+                pixels, lines = _with_record(pixels, rec), lines + [boxes_line(rec)]
+        cells = [Tile(title, pixels, lines)]
         wanted = list(range(1, n + 1))
-        det = part.objects.det if part.objects is not None else detection
+        det = mine.det if mine is not None else detection
         items, mixed = _mixed_items(compiled, spec, part.data, part.image.header, part.image.relpath, wanted,
                                     (partners, det, {part.image.relpath: part.image} if partners else {}))
-        for v, r in zip(wanted, compiled.process_many(items)):
+        # as the job runs a tile (augd.job.images): box-aware ops draw from its boxes, its objects move by the steps
+        boxes = det.boxes(part.image) if mine is not None and compiled.program.uses_boxes else None
+        items = [it + (boxes,) if v not in mixed and boxes is not None else it for v, it in zip(wanted, items)]
+        for v, r in zip(wanted, compiled.process_many(items, geometry=mine is not None)):
             if isinstance(r, Exception):
                 cells.append(Tile(f"v{v}", variant=v, error=tf_error_message(r)))
                 continue
-            cells.append(Tile(f"v{v}  {size((r.height, r.width))}", _decode_record(
-                r.payload, spec.output.format, r.height, r.width),
-                mixed.get(v, []) + describe_variant(compiled, part.image.relpath, v, *(
-                    (items[v - 1][3].height, items[v - 1][3].width) if v in mixed else (t.out_h, t.out_w))),
-                variant=v))
+            pixels = _decode_record(r.payload, spec.output.format, r.height, r.width)
+            lines = mixed.get(v, []) + describe_variant(compiled, part.image.relpath, v, *(
+                (items[v - 1][3].height, items[v - 1][3].width) if v in mixed else (t.out_h, t.out_w)))
+            if mine is not None and v not in mixed:   # the record's own boxes, as augd run writes them
+                try:
+                    rec = mine.variant(spec, compiled.program, v, r.height, r.width, replanned=r.replanned,
+                                       steps=r.geometry, covers=r.covers, least=r.min_visibility, events=r.events)
+                except AnnotationError as exc:
+                    lines.append(str(exc))
+                else:
+                    pixels, lines = _with_record(pixels, rec), lines + [boxes_line(rec)]
+            cells.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
         rows.append(PreviewRow(path, rel, cells))
     return rows
