@@ -192,6 +192,58 @@ def test_augd_data_load_gives_the_rings_the_records_hold(tmp_path):
             assert np.allclose(px / scale, ring, atol=0.05)
 
 
+def test_a_tiles_rings_map_back_to_their_source_by_its_tile_keys(tmp_path):
+    """Tiles of polygon scenes, a colour op the only op: every ring mapped back to the source by its record's
+    augd/tile keys (docs/records.md) lies where the polygon drawn there does: a whole object's vertices are the
+    polygon's own (within 0.01 px), a cut one's inside both the polygon and its tile (within 0.01 px), and each
+    object is whole in at least one tile (the overlap is wider than any)."""
+    rng = np.random.default_rng(3)
+    kinds = ("triangle", "pentagon", "l", "hexagon")
+    images = []
+    for i in range(2):
+        shapes = []
+        for r in range(4):
+            for c in range(5):
+                k = (r * 5 + c) % 4
+                cls, colour = list(CLASSES.items())[k]
+                cx, cy = c * 160 + rng.uniform(25, 135), r * 150 + rng.uniform(25, 125)
+                shapes.append(Shape(cls, _outline(kinds[k], cx, cy, rng.uniform(12, 20), rng.uniform(0, 6.3)),
+                                    colour))
+        images.append(Img(f"big{i}.png", 600, 800, tuple(shapes), background=(0, 0, 0)))
+    coco_job(str(tmp_path / "job"), images)
+    text = PIPELINE.replace("VARIANTS", "1").replace("OPS", "- random_brightness: {max_delta: 0.1}\ntile: "
+                                                     "{size: 256, overlap: 0.25, empty: 1.0}")
+    run_job(str(tmp_path / "job"), parse_pipeline(text), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    truth = {img.name: [np.array(s.geom) for s in img.shapes] for img in images}
+    whole_in, cut = set(), 0
+    for shard in sorted((tmp_path / "out" / "t").glob("*.tfrecord")):
+        for raw in tf.data.TFRecordDataset(str(shard)):
+            f = tf.train.Example.FromString(raw.numpy()).features.feature
+            if f["augd/tile/index"].int64_list.value[0] < 0:
+                continue
+            h, w = f["image/height"].int64_list.value[0], f["image/width"].int64_list.value[0]
+            tx, ty = f["augd/tile/x"].int64_list.value[0], f["augd/tile/y"].int64_list.value[0]
+            scale = f["augd/tile/scale"].float_list.value[0]
+            name = f["image/filename"].bytes_list.value[0].decode().rsplit("/", 1)[-1].split("#")[0]
+            for rings in rings_of(f, h, w):
+                back = [ring / scale + (tx, ty) for ring in rings]
+                pts = np.concatenate(back)
+                # its source polygon: the one holding its vertices
+                j = min(range(len(truth[name])), key=lambda j: -min(
+                    cv2.pointPolygonTest(truth[name][j].astype(np.float32), tuple(map(float, p)), True) for p in pts))
+                poly = truth[name][j]
+                assert min(cv2.pointPolygonTest(poly.astype(np.float32), tuple(map(float, p)), True)
+                           for p in pts) >= -0.01, (name, j)
+                assert (pts >= (tx - 0.01, ty - 0.01)).all() and (pts <= (tx + w + 0.01, ty + h + 0.01)).all()
+                if len(back) == 1 and len(back[0]) == len(poly) and \
+                        np.abs(np.sort(back[0], axis=0) - np.sort(poly, axis=0)).max() <= 0.01:
+                    whole_in.add((name, j))
+                else:
+                    cut += 1
+    assert cut >= 10, "the scenes must put objects across the tiles' borders"
+    assert whole_in == {(n, j) for n, polys in truth.items() for j in range(len(polys))}
+
+
 def test_inspect_counts_the_rings_and_dump_outlines_them(tmp_path):
     """`augd inspect` counts the rings, the objects holding them and the records with the keys; `--dump` outlines
     each ring in its class' colour."""
