@@ -272,6 +272,19 @@ def test_inspect_counts_the_rings_and_dump_outlines_them(tmp_path):
         assert np.abs(near - np.array(_colour(label))).sum(axis=1).min() <= 90, (cls, (x, y), near)
 
 
+def test_worker_processes_write_the_same_polygon_keys(tmp_path):
+    """The rings are made where the records are (the job's parent or its workers): threads and processes write the
+    same bytes."""
+    coco_job(str(tmp_path / "job"), scenes(2))
+    spec = parse_pipeline(PIPELINE.replace("VARIANTS", "2").replace("OPS", FAMILIES["cutout"]))
+    shards = {}
+    for kind in ("threads", "processes"):
+        run_job(str(tmp_path / "job"), spec, str(tmp_path / kind), JobOptions(name="t", workers=2, executor=kind))
+        shards[kind] = {p.name: p.read_bytes() for p in (tmp_path / kind / "t").glob("*.tfrecord")}
+    assert shards["threads"] and shards["threads"] == shards["processes"]
+    assert sum(len(rings) for r in records(tmp_path / "processes" / "t") for rings in r["rings"]) > 0
+
+
 def test_a_job_that_does_not_ask_writes_no_polygon_key_and_load_says_so(tmp_path):
     job = tmp_path / "job"
     coco_job(str(job), scenes(1))
