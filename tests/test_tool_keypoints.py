@@ -194,12 +194,14 @@ HOSTILE = {
     "cvat ungrouped point": ("cvat", lambda p: _edit(p, 'points="14.00,30.00" z_order="0" group_id="1"',
                                                      'points="14.00,30.00" z_order="0"'),
                              "<points> 2 (left_light): a points shape; a point is no object; augd reads keypoints "
-                             "only as points of an object (COCO person keypoints, YOLO pose, LabelMe points grouped "
-                             "with their shape): give the point the group_id of its object's box or polygon"),
+                             "only as points of an object (COCO person keypoints, YOLO pose, LabelMe and CVAT points "
+                             "grouped with their shape, CVAT skeletons, Label Studio keypoints related to their "
+                             "region): give the point the group_id of its object's box or polygon"),
     "cvat several points in one": ("cvat", lambda p: _edit(p, 'points="14.00,30.00"', 'points="14,30;20,30"'),
                                    "<points> 2 (left_light): a points shape; a point is no object; augd reads "
                                    "keypoints only as points of an object (COCO person keypoints, YOLO pose, LabelMe "
-                                   "points grouped with their shape): this one holds 2 points"),
+                                   "and CVAT points grouped with their shape, CVAT skeletons, Label Studio keypoints "
+                                   "related to their region): this one holds 2 points"),
     "cvat skeleton with nothing labelled": ("cvat", lambda p: _edit(p, 'outside="0"', 'outside="1"', 2),
                                             "<skeleton> 5 (face): a skeleton with no labelled point"),
     "cvat outside 2": ("cvat", lambda p: _edit(p, 'outside="0"', 'outside="2"'),
@@ -208,8 +210,9 @@ HOSTILE = {
                                                                                 if r["type"] == "relation"]),
                               "export.json: task 1 (id 1): result[1]: a keypointlabels shape; a point is no object"
                               "; augd reads keypoints only as points of an object (COCO person keypoints, YOLO pose, "
-                              "LabelMe points grouped with their shape): relate the keypoint to its object's "
-                              "rectangle or polygon"),
+                              "LabelMe and CVAT points grouped with their shape, CVAT skeletons, Label Studio "
+                              "keypoints related to their region): relate the keypoint to its object's rectangle or "
+                              "polygon"),
     "ls related to two": ("label_studio", lambda p: _results(p, lambda rs: rs.append(
         {"from_id": "r1", "to_id": "k0_0", "type": "relation", "direction": "right", "labels": []})),
         "export.json: task 1 (id 1): result[1] (left_light): a keypoint related to 2 rectangles or polygons"),
