@@ -154,10 +154,11 @@ def _image(elem, i: int, where: str, labels: tuple[str, ...], parts: dict) -> tu
         points[k] = pts
         objects[k] = (replace(objects[framing[k]], name=label) if k in framing
                       else _extent(label, pts, f"{at}: {where_each[k]}"))
-    kept = [k for k in range(len(objects)) if k not in framing.values()]   # a skeleton's frame is no object
+    frames = set(framing.values())   # a skeleton's frame is no object of its own
+    kept = {k: j for j, k in enumerate(k for k in range(len(objects)) if k not in frames)}   # old index -> new
     return name, Annotation(objects=tuple(objects[k] for k in kept), source=where,
                             extra={"size": size, "where": tuple(where_each[k] for k in kept),
-                                   "points": {kept.index(k): p for k, p in points.items()}})
+                                   "points": {kept[k]: p for k, p in points.items()}})
 
 
 _POINTS_HINT = ("give the point the group_id of its object's box or polygon (Group in CVAT's editor), or draw the "
@@ -169,7 +170,7 @@ def _group(shape, at: str) -> str | None:
     raw = shape.get("group_id")
     if raw is None or raw.strip() in ("", "0"):
         return None
-    if not raw.strip().isdigit() or len(raw.strip()) > 18:
+    if not (raw.strip().isascii() and raw.strip().isdigit()) or len(raw.strip()) > 18:
         raise AnnotationError(f"{at}: group_id is {raw[:40]!r}; CVAT's group_id is a whole number")
     return raw.strip()
 
