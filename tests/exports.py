@@ -3,7 +3,10 @@ images of solid shapes (tests/annotated.py draws them) and each tool's own file,
 
 A shape is tests.annotated's Shape (a box or a polygon) or a `Rot`: a rectangle of w x h turned `deg` clockwise
 about its centre (cx, cy). Its corners are computed here, on their own (not by augd.annotations.shapes), so that a
-test comparing augd's polygons with the pixels checks augd's corner arithmetic. TensorFlow-free.
+test comparing augd's polygons with the pixels checks augd's corner arithmetic. A `Keyed` is a shape with
+keypoints, each painted as a 4x4 dot of its own colour centred on it, and written as the tool writes keypoints
+(CVAT: points grouped with the shape, or a skeleton; Label Studio: keypointlabels related to the region).
+TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import numpy as np
 
 from tests.annotated import Img, Shape, _write, _write_image, classes_of
 
-__all__ = ["Rot", "corners", "cvat_job", "dota_job", "inside", "label_studio_job", "labelme_job", "paint",
+__all__ = ["Keyed", "Rot", "corners", "cvat_job", "dota_job", "inside", "label_studio_job", "labelme_job", "paint",
            "yolo_obb_job"]
 
 
@@ -36,6 +39,24 @@ class Rot:
         return Shape(self.cls, corners(self), self.colour)
 
 
+@dataclass(frozen=True)
+class Keyed:
+    """`inner` (a Shape or Rot; None: a CVAT skeleton framed by its points alone) with keypoints, each (name, x, y,
+    visibility, RGB): 0 not labelled (CVAT's outside="1"; Label Studio leaves the point out), 1 occluded (CVAT's
+    occluded="1"), 2 visible. `skeleton`: CVAT writes the points as a <skeleton> of that label, its children in
+    reverse order (the <meta> order is the points' order here), grouped with `inner`; else as one-point <points>
+    sharing `inner`'s group_id. `link`: how Label Studio ties a keypoint to its region: "relation" (region -> point),
+    "back" (point -> region) or "parent" (the point's parentID)."""
+    inner: object
+    points: tuple
+    skeleton: str = ""
+    link: str = "relation"
+
+    @property
+    def shape(self):
+        return None if self.inner is None else self.inner.shape if isinstance(self.inner, Rot) else self.inner
+
+
 def corners(r: Rot) -> tuple:
     """The corners, top-left first before turning, clockwise as shown (y down)."""
     a = math.radians(r.deg)
@@ -46,12 +67,12 @@ def corners(r: Rot) -> tuple:
 
 
 def _drawn(img: Img, classes=None) -> Img:
-    return Img(img.name, img.h, img.w, tuple(s.shape if isinstance(s, Rot) else s for s in img.shapes), img.split,
-               img.background)
+    shapes = (s.shape if isinstance(s, (Rot, Keyed)) else s for s in img.shapes)
+    return Img(img.name, img.h, img.w, tuple(s for s in shapes if s is not None), img.split, img.background)
 
 
 def _shapes(img: Img) -> list:
-    return [s if isinstance(s, Rot) else s if isinstance(s, Shape) else Shape(*s) for s in img.shapes]
+    return [s if isinstance(s, (Rot, Keyed, Shape)) else Shape(*s) for s in img.shapes]
 
 
 def inside(h: int, w: int, points) -> np.ndarray:
@@ -72,13 +93,16 @@ def paint(img: Img) -> np.ndarray:
     """The image's RGB pixels: each shape's pixels (centre inside it) in its colour; boxes as tests.annotated."""
     rgb = np.empty((img.h, img.w, 3), np.uint8)
     rgb[:] = img.background
-    for s in img.shapes:
-        s = s.shape if isinstance(s, Rot) else s if isinstance(s, Shape) else Shape(*s)
+    for s in _drawn(img).shapes:
+        s = s if isinstance(s, Shape) else Shape(*s)
         if s.is_polygon:
             rgb[inside(img.h, img.w, s.geom)] = s.colour
         else:
             x0, y0, x1, y1 = (int(v) for v in s.geom)
             rgb[y0:y1, x0:x1] = s.colour
+    for s in img.shapes:   # the dots on top: a 4x4 square whose centre is the point
+        for _, x, y, _, colour in s.points if isinstance(s, Keyed) else ():
+            rgb[int(y) - 2:int(y) + 2, int(x) - 2:int(x) + 2] = colour
     return rgb
 
 
@@ -148,30 +172,60 @@ def labelme_job(root: str, images) -> dict:
     return out
 
 
+def _cvat_shape(s, group: str = "") -> str:
+    """One shape as CVAT's dumper writes it (attributes in its order; group_id="n" when grouped)."""
+    if isinstance(s, Rot):
+        return (f'<box label="{s.cls}" source="manual" occluded="0" xtl="{s.cx - s.w / 2:.3f}" '
+                f'ytl="{s.cy - s.h / 2:.3f}" xbr="{s.cx + s.w / 2:.3f}" ybr="{s.cy + s.h / 2:.3f}" '
+                f'rotation="{s.deg % 360:.2f}" z_order="0"{group}></box>')
+    if s.is_polygon:
+        pts = ";".join(f"{x:.2f},{y:.2f}" for x, y in s.geom)
+        return f'<polygon label="{s.cls}" source="manual" occluded="0" points="{pts}" z_order="0"{group}></polygon>'
+    x0, y0, x1, y1 = s.geom
+    return (f'<box label="{s.cls}" source="manual" occluded="0" xtl="{x0:.2f}" ytl="{y0:.2f}" xbr="{x1:.2f}" '
+            f'ybr="{y1:.2f}" z_order="0"{group}><attribute name="x">y</attribute></box>')
+
+
+def _cvat_keyed(s: Keyed, gid: int) -> list[str]:
+    """A Keyed as CVAT writes it: its shape with a group_id, then its skeleton (each point outside or not) or its
+    labelled points as one-point <points> of the same group."""
+    group = f' group_id="{gid}"' if s.inner is not None else ""
+    out = [] if s.inner is None else [_cvat_shape(s.inner, group)]
+    if s.skeleton:
+        kids = "".join(f'<points label="{n}" source="manual" outside="{int(v == 0)}" occluded="{int(v == 1)}" '
+                       f'points="{x:.2f},{y:.2f}"></points>' for n, x, y, v, _ in reversed(s.points))
+        return out + [f'<skeleton label="{s.skeleton}" source="manual" z_order="0"{group}>{kids}</skeleton>']
+    return out + [f'<points label="{n}" source="manual" occluded="{int(v == 1)}" points="{x:.2f},{y:.2f}" '
+                  f'z_order="0"{group}></points>' for n, x, y, v, _ in s.points if v]
+
+
 def cvat_job(root: str, images, name: str = "annotations.xml") -> dict:
     """CVAT for images 1.1: annotations.xml at the root, the images under images/ (names relative to it),
-    a Rot as a box with a rotation, the split as its subset."""
+    a Rot as a box with a rotation, the split as its subset; a Keyed's skeleton declared in <meta> (type skeleton,
+    its points labels with a <parent>), its grouped points' labels as labels of type points."""
     out = _images(root, images, "images")
     classes = classes_of([_drawn(i, None) for i in images])
+    keyed = [s for i in images for s in _shapes(i) if isinstance(s, Keyed)]
     labels = "".join(f"<label><name>{c}</name><color>#ff0000</color><type>any</type><attributes/></label>"
                      for c in classes)
+    declared = set(classes)
+    for s in keyed:
+        if s.skeleton and s.skeleton not in declared:
+            declared.add(s.skeleton)
+            labels += (f"<label><name>{s.skeleton}</name><color>#00ff00</color><type>skeleton</type><attributes/>"
+                       f"<svg>&lt;circle r=\"0.75\" cx=\"50\" cy=\"50\"&gt;&lt;/circle&gt;</svg></label>")
+            labels += "".join(f"<label><name>{n}</name><color>#0000ff</color><type>points</type><attributes/>"
+                              f"<parent>{s.skeleton}</parent></label>" for n, *_ in s.points)
+        for n, *_ in () if s.skeleton else s.points:
+            if n not in declared:
+                declared.add(n)
+                labels += f"<label><name>{n}</name><color>#0000ff</color><type>points</type><attributes/></label>"
     body = []
     for k, (rel, img) in enumerate(out.items()):
         subset = {"train": "Train", "val": "Validation", "test": "Test"}.get(img.split, "default")
         shapes = []
-        for s in _shapes(img):
-            if isinstance(s, Rot):
-                shapes.append(f'<box label="{s.cls}" source="manual" occluded="0" xtl="{s.cx - s.w / 2:.3f}" '
-                              f'ytl="{s.cy - s.h / 2:.3f}" xbr="{s.cx + s.w / 2:.3f}" ybr="{s.cy + s.h / 2:.3f}" '
-                              f'rotation="{s.deg % 360:.2f}" z_order="0"></box>')
-            elif s.is_polygon:
-                pts = ";".join(f"{x:.2f},{y:.2f}" for x, y in s.geom)
-                shapes.append(f'<polygon label="{s.cls}" source="manual" occluded="0" points="{pts}" z_order="0">'
-                              f'</polygon>')
-            else:
-                x0, y0, x1, y1 = s.geom
-                shapes.append(f'<box label="{s.cls}" source="manual" occluded="0" xtl="{x0:.2f}" ytl="{y0:.2f}" '
-                              f'xbr="{x1:.2f}" ybr="{y1:.2f}" z_order="0"><attribute name="x">y</attribute></box>')
+        for j, s in enumerate(_shapes(img)):
+            shapes += _cvat_keyed(s, j + 1) if isinstance(s, Keyed) else [_cvat_shape(s)]
         body.append(f'<image id="{k}" name="{rel[len("images/"):]}" subset="{subset}" width="{img.w}" '
                     f'height="{img.h}">{"".join(shapes)}</image>')
     _write(os.path.join(root, name), f'<?xml version="1.0" encoding="utf-8"?>\n<annotations><version>1.1</version>'
@@ -180,9 +234,46 @@ def cvat_job(root: str, images, name: str = "annotations.xml") -> dict:
     return out
 
 
+def _ls_region(s, img: Img, base: dict) -> dict:
+    if isinstance(s, Rot):
+        (x, y) = corners(s)[0]     # the turned top-left corner: Label Studio's anchor
+        value = {"x": 100 * x / img.w, "y": 100 * y / img.h, "width": 100 * s.w / img.w,
+                 "height": 100 * s.h / img.h, "rotation": s.deg % 360, "rectanglelabels": [s.cls]}
+        return {**base, "type": "rectanglelabels", "value": value}
+    if s.is_polygon:
+        value = {"points": [[100 * x / img.w, 100 * y / img.h] for x, y in s.geom], "closed": True,
+                 "polygonlabels": [s.cls]}
+        return {**base, "type": "polygonlabels", "value": value}
+    x0, y0, x1, y1 = s.geom
+    value = {"x": 100 * x0 / img.w, "y": 100 * y0 / img.h, "width": 100 * (x1 - x0) / img.w,
+             "height": 100 * (y1 - y0) / img.h, "rotation": 0, "rectanglelabels": [s.cls]}
+    return {**base, "type": "rectanglelabels", "value": value}
+
+
+def _ls_keyed(s: Keyed, j: int, img: Img, base: dict) -> list[dict]:
+    """A Keyed's region, then each labelled point as a keypointlabels result (Label Studio has no occlusion flag)
+    tied to the region by a relation result or its parentID."""
+    out = [_ls_region(s.inner, img, base)]
+    for m, (n, x, y, v, _) in enumerate(s.points):
+        if not v:
+            continue
+        kid = f"k{j}_{m}"
+        point = {**base, "id": kid, "type": "keypointlabels",
+                 "value": {"x": 100 * x / img.w, "y": 100 * y / img.h, "width": 0.75, "keypointlabels": [n]}}
+        if s.link == "parent":
+            point["parentID"] = base["id"]
+        out.append(point)
+        if s.link != "parent":
+            ends = (base["id"], kid) if s.link == "relation" else (kid, base["id"])
+            out.append({"from_id": ends[0], "to_id": ends[1], "type": "relation", "direction": "right",
+                        "labels": []})
+    return out
+
+
 def label_studio_job(root: str, images, name: str = "export.json") -> dict:
     """Label Studio's JSON export at the root, images under images/[<split>/] named as uploads (/data/upload/1/
-    <8 hex>-<name>); percents of the image; a Rot as a rectangle turned about its top-left corner."""
+    <8 hex>-<name>); percents of the image; a Rot as a rectangle turned about its top-left corner; a Keyed's points
+    as keypointlabels related to its region."""
     out = _images(root, images, "images")
     tasks = []
     for k, (rel, img) in enumerate(out.items()):
@@ -190,20 +281,7 @@ def label_studio_job(root: str, images, name: str = "export.json") -> dict:
         for j, s in enumerate(_shapes(img)):
             base = {"id": f"r{j}", "from_name": "label", "to_name": "image", "original_width": img.w,
                     "original_height": img.h, "image_rotation": 0, "origin": "manual"}
-            if isinstance(s, Rot):
-                (x, y) = corners(s)[0]     # the turned top-left corner: Label Studio's anchor
-                value = {"x": 100 * x / img.w, "y": 100 * y / img.h, "width": 100 * s.w / img.w,
-                         "height": 100 * s.h / img.h, "rotation": s.deg % 360, "rectanglelabels": [s.cls]}
-                results.append({**base, "type": "rectanglelabels", "value": value})
-            elif s.is_polygon:
-                value = {"points": [[100 * x / img.w, 100 * y / img.h] for x, y in s.geom], "closed": True,
-                         "polygonlabels": [s.cls]}
-                results.append({**base, "type": "polygonlabels", "value": value})
-            else:
-                x0, y0, x1, y1 = s.geom
-                value = {"x": 100 * x0 / img.w, "y": 100 * y0 / img.h, "width": 100 * (x1 - x0) / img.w,
-                         "height": 100 * (y1 - y0) / img.h, "rotation": 0, "rectanglelabels": [s.cls]}
-                results.append({**base, "type": "rectanglelabels", "value": value})
+            results += _ls_keyed(s, j, img, base) if isinstance(s, Keyed) else [_ls_region(s, img, base)]
         tasks.append({"id": k + 1, "data": {"image": f"/data/upload/1/{k:08x}-{os.path.basename(rel)}"},
                       "annotations": [{"id": k + 1, "completed_by": 1, "result": results, "was_cancelled": False}],
                       "predictions": []})

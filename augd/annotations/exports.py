@@ -1,6 +1,7 @@
 """What the annotation tools' exports share (DOTA, YOLO-OBB, LabelMe, CVAT, Label Studio): their files read under
 the project's bounds (augd.parsing.jsonxml: size, depth, no DTD or entity; text under a byte cap), numbers taken
-only when finite, and the image an export names found inside the job, never outside it. TensorFlow-free.
+only when finite, the image an export names found inside the job, never outside it, and a job's keypoints (one
+schema of names for every object that has points). TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import posixpath
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from augd.annotations.model import AnnotationError, file_message
+from dataclasses import replace
+
+from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, file_message, flip_from_names
 from augd.errors import UntrustedFileError
 from augd.files import read_capped
 from augd.parsing.jsonxml import load_json, parse_xml
 
-__all__ = ["EXPORT_TEXT_MAX_BYTES", "ImageIndex", "job_path", "json_file", "number", "text_file", "xml_file"]
+__all__ = ["EXPORT_TEXT_MAX_BYTES", "ImageIndex", "job_path", "json_file", "keypoint_schema", "number", "text_file",
+           "with_keypoints", "xml_file"]
 
 #: A text label file holds a line per object: 16 MiB is over 200,000 objects (as YOLO_MAX_BYTES).
 EXPORT_TEXT_MAX_BYTES = 16 * 1024 * 1024
@@ -107,3 +111,22 @@ class ImageIndex:
                                       f"({', '.join(found[:3])}); keep one")
         raise AnnotationError(f"{at}: the image reference {ref!r} names no image in the job folder (its file "
                               f"name, with as many of its folders as the job has, must be there)")
+
+
+def keypoint_schema(names, classes, source: str) -> KeypointSchema:
+    """A tool export's keypoints: `names` in the job's order, paired for a mirror by their left/right names (COCO's
+    convention: the tools store no flip), carried by `classes`."""
+    names = tuple(names)
+    return KeypointSchema(names, flip_from_names(names), (), tuple(sorted(classes)), source)
+
+
+def with_keypoints(ann: Annotation, names) -> Annotation:
+    """`ann` with each object of extra["points"] ({object index: {name: (x, y, visibility)}}) given its points in
+    the order of `names`; a name it lacks is not labelled (0 0 0), as COCO writes one."""
+    points = ann.extra.get("points") or {}
+    if not points:
+        return ann
+    objects = list(ann.objects)
+    for k, pts in points.items():
+        objects[k] = replace(objects[k], keypoints=tuple(pts.get(n, (0.0, 0.0, 0)) for n in names))
+    return replace(ann, objects=tuple(objects))

@@ -3,8 +3,12 @@ else the one value naming an image file) and `annotations` (one per task: each a
 percents (0-100) of `original_width`/`original_height`, which are checked against the image. A
 `rectanglelabels` result (`x`, `y` its top-left corner, `width`, `height`) is a box, or, with a `rotation`
 (degrees, clockwise about that top-left corner), its 4-corner polygon until augd has an oriented-box kind
-(augd.annotations.shapes); a `polygonlabels` result (`points`) a polygon. Keypoints, brushes, ellipses and
-image-level results (choices, text) reject their image with a reason; so does a task with several annotations
+(augd.annotations.shapes); a `polygonlabels` result (`points`) a polygon. A `keypointlabels` result (`x`, `y`)
+is a keypoint of the one rectangle or polygon region it belongs to: a `relation` result between their ids (either
+way), or its `parentID` naming that region; named by its label (the job's keypoints: every keypoint label of the
+export, sorted; a point an object lacks is not labelled, and a mirror swaps left_ and right_ names, COCO's). Any
+other keypoint, brushes, ellipses and image-level results (choices, text) reject their image with a reason; so does
+a task with several annotations
 (augd reads one), none (not annotated: no negative), or an image turned in the editor (`image_rotation`).
 Predictions are not read. An image is found by its reference's file name, with as many of its folders as the job
 has (Label Studio's upload prefix `1a2b3c4d-` taken off): augd.annotations.exports.ImageIndex. Class names: those
@@ -12,7 +16,9 @@ used, sorted. TensorFlow-free.
 """
 from __future__ import annotations
 
-from augd.annotations.exports import ImageIndex, json_file, number
+from dataclasses import replace
+
+from augd.annotations.exports import ImageIndex, json_file, keypoint_schema, number, with_keypoints
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError
 from augd.annotations.reading import AnnotationFormat, Layout, Marker, Reading, folder_splits
@@ -65,10 +71,7 @@ def read_result(r, at: str, hw: tuple[int, int]):
         raise AnnotationError(f"{at}: a result must be an object with a `type` and a `value`")
     kind, value = r.get("type"), r["value"]
     h, w = hw
-    turned = r.get("image_rotation", 0)
-    if turned not in (0, None):
-        raise AnnotationError(f"{at}: image_rotation is {turned!r}: the image was turned in the editor, and its "
-                              f"shapes are of the turned image; augd reads shapes of the image as stored")
+    _unturned(r, at)
     if kind == "rectanglelabels":
         name = _label(value, kind, at)
         at = f"{at} ({name})"
@@ -92,7 +95,60 @@ def read_result(r, at: str, hw: tuple[int, int]):
     raise refused_shape(at, str(kind)[:40], _TOOL)
 
 
-def _annotation(task: dict, at: str, source: str, hw: tuple[int, int]) -> Annotation:
+def _unturned(r: dict, at: str) -> None:
+    turned = r.get("image_rotation", 0)
+    if turned not in (0, None):
+        raise AnnotationError(f"{at}: image_rotation is {turned!r}: the image was turned in the editor, and its "
+                              f"shapes are of the turned image; augd reads shapes of the image as stored")
+
+
+def _keypoint(r: dict, at: str, hw: tuple[int, int]) -> tuple[str, tuple[float, float, int]]:
+    """A keypointlabels result: (its name, (x, y, 2) in pixel-edge units); Label Studio marks no occlusion."""
+    if not isinstance(r.get("value"), dict):
+        raise AnnotationError(f"{at}: a result must be an object with a `type` and a `value`")
+    _unturned(r, at)
+    name = _label(r["value"], "keypointlabels", at)
+    x, y = (number(r["value"].get(k), f"{at} ({name})", k) for k in ("x", "y"))
+    return name, (x * hw[1] / 100, y * hw[0] / 100, 2)
+
+
+def _ident(r: dict, key: str, at: str) -> str | None:
+    """A result's id (or the id it names): Label Studio's are short strings; None when absent."""
+    raw = r.get(key)
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw) or len(str(raw)) > 100:
+        raise AnnotationError(f"{at}: {key} is {str(raw)[:60]!r}; it must be a result's id (a short string)")
+    return str(raw)
+
+
+_KEYPOINT_HINT = ("relate the keypoint to its object's rectangle or polygon (a relation between the two regions), "
+                  "or remove it")
+
+
+def _owners(keypoints: list, links: list, regions: dict[str, int]) -> dict[int, dict]:
+    """{object index: {name: point}}: each keypoint given to the one region it is related to or is the child of."""
+    points: dict[int, dict] = {}
+    for where, kid, parent, name, point in keypoints:
+        owners = {regions[b] for a, b in links if a == kid and b in regions} | \
+                 {regions[a] for a, b in links if b == kid and a in regions}
+        if parent is not None and parent in regions:
+            owners.add(regions[parent])
+        if not owners:
+            raise refused_shape(where, "keypointlabels", _TOOL, _KEYPOINT_HINT + (
+                f" (its parentID {parent!r} names no rectangle or polygon of this annotation)" if parent else ""))
+        if len(owners) > 1:
+            raise AnnotationError(f"{where} ({name}): a keypoint related to {len(owners)} rectangles or polygons; "
+                                  f"it is a point of one: keep one relation")
+        got = points.setdefault(owners.pop(), {})
+        if name in got:
+            raise AnnotationError(f"{where} ({name}): its region has two keypoints named {name!r}; a keypoint "
+                                  f"name is one point of an object")
+        got[name] = point
+    return points
+
+
+def _annotation(task: dict, at: str, source: str, hw: tuple[int, int], names=()) -> Annotation:
     anns = task.get("annotations", [])
     if not isinstance(anns, list):
         raise AnnotationError(f"{at}: `annotations` must be a list")
@@ -105,27 +161,47 @@ def _annotation(task: dict, at: str, source: str, hw: tuple[int, int]) -> Annota
     if not isinstance(results, list):
         raise AnnotationError(f"{at}: annotations[0].result must be a list")
     objects, labels, size = [], [], None
+    regions: dict[str, int] = {}   # a rectangle's or polygon's result id -> its object
+    keypoints, links = [], []
     for k, r in enumerate(results):
         where = f"{at}: result[{k}]"
+        if isinstance(r, dict) and r.get("type") == "relation":   # {from_id, to_id, direction, labels}: no value
+            ends = (_ident(r, "from_id", where), _ident(r, "to_id", where))
+            if None in ends:
+                raise AnnotationError(f"{where}: a relation without from_id and to_id")
+            links.append(ends)
+            continue
         stated = _size(r, where) if isinstance(r, dict) else None
         if stated is not None and size is not None and stated != size:
             raise AnnotationError(f"{where}: original size {stated[1]}x{stated[0]} differs from the task's "
                                   f"{size[1]}x{size[0]}")
         size = size or stated
+        if isinstance(r, dict) and r.get("type") == "keypointlabels":
+            keypoints.append((where, _ident(r, "id", where), _ident(r, "parentID", where),
+                              *_keypoint(r, where, size or hw)))
+            continue
         obj = read_result(r, where, size or hw)
+        rid = _ident(r, "id", where)
+        if rid in regions:
+            raise AnnotationError(f"{where} ({obj.name}): id {rid!r} is another region's too; ids are unique")
+        if rid is not None:
+            regions[rid] = len(objects)
         objects.append(obj)
         labels.append(f"result[{k}] ({obj.name})")
-    return Annotation(objects=tuple(objects), source=source, extra={"size": size, "where": tuple(labels)})
+    ann = Annotation(objects=tuple(objects), source=source,
+                     extra={"size": size, "where": tuple(labels), "points": _owners(keypoints, links, regions)})
+    return with_keypoints(ann, names)
 
 
-def _names(task) -> set[str]:
-    """The class names a task's annotations give, whatever else is wrong with them."""
+def _names(task, keys=("rectanglelabels", "polygonlabels")) -> set[str]:
+    """The class names (or, with `keys` ("keypointlabels",), keypoint names) a task's annotations give, whatever
+    else is wrong with them."""
     out = set()
     anns = task.get("annotations") if isinstance(task, dict) else None
     for a in anns if isinstance(anns, list) else ():
         for r in a.get("result", ()) if isinstance(a, dict) and isinstance(a.get("result"), list) else ():
             value = r.get("value") if isinstance(r, dict) else None
-            for key in ("rectanglelabels", "polygonlabels"):
+            for key in keys:
                 names = value.get(key) if isinstance(value, dict) else None
                 if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) and names[0].strip():
                     out.add(names[0])
@@ -183,14 +259,21 @@ def read_job(reading: Reading, files: list) -> None:
                 reading.reject(img, f"{at}: {img} is also the image of {listed[img][1]}")
                 continue
             listed[img] = (task, at, source)
+    # every task's keypoint names, its image kept or not (as the class names): one bad task moves no point
+    names = sorted({n for _, tasks in files for t in tasks for n in _names(t, ("keypointlabels",))})
+    if names:
+        reading.keypoints = keypoint_schema(names, (), "Label Studio keypointlabels")
     for img in images:
         if img in reading.rejected:
             continue
         if img in listed:
             task, at, source = listed[img]
-            reading.settle(img, lambda hw, t=task, a=at, s=source: _annotation(t, a, s, hw))
+            reading.settle(img, lambda hw, t=task, a=at, s=source: _annotation(t, a, s, hw, names))
         else:
             reading.reject(img, f"{img}: no task of {', '.join(s for s, _ in files)} names it: not annotated")
+    if reading.keypoints is not None:   # the classes whose objects carry points, once each task is read
+        reading.keypoints = replace(reading.keypoints, classes=tuple(sorted(
+            {o.name for a in reading.annotations.values() for o in a.objects if o.keypoints})))
     folder_splits(reading, "", images)
     if not reading.splits and tree.isdir("images"):
         folder_splits(reading, "images", tree.below("images", IMAGE_EXTENSIONS))

@@ -73,7 +73,8 @@ def refused_shape(at: str, kind: str, tool: str, hint: str = "") -> AnnotationEr
     user can do in this tool."""
     if kind in ("point", "points", "keypoint", "keypointlabels"):
         why = ("a point is no object; augd reads keypoints only as points of an object (COCO person keypoints, YOLO "
-               "pose, LabelMe points grouped with their shape): " + (hint or "export them so, or remove the points"))
+               "pose, LabelMe and CVAT points grouped with their shape, CVAT skeletons, Label Studio keypoints "
+               "related to their region): " + (hint or "export them so, or remove the points"))
     else:
         why = "augd reads rectangles, rotated rectangles and polygons of it: convert or remove this shape"
     return AnnotationError(f"{at}: a {kind} shape; {why} ({tool})")
