@@ -197,6 +197,21 @@ def test_split_layout_refusals_negatives_and_stray_images(tmp_path):
         read_job(str(root))
 
 
+def test_each_roboflow_split_folder_pairs_its_own_masks(tmp_path):
+    red = (220, 30, 30)
+    imgs = [Img("a.png", 20, 24, [("dog", (1, 1, 9, 9), red)], split="train"),
+            Img("b.png", 20, 24, [("cat", (2, 2, 9, 9), red)], split="val")]
+    yolo_job(str(tmp_path), imgs, names="data.yaml", masks="L")
+    as_split_folders(str(tmp_path), "labels", {"val": "valid"})
+    for old, new in (("train", "train"), ("val", "valid")):
+        os.rename(tmp_path / "masks" / old, tmp_path / new / "masks")
+    os.rmdir(tmp_path / "masks")
+    job = read_job(str(tmp_path))
+    assert job.rejected == {} and {"train/masks", "valid/masks", "train/labels", "valid/labels"} <= job.skip
+    assert {k: os.path.relpath(a.mask, tmp_path) for k, a in job.annotations.items()} == {
+        "train/images/a.png": "train/masks/a.png", "valid/images/b.png": "valid/masks/b.png"}
+
+
 if __name__ == "__main__":
     import tempfile
     with tempfile.TemporaryDirectory() as d:
