@@ -21,6 +21,7 @@ from tests.annotated import (
     Img, Shape, boxes, coco_job, decoded, masks_job, region_box, voc_job, voc_xml, yolo_job,
 )
 from tests.exports import Rot, cvat_job, dota_job, label_studio_job, labelme_job, yolo_obb_job
+from tests.splitfolders import as_split_folders
 
 RED, GREEN, BLUE = (220, 30, 30), (30, 200, 30), (30, 30, 220)
 REPO = Path(__file__).resolve().parent.parent
@@ -446,8 +447,13 @@ LAYOUT_JOBS = {
     50: lambda root: masks_job(root, IMAGES),
     15: lambda root: dota_job(root, ROTATED), 21: lambda root: yolo_obb_job(root, ROTATED),
     71: lambda root: yolo_obb_job_beside(root), 65: lambda root: labelme_job(root, ROTATED),
+    16: lambda root: (dota_job(root, ROTATED), as_split_folders(root, "labelTxt")),
+    25: lambda root: (yolo_job(root, IMAGES, names="data.yaml"), as_split_folders(root, "labels", ROBOFLOW)),
+    26: lambda root: (yolo_obb_job(root, ROTATED), as_split_folders(root, "labels", ROBOFLOW)),
     35: lambda root: cvat_job(root, ROTATED), 36: lambda root: label_studio_job(root, ROTATED),
 }
+#: Roboflow's split folders: val/ ships as valid/.
+ROBOFLOW = {"val": "valid"}
 #: IMAGES with oriented boxes, for the tool exports (DOTA and YOLO-OBB take 4 corners only).
 ROTATED = [Img("a.png", 60, 80, [("dog", (0, 0, 20, 15), RED), Rot("cat", 55, 30, 30, 14, 30, BLUE)], split="train"),
            Img("b.png", 50, 64, [("cat", (30, 20, 64, 50), GREEN), Rot("dog", 12, 10, 10, 6, -15, RED)], split="val"),

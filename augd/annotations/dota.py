@@ -1,8 +1,17 @@
-"""DOTA: `images/` with `labelTxt/` mirroring it, one `.txt` per image, a line per object: `x1 y1 x2 y2 x3 y3 x4 y4
-class difficult`, the 4 corners of an oriented box in pixels (pixel-edge units, as augd's). Header lines
-`imagesource:...` and `gsd:...` (DOTA v1.0) may open a file. Each box is read as its 4-corner polygon
-(augd.annotations.shapes) until augd has an oriented-box kind; `difficult` 1 is VOC's difficult flag (written to
-image/object/difficult). Class names: those the files use, sorted (DOTA lists no names). TensorFlow-free.
+"""DOTA: a `.txt` per image, a line per object: `x1 y1 x2 y2 x3 y3 x4 y4 class difficult`, the 4 corners of an
+oriented box in pixels (pixel-edge units, as augd's). Header lines `imagesource:...` and `gsd:...` (DOTA v1.0) may
+open a file. Each box is an oriented object (augd.annotations.shapes.oriented_object): its 4 corners are its
+polygon, moved vertex by vertex, and its records carry the oriented box (image/object/obb/*,
+augd.annotations.oriented); `difficult` 1 is VOC's difficult flag (image/object/difficult). Class names: those the
+files use, sorted (DOTA lists no names).
+
+Two layouts (augd.annotations.paired). DOTA's own, as it is downloaded: `train/images/` + `train/labelTxt/`,
+`val/images/` + `val/labelTxt/`, `test/images/`, each split folder's records in that split's shards. DOTA's test
+split comes without labels: its images are rejected (bad_annotation, each naming test/ and what would use it),
+not written as negatives. An image with no objects teaches "nothing here"; DOTA's test images are full of objects
+nobody labelled, so writing them would fill a split with false negatives, and leaving them out silently would
+hide a third of the download. (An image of a labelled split without its own `.txt` is a negative, as in YOLO.)
+Or the tree: `images/` with `labelTxt/` mirroring it, `images/<split>/` splits. TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -44,6 +53,6 @@ def read_dota(path: str, where: str) -> Annotation:
 FORMAT = paired_format(
     "dota", Paired(".txt", reader=lambda reading: (read_dota, None), looks_right=lambda tree, rel: True,
                    tree=("images", "labelTxt")),
-    ranks=(15, None), title="DOTA",
-    expected="expected images/ with labelTxt/ (a .txt per image; DOTA's train/images and train/labelTxt go in as "
-             "images/train/ and labelTxt/train/)")
+    ranks=(15, None), split_rank=16, title="DOTA",
+    expected="expected DOTA's own split folders, train/images/ with train/labelTxt/ (val/ and test/ alike; a .txt "
+             "per image), or images/ with labelTxt/")

@@ -56,17 +56,23 @@ class Layout:
 class Marker:
     """Files that mark a job as annotated in a format before anything is read (augd.job.executors.choice's estimate
     counts a job by its files' names: such a file is no image). `under`: None anywhere, "" the job's root only, a
-    name anywhere below the root's folder of that name; `beside`: only beside an image of the same stem."""
+    name anywhere below the root's folder of that name (with `in_split`: below that folder of a split folder at the
+    root, `train/labelTxt/`); `beside`: only beside an image of the same stem."""
     extension: str
     under: str | None = None
     beside: bool = False
+    in_split: bool = False
 
     def marks(self, folder: str, name: str, stems) -> bool:
         """Whether `name` in the job's `folder` ("" the root; "/"-separated) is such a file; `stems`: the stems of
         the images in that folder."""
         if not name.lower().endswith(self.extension):
             return False
-        if self.under is not None and (folder != "" if self.under == "" else folder.split("/")[0] != self.under):
+        parts = folder.split("/")
+        if self.in_split:
+            if len(parts) < 2 or parts[0] not in SPLIT_NAMES or parts[1] != self.under:
+                return False
+        elif self.under is not None and (folder != "" if self.under == "" else parts[0] != self.under):
             return False
         return not self.beside or name[:-len(self.extension)] in stems
 

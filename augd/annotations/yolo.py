@@ -3,7 +3,11 @@ segmentation lines, `class x1 y1 x2 y2 ...`, give a polygon); class names from `
 `data.yaml` (`names:` as a list or {index: name}). Ultralytics' pose lines, `class cx cy w h x1 y1 [v1] ...`,
 carry keypoints when data.yaml has `kpt_shape: [K, 2 or 3]` (with `flip_idx`, and augd's optional `kpt_names`).
 Boxes touching or crossing the border by up to a pixel are fine (the layout checks and clips them against the
-real image). TensorFlow-free.
+real image). Layouts: `images/` + `labels/` (Ultralytics; `images/<split>/` splits), Roboflow's export as it is
+(`train/images/` + `train/labels/`, `valid/...`, `test/...`, data.yaml at the root; the folder names the split,
+valid/ is validation, data.yaml's `train:`/`val:` paths are not read), or a `.txt` beside each image. An image
+without its label file is a negative; a split folder without `labels/` has its images rejected
+(augd.annotations.paired). TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -173,7 +177,7 @@ def read_yolo(path: str, where: str, names: tuple[str, ...], hw: tuple[int, int]
     return Annotation(objects=tuple(objects), source=where, extra={"where": tuple(labels), "size": None})
 
 
-# -- the job: images/ + labels/, or a .txt beside each image ------------------------------------------------------
+# -- the job: images/ + labels/, split folders, or a .txt beside each image --------------------------------------------
 
 def job_names(reading: Reading, fmt: str) -> tuple[str, ...]:
     """The job's class names (data.yaml or classes.txt at its root), those files left out of the images' pairing;
@@ -202,4 +206,6 @@ FORMAT = paired_format(
     "yolo", Paired(".txt", reader=_reader, looks_right=lambda tree, _: any(tree.isfile(n) for n in NAME_FILES),
                    tree=("images", "labels"), masks="masks", sized=True, others=True, bare=True),
     # other .txt files beside the images are no labels: not read
-    ranks=(20, 70), title="YOLO", expected="expected images/ with labels/, or a .txt beside each image")
+    ranks=(20, 70), split_rank=25, title="YOLO",
+    expected="expected images/ with labels/, Roboflow's split folders (train/images/ with train/labels/, valid/ "
+             "and test/ alike), or a .txt beside each image")

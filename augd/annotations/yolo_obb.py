@@ -1,8 +1,9 @@
 """YOLO-OBB (Ultralytics' oriented boxes): YOLO's layout and class names (augd.annotations.yolo), each line `class
 x1 y1 x2 y2 x3 y3 x4 y4`, the 4 corners normalized to the image. Such a line is also a YOLO polygon of 4 points,
 so `format: auto` reads the job as YOLO (the same shape); naming `format: yolo_obb` holds every line to 4 corners.
-Each box is read as its 4-corner polygon (augd.annotations.shapes) until augd has an oriented-box kind.
-TensorFlow-free.
+Each box is an oriented object (augd.annotations.shapes.oriented_object; its records carry image/object/obb/*).
+Roboflow's YOLO-OBB export (`train/images/` + `train/labels/`, `valid/...`, `test/...`, data.yaml at the root) is
+read as it is (augd.annotations.paired's split layout). TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -52,5 +53,6 @@ def _reader(reading: Reading):
 FORMAT = paired_format(
     "yolo_obb", Paired(".txt", reader=_reader, looks_right=lambda tree, _: any(tree.isfile(n) for n in NAME_FILES),
                        tree=("images", "labels"), sized=True, others=True),
-    ranks=(21, 71), auto=False, title="YOLO-OBB",
-    expected="expected images/ with labels/, or a .txt beside each image, and data.yaml or classes.txt")
+    ranks=(21, 71), split_rank=26, auto=False, title="YOLO-OBB",
+    expected="expected images/ with labels/, Roboflow's split folders (train/images/ with train/labels/, valid/ "
+             "and test/ alike), or a .txt beside each image, and data.yaml or classes.txt")
