@@ -143,6 +143,23 @@ def test_the_split_layout_is_decided_by_folder_names_alone(tmp_path):
     assert e.value.reason is FailureReason.BAD_LABELS
 
 
+def test_roboflows_classification_export_splits_by_its_valid_folder(tmp_path):
+    """Roboflow's (and Ultralytics') classification export: train/, valid/, test/ of class folders; valid/ is the
+    validation split, as val/ is (one name table for the scan and the annotation layouts)."""
+    from augd.io import scan_job
+    job = _tree(tmp_path / "job", {"train/cat/a.png": 1, "train/dog/b.png": 2, "valid/cat/c.png": 3,
+                                   "test/dog/d.png": 4})
+    scan = scan_job(str(job))
+    assert scan.classes == ("cat", "dog")
+    assert {i.relpath: (i.split, i.label) for i in scan.images} == {
+        "train/cat/a.png": ("train", 0), "train/dog/b.png": ("train", 1), "valid/cat/c.png": ("validation", 0),
+        "test/dog/d.png": ("test", 1)}
+    _tree(job, {"val/cat/e.png": 5})
+    with pytest.raises(JobFailed, match="both val/ and valid/ hold the validation split") as e:
+        scan_job(str(job))
+    assert e.value.reason is FailureReason.BAD_LABELS
+
+
 def test_a_split_job_named_like_a_pipeline_is_not_taken_for_a_misspelt_routing_folder(tmp_path):
     from augd.daemon.routing import resolve_pipeline
     for name in ("normalise", "normalize-v2"):

@@ -24,14 +24,14 @@ from augd.annotations.repair import BORDER_PX, BORDER_SHARE, border, without_dup
 from augd.annotations.tree import Sizes, Tree, read_image_header, stem, under, upright
 from augd.errors import UntrustedFileError
 from augd.files import inside, read_capped
+from augd.io.scan import SPLIT_FOLDERS
 
 __all__ = ["SLACK", "SPLIT_NAMES", "VOC_FOLDERS", "AnnotatedJob", "AnnotationFormat", "FileRead", "FileToRead",
            "Layout", "Marker", "Reading", "folder_splits", "object_label", "read_each", "serial_map", "settle_pairs",
            "skipped", "voc_sets"]
 
-#: Folder names that make a split (Ultralytics and Roboflow write valid/).
-SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
-               "test": "test"}
+#: Folder names that make a split: the scan's own (Ultralytics and Roboflow write valid/).
+SPLIT_NAMES = SPLIT_FOLDERS
 #: How far (pixels) a box or polygon may pass the image's border before it is refused.
 SLACK = 1.0
 #: The VOC devkit's folders besides JPEGImages/: never images, never class folders.

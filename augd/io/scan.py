@@ -36,8 +36,10 @@ __all__ = [
 ]
 
 REJECT_REASONS = tuple(r.value for r in RejectReason)
-#: Top folders that make a job hold several splits (TFDS ImageFolder's layout), and the split each names.
-SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
+#: Top folders that make a job hold several splits (TFDS ImageFolder's layout; Roboflow's and Ultralytics' valid/),
+#: and the split each names; the annotation layouts' split folders are these too (annotations.reading.SPLIT_NAMES).
+SPLIT_FOLDERS = {"train": "train", "validation": "validation", "val": "validation", "valid": "validation",
+                 "test": "test"}
 #: Splits in the order their shards are written and listed.
 SPLITS = ("train", "validation", "test")
 #: Bytes read for the header: first a little (most headers sit in the first few hundred bytes, so the
@@ -225,14 +227,15 @@ def _unlisted(e: OSError) -> tuple[str, str]:
 
 def _split_folders(root: str, top) -> list[str]:
     """The top folders when they make a split layout, decided by their names alone (so an empty or
-    class-less split folder cannot turn the layout into classes named after splits): every top folder is
-    train/, validation/, val/ or test/. Else []. `val/` beside `validation/` is refused: one split twice."""
+    class-less split folder cannot turn the layout into classes named after splits): every top folder is one of
+    SPLIT_FOLDERS. Else []. Two names of one split (`val/` beside `validation/` or `valid/`) are refused."""
     dirs = [n for n, k, _ in top if k == "dir"]
     if not dirs or any(n not in SPLIT_FOLDERS for n in dirs):
         return []
-    if len({SPLIT_FOLDERS[n] for n in dirs}) < len(dirs):
-        raise JobFailed(f"{root}: both val/ and validation/ hold the validation split; merge them into one",
-                        reason=FailureReason.BAD_LABELS)
+    twice = sorted(n for n in dirs if SPLIT_FOLDERS[n] == "validation")
+    if len(twice) > 1:
+        raise JobFailed(f"{root}: {'both' if len(twice) == 2 else 'all of'} {' and '.join(f'{n}/' for n in twice)} "
+                        f"hold the validation split; merge them into one", reason=FailureReason.BAD_LABELS)
     return sorted(dirs, key=lambda n: SPLITS.index(SPLIT_FOLDERS[n]))
 
 
