@@ -229,3 +229,11 @@ def test_the_op_list_names_every_registered_op():
     missing = sorted(name for name in REGISTRY if f"`{name}`" not in text)
     assert not missing, f"docs/pipelines.md does not list the ops {missing}"
     assert f"{len(REGISTRY)} ops:" in text
+    assert f"{len(REGISTRY)} ops:" in (REPO / "README.md").read_text(), "README counts the ops as the registry does"
+
+
+def test_the_design_names_every_executor():
+    """docs/design.md's `--executor` choices are ExecutorKind's, so a new executor joins the page that says how one
+    is chosen."""
+    from augd.defaults import ExecutorKind
+    assert f"`--executor {'|'.join(k.value for k in ExecutorKind)}`" in (REPO / "docs" / "design.md").read_text()
