@@ -11,10 +11,8 @@ VOC's flag.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from augd.annotations.exports import json_file, number
-from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, flip_from_names
+from augd.annotations.exports import json_file, keypoint_schema, number, with_keypoints
+from augd.annotations.model import Annotation, AnnotationError
 from augd.annotations.paired import Paired, paired_format
 from augd.annotations.reading import Reading
 from augd.annotations.shapes import box_object, oriented_object, polygon_object, refused_shape
@@ -82,7 +80,7 @@ def read_labelme(path: str, where: str) -> Annotation:
             group = groups.setdefault(_group(shape, at), {"objects": [], "points": {}, "at": at})
             if name in group["points"]:
                 raise AnnotationError(f"{at}: group_id {_group(shape, at)} has two points named {name!r}")
-            group["points"][name] = pts[0]
+            group["points"][name] = (*pts[0], 2)   # LabelMe has no occlusion flag: a point drawn is visible
             continue
         else:
             raise refused_shape(at, str(kind)[:40], _TOOL, "give a point the group_id of its object's rectangle "
@@ -117,14 +115,10 @@ def _keypoints(reading: Reading, got: dict) -> None:
     names = tuple(sorted({n for a in anns.values() for pts in a.extra["points"].values() for n in pts}))
     if not names:
         return
-    classes = sorted({a.objects[k].name for a in anns.values() for k in a.extra["points"]})
-    reading.keypoints = KeypointSchema(names, flip_from_names(names), (), tuple(classes), "LabelMe point labels")
+    classes = {a.objects[k].name for a in anns.values() for k in a.extra["points"]}
+    reading.keypoints = keypoint_schema(names, classes, "LabelMe point labels")
     for f, a in anns.items():
-        objects = list(a.objects)
-        for k, pts in a.extra["points"].items():
-            objects[k] = replace(objects[k], keypoints=tuple((*pts[n], 2) if n in pts else (0.0, 0.0, 0)
-                                                             for n in names))
-        got[f] = replace(a, objects=tuple(objects))
+        got[f] = with_keypoints(a, names)
 
 
 def _is_labelme(tree: Tree, rel: str) -> bool:
