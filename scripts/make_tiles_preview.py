@@ -32,13 +32,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(tmp, "job")
         voc_job(str(job), [scene(i) for i in range(4)])
-        for path in (job / "JPEGImages").glob("*.png"):   # ground-like texture: equalize and friends act as on photos
-            import cv2
+        for k, path in enumerate(sorted((job / "JPEGImages").glob("*.png"))):   # ground-like texture: equalize and
+            import cv2                                                          # friends act as on photos
             import numpy as np
             img = cv2.imread(str(path)).astype(np.float32)
             yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]].astype(np.float32)
             shade = 18 * np.sin(xx / 170.0)[..., None] * np.cos(yy / 230.0)[..., None]
-            noise = np.random.default_rng(len(str(path))).normal(0, 7, img.shape)
+            noise = np.random.default_rng(k).normal(0, 7, img.shape)   # by its place: the same sheet on every run
             cv2.imwrite(str(path), np.clip(img + shade + noise, 0, 255).astype(np.uint8))
         return preview(["detection-small-objects", str(job / "JPEGImages" / "aerial_0.png"), "--root", str(job),
                         "--tile", "200", "-n", "2", "-o", str(out)])
