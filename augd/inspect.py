@@ -12,6 +12,7 @@ import statistics
 from augd.drawing import box_outline, corners_outline
 from augd.io.jobfs import is_url
 from augd.io.lite import OBB_KEYS, POLYGON_KEYS, decode_example, iter_records
+from augd.io.objects import polygon_rings
 from augd.lazycv import cv2
 
 __all__ = ["inspect_paths"]
@@ -271,18 +272,12 @@ def _draw(ex: dict, bgr, skeleton=()):
 
 
 def _rings(ex: dict) -> list:
-    """Each object's rings as normalized (x, y) vertices, or [] where the keys are missing or do not add up."""
-    xs, ys, nv, nr = (_list(ex.get(k)) for k in POLYGON_KEYS)
-    if sum(nr) != len(nv) or sum(nv) != len(xs) or len(xs) != len(ys):
+    """Each object's rings as normalized (x, y) vertices, or [] where the keys are missing or cannot be used (a
+    foreign record's: inspect reports what it can read)."""
+    try:
+        return polygon_rings(ex) or []
+    except ValueError:
         return []
-    out, at, ring = [], 0, 0
-    for count in nr:
-        mine = []
-        for _ in range(count):
-            mine.append(list(zip(xs[at:at + nv[ring]], ys[at:at + nv[ring]])))
-            at, ring = at + nv[ring], ring + 1
-        out.append(mine)
-    return out
 
 
 def _oriented(ex: dict) -> list:

@@ -61,8 +61,9 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass
-    return _start_ticks(pid) is not None
+        return True   # another user's: alive, and its /proc may be hidden (hidepid), so no zombie check
+    stat = _read(f"/proc/{pid}/stat")
+    return not (stat and stat.rsplit(")", 1)[-1].split()[:1] == ["Z"])   # unreadable: alive, as signal 0 says
 
 
 @dataclass(frozen=True)

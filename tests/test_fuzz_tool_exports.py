@@ -76,7 +76,8 @@ CVAT = ('<?xml version="1.0" encoding="utf-8"?>\n<annotations><version>1.1</vers
 CVAT_TOKENS = [b'rotation="nan"', b'xtl="1e999"', b'points="1,2;;3"', b'points=""', b'name="../a.png"', b'name=""',
                b'label=""', b'<points label="car" points="1,1"/>', b'<tag label="car"/>', b"<track/>",
                b'width="-3"', b'width="x"', b"<image>", b"</image>", b'group_id="x"',
-               b'group_id="99999999999999999999"', b'group_id="2"', b'outside="1"', b'outside="yes"', b'occluded="-1"', b'label="nose"', b'label="face"',
+               b'group_id="99999999999999999999"', b'group_id="2"', b'outside="1"', b'outside="yes"', b'occluded="-1"',
+               b'label="nose"', b'label="face"',
                b"<skeleton>", b"</skeleton>", b'points="nan,1"', b"<points/>"] + XML_TOKENS
 
 

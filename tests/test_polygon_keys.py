@@ -328,6 +328,32 @@ def test_records_with_polygon_keys_read_back_as_input_move_their_rings(tmp_path,
     assert max(got["areas"]) <= 0.03, sorted(got["areas"])[-5:]
 
 
+def test_read_back_an_object_moves_as_its_rings_only_where_they_say_what_its_mask_says():
+    """A record holding rings and masks: an object whose mask is its rings' pixels (give or take the edge's pixel)
+    moves as the rings, exact; one whose mask has a hole the rings do not (a cover's: rings are outer outlines)
+    moves as the mask, to the pixel."""
+    from augd.annotations.recordobjects import ObjectReader
+    h, w = 60, 80
+    ring = [(10.0, 10.0), (50.0, 10.0), (50.0, 50.0), (10.0, 50.0)]
+    whole = np.zeros((h, w), np.uint8)
+    whole[10:50, 10:50] = 1
+    whole[10, 10:50] = 0                      # a pixel row along the edge: a nearest-neighbour warp's difference
+    holed = whole.copy()
+    holed[20:40, 20:40] = 0                   # a cover's hole: 400 px inside the rings
+    got = []
+    for mask in (whole, holed):
+        ex = {"image/object/bbox/xmin": [10 / w], "image/object/bbox/ymin": [10 / h], "image/object/bbox/xmax":
+              [50 / w], "image/object/bbox/ymax": [50 / h], "image/object/class/text": ["red"],
+              "image/object/mask": [cv2.imencode(".png", mask)[1].tobytes()],
+              "image/object/polygon/x": [x / w for x, _ in ring], "image/object/polygon/y": [y / h for _, y in ring],
+              "image/object/polygon/num_vertices": [4], "image/object/polygon/num_rings": [1]}
+        (obj,) = ObjectReader(None).annotation(ex, "r#0", (h, w), 1, None, False).objects
+        got.append(obj)
+    assert got[0].polygons and got[0].rle is None
+    assert np.allclose(got[0].polygons[0], ring, atol=1e-3)
+    assert not got[1].polygons and got[1].rle is not None
+
+
 def test_a_records_polygons_that_cannot_be_used_reject_its_record(tmp_path):
     """Untrusted records: ring counts for another number of objects, counts that do not add up to the vertices, a
     vertex that is no finite number: each rejects its record (bad_annotation, naming the keys), the job going on."""

@@ -126,14 +126,17 @@ _KEYPOINT_HINT = ("relate the keypoint to its object's rectangle or polygon (a r
                   "or remove it")
 
 
-def _owners(keypoints: list, links: list, regions: dict[str, int]) -> dict[int, dict]:
-    """{object index: {name: point}}: each keypoint given to the one region it is related to or is the child of."""
+def _owners(keypoints: list, links: list, regions: dict[str, list[int]]) -> dict[int, dict]:
+    """{object index: {name: point}}: each keypoint given to the one region it is related to or is the child of.
+    `regions`: each result id's objects (two control tags labelling one region give it two)."""
     points: dict[int, dict] = {}
+    related: dict[str, set] = {}   # each id the ids it is related to, either way: one pass over the relations
+    for a, b in links:
+        related.setdefault(a, set()).add(b)
+        related.setdefault(b, set()).add(a)
     for where, kid, parent, name, point in keypoints:
-        owners = {regions[b] for a, b in links if a == kid and b in regions} | \
-                 {regions[a] for a, b in links if b == kid and a in regions}
-        if parent is not None and parent in regions:
-            owners.add(regions[parent])
+        owners = {k for other in related.get(kid, ()) for k in regions.get(other, ())}
+        owners.update(regions.get(parent, ()) if parent is not None else ())
         if not owners:
             raise refused_shape(where, "keypointlabels", _TOOL, _KEYPOINT_HINT + (
                 f" (its parentID {parent!r} names no rectangle or polygon of this annotation)" if parent else ""))
@@ -161,7 +164,7 @@ def _annotation(task: dict, at: str, source: str, hw: tuple[int, int], names=())
     if not isinstance(results, list):
         raise AnnotationError(f"{at}: annotations[0].result must be a list")
     objects, labels, size = [], [], None
-    regions: dict[str, int] = {}   # a rectangle's or polygon's result id -> its object
+    regions: dict[str, list[int]] = {}   # a rectangle's or polygon's result id -> its objects
     keypoints, links = [], []
     for k, r in enumerate(results):
         where = f"{at}: result[{k}]"
@@ -181,11 +184,9 @@ def _annotation(task: dict, at: str, source: str, hw: tuple[int, int], names=())
                               *_keypoint(r, where, size or hw)))
             continue
         obj = read_result(r, where, size or hw)
-        rid = _ident(r, "id", where)
-        if rid in regions:
-            raise AnnotationError(f"{where} ({obj.name}): id {rid!r} is another region's too; ids are unique")
-        if rid is not None:
-            regions[rid] = len(objects)
+        rid = r.get("id")   # checked only as a keypoint's or a relation's: a task of regions alone reads as before
+        if isinstance(rid, (str, int)) and not isinstance(rid, bool):
+            regions.setdefault(str(rid), []).append(len(objects))
         objects.append(obj)
         labels.append(f"result[{k}] ({obj.name})")
     ann = Annotation(objects=tuple(objects), source=source,

@@ -20,6 +20,7 @@ import numpy as np
 from augd.annotations.geometry import clip_polygon
 from augd.annotations.model import Object
 from augd.annotations.rle import rle_decode
+from augd.annotations.shapes import polygon_area
 from augd.lazycv import cv2
 
 __all__ = ["Ring", "clipped_rings", "rings", "traced_rings"]
@@ -59,9 +60,8 @@ def traced_rings(mask: np.ndarray, box) -> tuple[Ring, ...]:
 
 
 def rings(obj: Object) -> tuple[Ring, ...]:
-    """What shows of an object as rings (the module docstring): its clipped polygons, its mask's outline, or ()."""
-    if obj.polygons:
-        return clipped_rings(obj)
-    if obj.rle is not None:
-        return traced_rings(rle_decode(obj.rle), obj.box)
-    return ()
+    """What shows of an object as rings (the module docstring): its clipped polygons, its mask's outline, or ();
+    a ring of no area (a polygon clipped to a line) is left out, as the records' readers leave it out."""
+    got = clipped_rings(obj) if obj.polygons else traced_rings(rle_decode(obj.rle), obj.box) \
+        if obj.rle is not None else ()
+    return tuple(r for r in got if polygon_area(r) > 0)

@@ -1,7 +1,7 @@
-"""The objects of one Object Detection API record (boxes, classes, instance masks, keypoints, a semantic mask, augd's
-oriented boxes and polygons) as augd.annotations.model values in pixels, and the label map and keypoint schema the
-records give a job without their own. Every value of a record is untrusted: what cannot be used is an AnnotationError naming the record and
-the key. TensorFlow-free.
+"""The objects of one Object Detection API record (boxes, classes, instance masks, keypoints, a semantic mask,
+augd's oriented boxes and polygons) as augd.annotations.model values in pixels, and the label map and keypoint
+schema the records give a job without their own. Every value of a record is untrusted: what cannot be used is an
+AnnotationError naming the record and the key. TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -9,14 +9,19 @@ import math
 import os
 from collections import Counter
 
+import numpy as np
+
+from augd.annotations.geometry import rasterise
 from augd.annotations.labelmap import MAX_ID, LabelMap
 from augd.annotations.model import (IGNORE_REASONS, Annotation, AnnotationError, KeypointSchema, Object, Span,
                                     flip_from_names)
+from augd.annotations.rle import rle_decode, rle_encode
 from augd.annotations.shapes import polygon_area
 from augd.errors import Rejected, UntrustedFileError
 from augd.files import read_capped
 from augd.formats import NeedMoreData, read_header
-from augd.io.lite import OBB_KEYS, POLYGON_KEYS
+from augd.io.lite import OBB_KEYS
+from augd.io.objects import polygon_rings
 from augd.labels import LABELS_MAX_BYTES
 from augd.lazycv import cv2
 from augd.parsing import pbtxt
@@ -97,12 +102,12 @@ class ObjectReader:
                                       f"ymax {y1:g} (normalized) has a max below its min")
             box = (_px(x0, w), _px(y0, h), _px(x1, w), _px(y1, h))
             why = ignored[k]
-            # its polygons (the polygon keys: what showed of it, exact); else an oriented box stays one: its mask
-            # is what showed of it, else (another writer's) its 4 corners
-            shape = rings[k] if rings and rings[k] else \
-                (turned[k],) if turned and not masks and polygon_area(turned[k]) > 0 else ()
+            # its rings (the polygon keys) where they say what its mask says (_agree: moved polygons, exact), else
+            # its mask, to the pixel (a cover's hole, an outline traced from a mask); else an oriented box's corners
+            ring = rings[k] if rings and rings[k] and (not masks or _agree(rings[k], masks[k])) else ()
+            shape = ring or ((turned[k],) if turned and not masks and polygon_area(turned[k]) > 0 else ())
             objects.append(Object(names[k], box, *(bool(f[k]) for f in flags),
-                                  rle=masks[k] if masks and not (rings and rings[k]) else None,
+                                  rle=masks[k] if masks and not ring else None,
                                   keypoints=points[k] if points else (),
                                   ignored=why, visible=0.0 if why else 1.0, polygons=shape,
                                   oriented=turned is not None))
@@ -234,28 +239,32 @@ def _oriented(ex: dict, n: int, h: int, w: int, where: str) -> list | None:
 def _polygons(ex: dict, n: int, h: int, w: int, where: str) -> list | None:
     """Each object's rings (image/object/polygon/*) in pixels, () for an object with none, or None for a record
     without the keys (docs/records.md#polygons); a ring of under 3 vertices or no area is left out."""
-    xs, ys, nv, nr = (_as_list(ex.get(k, [])) for k in POLYGON_KEYS)
-    if not (xs or ys or nv or nr):
+    try:
+        rings = polygon_rings(ex)
+    except ValueError as exc:
+        raise AnnotationError(f"{where}: {exc}") from None
+    if rings is None:
         return None
-    bad = f"{where}: the image/object/polygon/* keys "
-    if len(nr) != n or not all(isinstance(v, int) and v >= 0 for v in (*nr, *nv)):
-        raise AnnotationError(f"{bad}give {len(nr)} ring counts for {n} boxes, or a count that is no integer >= 0: "
+    if len(rings) != n:
+        raise AnnotationError(f"{where}: the image/object/polygon/* keys give {len(rings)} ring counts for {n} boxes: "
                               f"a record with polygons gives every object its ring count")
-    if sum(nr) != len(nv) or sum(nv) != len(xs) or len(xs) != len(ys):
-        raise AnnotationError(f"{bad}disagree: {sum(nr)} rings counted, {len(nv)} vertex counts, {sum(nv)} vertices "
-                              f"counted, {len(xs)} x and {len(ys)} y values")
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (*xs, *ys)):
-        raise AnnotationError(f"{bad}hold a vertex that is not a finite number")
-    out, ring, at = [], 0, 0
-    for k in range(n):
-        mine = []
-        for _ in range(nr[k]):
-            pts = tuple((xs[i] * w, ys[i] * h) for i in range(at, at + nv[ring]))
-            at, ring = at + nv[ring], ring + 1
-            if len(pts) >= 3 and polygon_area(pts) > 0:
-                mine.append(pts)
-        out.append(tuple(mine))
-    return out
+    return [tuple(pts for pts in (tuple((x * w, y * h) for x, y in r) for r in mine)
+                  if len(pts) >= 3 and polygon_area(pts) > 0) for mine in rings]
+
+
+#: How much of an object its rings and its mask may disagree on, beyond the pixels along the rings' edge (where a
+#: mask warped by nearest neighbour and the exact polygon differ by a pixel): a cover's hole is far more.
+_DISAGREE = 0.01
+
+
+def _agree(rings, rle) -> bool:
+    """Whether an object's rings say what its mask says: the pixels inside them against the mask's, away from a
+    1-px band along the rings' edge, differ in under _DISAGREE of the mask."""
+    mask = rle_decode(rle) > 0
+    inside = rasterise(rings, *mask.shape) > 0
+    kernel = np.ones((3, 3), np.uint8)
+    edge = cv2.dilate(inside.astype(np.uint8), kernel) > cv2.erode(inside.astype(np.uint8), kernel)
+    return int(((inside != mask) & ~edge).sum()) <= _DISAGREE * max(int(mask.sum()), 1)
 
 
 def _ignored(ex: dict, n: int, where: str) -> list[str]:
@@ -289,9 +298,6 @@ def _masks(ex: dict, n: int, h: int, w: int, where: str):
     raw = ex.get("image/object/mask")
     if raw is None or raw == [] or not n:
         return None
-    import numpy as np
-
-    from augd.annotations.rle import rle_encode
     values = _as_list(raw)
     if values and isinstance(values[0], bytes):
         if len(values) != n:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from augd.io.records import FEATURES, OBB_KEYS, POLYGON_KEYS
+from augd.io.records import DETECTION_FEATURES, FEATURES, OBB_KEYS, POLYGON_KEYS
 
 __all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "WEIGHT_KEY", "boxes_of", "decode", "features", "fit_boxes",
            "fit_keypoints", "fit_oriented", "fit_polygons", "keypoints_of", "oriented_of", "pad_boxes",
@@ -41,8 +41,7 @@ def features(with_boxes: bool, with_keypoints: bool = False, with_mix: bool = Fa
     if with_oriented:
         spec.update({k: tf.io.VarLenFeature(tf.float32) for k in OBB_KEYS})
     if with_polygons:
-        spec.update({k: tf.io.VarLenFeature(tf.float32 if k.endswith(("/x", "/y")) else tf.int64)
-                     for k in POLYGON_KEYS})
+        spec.update({k: DETECTION_FEATURES[k] for k in POLYGON_KEYS})
     if with_mix:
         spec["augd/mix/label"] = tf.io.VarLenFeature(tf.int64)
         spec["augd/mix/weight"] = tf.io.VarLenFeature(tf.float32)
@@ -163,7 +162,9 @@ def polygons_of(f: dict, boxes: tf.Tensor, message: str) -> tf.RaggedTensor:
     vertices, rings = (tf.sparse.to_dense(f[k]) for k in POLYGON_KEYS[2:])
     n = tf.shape(boxes, out_type=tf.int64)[0]
     rings = tf.cond(tf.equal(tf.size(rings), 0), lambda: tf.zeros([n], tf.int64), lambda: rings)
-    checks = [tf.debugging.assert_equal(tf.size(rings, out_type=tf.int64), n, message=message),
+    checks = [tf.debugging.assert_non_negative(rings, message=message),
+              tf.debugging.assert_non_negative(vertices, message=message),
+              tf.debugging.assert_equal(tf.size(rings, out_type=tf.int64), n, message=message),
               tf.debugging.assert_equal(tf.reduce_sum(rings), tf.size(vertices, out_type=tf.int64), message=message),
               tf.debugging.assert_equal(tf.reduce_sum(vertices), tf.size(x, out_type=tf.int64), message=message),
               tf.debugging.assert_equal(tf.size(x), tf.size(y), message=message)]

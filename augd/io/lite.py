@@ -15,9 +15,9 @@ from typing import Callable, Iterator
 import google_crc32c
 from google.protobuf.message import DecodeError   # 0.5 ms: protobuf's parser is built on first use (_example_class)
 
-__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBB_KEYS", "OBJECT_KEYS", "POLYGON_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS", "TILE_KEYS",
-           "Frame", "decode_example", "feature_value", "frames", "iter_records", "masked_crc", "sniff_shard",
-           "value_offsets"]
+__all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBB_KEYS", "OBJECT_KEYS", "POLYGON_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS",
+           "TILE_KEYS", "Frame", "decode_example", "feature_value", "frames", "iter_records", "masked_crc",
+           "sniff_shard", "value_offsets"]
 
 #: Keys whose bytes are text (as augd.io.records.parse_example returns them).
 TEXT_KEYS = ("image/format", "image/colorspace", "image/class/text", "image/filename", "image/source_id",

@@ -1,12 +1,15 @@
 """The detection part of one record (RecordObjects): an image's objects as its record stores them, built and
-checked without TensorFlow (augd.annotations.objects writes them, augd.io.records frames them in an Example)."""
+checked without TensorFlow (augd.annotations.objects writes them, augd.io.records frames them in an Example); and
+its polygon keys read back (polygon_rings: the records reader and `augd inspect`)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["RecordObjects"]
+from augd.io.lite import POLYGON_KEYS
+
+__all__ = ["RecordObjects", "polygon_rings"]
 
 
 @dataclass(frozen=True)
@@ -108,4 +111,33 @@ def _ignore_keys(objects, weights) -> dict:
         out["ignored"] = tuple(o.ignored for o in objects)
     if any(o.crowd or o.ignored for o in objects):
         out["crowd"] = tuple(int(o.crowd or bool(o.ignored)) for o in objects)
+    return out
+
+
+def polygon_rings(ex: dict) -> list | None:
+    """Each object's rings from a decoded record's polygon keys (docs/records.md#polygons): per object a list of
+    rings, each a list of normalized (x, y); None for a record without the keys. ValueError, naming the object, the
+    ring and the value, for counts that are no integers >= 0 or do not add up, or a vertex that is not finite: a
+    record is untrusted."""
+    xs, ys, nv, nr = ([] if ex.get(k) is None else ex[k] if isinstance(ex[k], list) else [ex[k]]
+                      for k in POLYGON_KEYS)
+    if not (xs or ys or nv or nr):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (*nr, *nv)):
+        raise ValueError("a ring or vertex count of image/object/polygon/num_rings|num_vertices is no integer >= 0")
+    if sum(nr) != len(nv) or sum(nv) != len(xs) or len(xs) != len(ys):
+        raise ValueError(f"the image/object/polygon/* keys disagree: {sum(nr)} rings counted, {len(nv)} vertex "
+                         f"counts, {sum(nv)} vertices counted, {len(xs)} x and {len(ys)} y values")
+    out, ring, at = [], 0, 0
+    for k, count in enumerate(nr):
+        mine = []
+        for j in range(count):
+            pts = list(zip(xs[at:at + nv[ring]], ys[at:at + nv[ring]]))
+            bad = next((p for p in pts if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in p)), None)
+            if bad is not None:
+                raise ValueError(f"object {k + 1}: ring {j + 1}: vertex {bad!r} of image/object/polygon/x|y is not "
+                                 f"two finite numbers")
+            mine.append(pts)
+            at, ring = at + nv[ring], ring + 1
+        out.append(mine)
     return out

@@ -15,6 +15,8 @@ from augd.annotations.labelmap import LabelMap
 from augd.annotations.layout import read_job
 from augd.annotations.objects import Detection
 from augd.annotations.occlusion import Rule
+from augd.annotations.tfrecords import FORMAT as RECORDS_FORMAT
+from augd.annotations.tfrecords import find_shards, read_records_job
 from augd.errors import FailureReason, JobFailed
 from augd.files import inside
 from augd.io import is_url
@@ -123,9 +125,8 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
     fmt = settings.value("format")
     if is_url(input_dir) or fmt not in ("auto", "none", "tfrecord"):
         return None
-    from augd.annotations.tfrecords import FORMAT, find_shards, read_records_job
     if not find_shards(input_dir):   # the common case, a folder job: its label map is read once, by prepare
-        if fmt == FORMAT:
+        if fmt == RECORDS_FORMAT:
             raise JobFailed(f"{input_dir}: annotations.format is tfrecord and the folder's root holds no TFRecord "
                             f"file (found by contents: a record whose length frames with its checksum)",
                             reason=FailureReason.BAD_PIPELINE)
