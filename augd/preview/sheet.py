@@ -245,14 +245,7 @@ def _row(compiled, spec, path, rel, n, max_pixels, decode_full, mixing=(None, No
         ih, iw = (item[3].height, item[3].width) if v in mixed else (h, w)
         lines = mixed.get(v, []) + describe_variant(compiled, rel, v, ih, iw, None if v in mixed else boxes)
         if objects is not None and v not in mixed:   # the record's own boxes, as augd run writes them
-            try:
-                rec = objects.variant(spec, compiled.program, v, r.height, r.width, replanned=r.replanned,
-                                      steps=r.geometry, covers=r.covers, least=r.min_visibility, events=r.events)
-            except AnnotationError as exc:
-                lines.append(str(exc))
-            else:
-                pixels = _with_record(pixels, rec)
-                lines.append(boxes_line(rec))
+            pixels, lines = _outlined(pixels, lines, objects, spec, compiled.program, v, r)
         tiles.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
     return PreviewRow(path, rel, tiles)
 
@@ -277,6 +270,19 @@ def boxes_line(rec) -> str:
     """A record's boxes in words: "3 box(es)", or "3 box(es), 1 ignored" (RecordObjects)."""
     ignored = sum(bool(i) for i in rec.ignored)
     return f"{len(rec.boxes)} box(es)" + (f", {ignored} ignored" if ignored else "")
+
+
+def _outlined(pixels: np.ndarray, lines: list, objects, spec, program, v: int, r=None, size=None) -> tuple:
+    """(the pixels with variant v's record's objects outlined, the lines with its boxes line), or the lines with the
+    reason it has none. `r`: the graph's result for the variant (its size, geometry, covers); else `size` (h, w) of
+    variant 0 as it is."""
+    try:
+        rec = objects.variant(spec, program, v, *size) if r is None else objects.variant(
+            spec, program, v, r.height, r.width, replanned=r.replanned, steps=r.geometry, covers=r.covers,
+            least=r.min_visibility, events=r.events)
+    except AnnotationError as exc:
+        return pixels, lines + [str(exc)]
+    return _with_record(pixels, rec), lines + [boxes_line(rec)]
 
 
 def _with_record(pixels: np.ndarray, rec) -> np.ndarray:
@@ -342,12 +348,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
         title = f"whole x{t.scale:.3g}" if t.full else f"tile {t.index} at ({t.x0}, {t.y0})"
         lines = [f"{size((t.out_h, t.out_w))}", part.image.relpath.rsplit("/", 1)[-1]]
         if mine is not None:   # the job's annotations (--root): the tile's objects as its variant 0 record holds them
-            try:
-                rec = mine.variant(spec, compiled.program, 0, t.out_h, t.out_w)
-            except AnnotationError as exc:
-                lines.append(str(exc))
-            else:
-                pixels, lines = _with_record(pixels, rec), lines + [boxes_line(rec)]
+            pixels, lines = _outlined(pixels, lines, mine, spec, compiled.program, 0, size=(t.out_h, t.out_w))
         cells = [Tile(title, pixels, lines)]
         wanted = list(range(1, n + 1))
         det = mine.det if mine is not None else detection
@@ -364,13 +365,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
             lines = mixed.get(v, []) + describe_variant(compiled, part.image.relpath, v, *(
                 (items[v - 1][3].height, items[v - 1][3].width) if v in mixed else (t.out_h, t.out_w)))
             if mine is not None and v not in mixed:   # the record's own boxes, as augd run writes them
-                try:
-                    rec = mine.variant(spec, compiled.program, v, r.height, r.width, replanned=r.replanned,
-                                       steps=r.geometry, covers=r.covers, least=r.min_visibility, events=r.events)
-                except AnnotationError as exc:
-                    lines.append(str(exc))
-                else:
-                    pixels, lines = _with_record(pixels, rec), lines + [boxes_line(rec)]
+                pixels, lines = _outlined(pixels, lines, mine, spec, compiled.program, v, r)
             cells.append(Tile(f"v{v}  {size((r.height, r.width))}", pixels, lines, variant=v))
         rows.append(PreviewRow(path, rel, cells))
     return rows
