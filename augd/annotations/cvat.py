@@ -24,15 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from augd.annotations.exports import job_path, keypoint_schema, with_keypoints, xml_file
+from augd.annotations.exports import export_path, job_path, keypoint_schema, root_exports, with_keypoints, xml_file
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError, finite_number
 from augd.annotations.reading import SPLIT_NAMES, AnnotationFormat, Layout, Marker, Reading, folder_splits
 from augd.annotations.shapes import box_object, oriented_object, polygon_object, refused_shape, rotated_corners
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
 from augd.errors import UntrustedFileError
-from augd.files import inside
-from augd.jobfolder import CONTROL_FILES
 from augd.parsing.jsonxml import parse_xml
 
 __all__ = ["FORMAT", "CvatFile", "read_cvat"]
@@ -279,13 +277,9 @@ def _files(tree: Tree, named: bool) -> list | None:
     """Each CVAT XML at the root, read: a CvatFile, or the AnnotationError that says why it cannot be read (an XML
     that does not parse counts as CVAT's when the format is named or the file is CVAT's annotations.xml)."""
     out: list = []
-    for name in tree.files.get("", []):
-        if extension(name) != ".xml" or name in CONTROL_FILES:
-            continue
+    for name in root_exports(tree, ".xml"):
         try:
-            if name in tree.links and not inside(tree.root, tree.path(name)):
-                raise AnnotationError(f"{name}: a link to a file outside the job folder")
-            got = read_cvat(tree.path(name), name)
+            got = read_cvat(export_path(tree, name), name)
         except AnnotationError as exc:
             got = exc if named or name == "annotations.xml" or _is_cvat(tree.path(name)) else None
         if got is not None:

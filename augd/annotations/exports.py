@@ -13,12 +13,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from dataclasses import replace
 
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, file_message, flip_from_names
+from augd.annotations.tree import Tree, extension
 from augd.errors import UntrustedFileError
-from augd.files import read_capped
+from augd.files import inside, read_capped
+from augd.jobfolder import CONTROL_FILES
 from augd.parsing.jsonxml import load_json, parse_xml
 
-__all__ = ["EXPORT_TEXT_MAX_BYTES", "ImageIndex", "job_path", "json_file", "keypoint_schema", "number", "text_file",
-           "with_keypoints", "xml_file"]
+__all__ = ["EXPORT_TEXT_MAX_BYTES", "ImageIndex", "export_path", "job_path", "json_file", "keypoint_schema", "number",
+           "root_exports", "text_file", "with_keypoints", "xml_file"]
 
 #: A text label file holds a line per object: 16 MiB is over 200,000 objects (as YOLO_MAX_BYTES).
 EXPORT_TEXT_MAX_BYTES = 16 * 1024 * 1024
@@ -130,3 +132,16 @@ def with_keypoints(ann: Annotation, names) -> Annotation:
     for k, pts in points.items():
         objects[k] = replace(objects[k], keypoints=tuple(pts.get(n, (0.0, 0.0, 0)) for n in names))
     return replace(ann, objects=tuple(objects))
+
+
+def root_exports(tree: Tree, ext: str) -> list[str]:
+    """The files of `ext` at the job's root that may be a tool's export (CVAT's XML, Label Studio's JSON): all but
+    augd's control files."""
+    return [name for name in tree.files.get("", []) if extension(name) == ext and name not in CONTROL_FILES]
+
+
+def export_path(tree: Tree, name: str) -> str:
+    """The path of a file at the job's root; AnnotationError for a link out of the job folder (never followed)."""
+    if name in tree.links and not inside(tree.root, tree.path(name)):
+        raise AnnotationError(f"{name}: a link to a file outside the job folder")
+    return tree.path(name)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from augd.annotations.exports import ImageIndex, json_file, keypoint_schema, number, with_keypoints
+from augd.annotations.exports import (ImageIndex, export_path, json_file, keypoint_schema, number, root_exports,
+                                     with_keypoints)
 from augd.annotations.labelmap import LabelMap
 from augd.annotations.model import Annotation, AnnotationError
 from augd.annotations.reading import AnnotationFormat, Layout, Marker, Reading, folder_splits
 from augd.annotations.shapes import box_object, oriented_object, polygon_object, refused_shape, rotated_corners
 from augd.annotations.tree import IMAGE_EXTENSIONS, Tree, extension
-from augd.files import inside
-from augd.jobfolder import CONTROL_FILES
 
 __all__ = ["FORMAT", "read_result"]
 
@@ -219,13 +218,9 @@ def _files(tree: Tree, named: bool) -> list | None:
     """Each Label Studio export at the root, read: (its path, its tasks), or the AnnotationError that refused it;
     auto passes over a JSON that is no export (COCO's, a LabelMe file); named, every root JSON must be one."""
     out: list = []
-    for name in tree.files.get("", []):
-        if extension(name) != ".json" or name in CONTROL_FILES:
-            continue
+    for name in root_exports(tree, ".json"):
         try:
-            if name in tree.links and not inside(tree.root, tree.path(name)):
-                raise AnnotationError(f"{name}: a link to a file outside the job folder")
-            doc = json_file(tree.path(name), name)
+            doc = json_file(export_path(tree, name), name)
         except AnnotationError as exc:
             if named:
                 out.append(exc)
