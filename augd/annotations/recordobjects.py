@@ -261,10 +261,16 @@ def _agree(rings, rle) -> bool:
     """Whether an object's rings say what its mask says: the pixels inside them against the mask's, away from a
     1-px band along the rings' edge, differ in under _DISAGREE of the mask."""
     mask = rle_decode(rle) > 0
-    inside = rasterise(rings, *mask.shape) > 0
+    pts = np.concatenate([np.asarray(r, np.float64) for r in rings])   # the work is the rings' window, not the image's
+    c0, r0 = np.maximum(np.floor(pts.min(axis=0)) - 2, 0).astype(int)
+    c1, r1 = np.ceil(pts.max(axis=0) + 2).astype(int)
+    win = mask[r0:r1, c0:c1]
+    inside = rasterise([[(x - c0, y - r0) for x, y in r] for r in rings], *win.shape) > 0
     kernel = np.ones((3, 3), np.uint8)
     edge = cv2.dilate(inside.astype(np.uint8), kernel) > cv2.erode(inside.astype(np.uint8), kernel)
-    return int(((inside != mask) & ~edge).sum()) <= _DISAGREE * max(int(mask.sum()), 1)
+    total = int(mask.sum())
+    off = total - int(win.sum()) + int(((inside != win) & ~edge).sum())   # the mask's pixels past the window count
+    return off <= _DISAGREE * max(total, 1)
 
 
 def _ignored(ex: dict, n: int, where: str) -> list[str]:
