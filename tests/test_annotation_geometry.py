@@ -385,3 +385,29 @@ def test_the_detectors_scale_jitter_places_the_image_as_the_od_api_does():
         sh, sw = int(round(H / m[1, 1])), int(round(W / m[0, 0]))
         assert out.shape == (200, 200, 3) and abs(sw / sh - W / H) < 0.05 and max(sh, sw) < 200   # aspect kept
         assert out[sh + 1:].max() == 0 and out[:, sw + 1:].max() == 0 and out[:sh - 1, :sw - 1].min() > 0
+
+
+# --- moves inside boxes (in_boxes): a shape's pieces go where the box's pixels go ---------------------------------
+
+@pytest.mark.parametrize("op, value", [("rotate", 25.0), ("shear_x", 0.35), ("shear_y", -0.3), ("translate_x", 11.0),
+                                       ("translate_y", -7.5), ("flip", 0.0)])
+def test_a_shape_across_a_moved_box_is_moved_there_and_left_elsewhere_as_its_pixels_are(op, value):
+    """A polygon half in a box and half out (an object beside the one picked), and one inside it: moved as
+    geometry (augd.planar.move_shapes, two moves in turn) they cover the pixels their rasters cover once the box's
+    window is warped like the pixels (geometry.warp_moved), up to the pixels along their edges."""
+    from augd.annotations.geometry import warp_moved
+    from augd.ops.boxes import _mover
+    from augd.planar import move_shapes
+    rect = (30, 20, 90, 70)
+    moves = [(rect, _mover(op, value, rect)), (rect, _mover("translate_y", 3.0, rect))]
+    for poly in ([(10.0, 30.0), (60.0, 25.5), (75.2, 58.0), (20.0, 66.0)],     # across the box's left edge
+                 [(40.0, 30.0), (80.0, 35.0), (60.0, 65.0)],                    # inside it
+                 [(5.0, 5.0), (110.0, 10.0), (100.0, 90.0), (50.0, 50.0), (8.0, 80.0)]):   # concave, round it
+        src = rasterise([poly], 100, 120)
+        pixels = warp_moved(src, [], [(0, r, t) for r, t in moves], fill=0)
+        pieces = move_shapes([poly], moves)
+        drawn = rasterise(pieces, 100, 120)
+        edge = sum(np.hypot(q[0] - p[0], q[1] - p[1]) for piece in pieces for p, q in zip(piece, piece[1:] + piece[:1]))
+        assert int((drawn != pixels).sum()) <= edge, (op, poly)
+        assert np.array_equal(pixels[:, :30], src[:, :30]) and np.array_equal(drawn[:, :30], src[:, :30])   # outside
+        assert (drawn != src).any(), "the move does move something"

@@ -403,14 +403,20 @@ def _covered(pixels: np.ndarray, mask: np.ndarray, name: str, value) -> float:
     return float(np.mean(mask[core] == value)) if core.any() else 1.0
 
 
-def test_semantic_masks_cover_their_pixels_in_every_variant(tmp_path, pipeline):
+@pytest.mark.parametrize("moves", [False, True], ids=["chain", "moves inside boxes"])
+def test_semantic_masks_cover_their_pixels_in_every_variant(tmp_path, pipeline, moves):
     """VOC SegmentationClass masks through `augd run`: each record's DeepLab mask, decoded, marks >= 98 % of
-    each class's coloured pixels with that class's index."""
+    each class's coloured pixels with that class's index; where in_boxes turns and shifts each box's pixels too."""
     import tensorflow as tf
 
     from tests.annotated import classes_of, voc_job
     scenes = _mask_scenes()
     voc_job(str(tmp_path / "seg"), scenes, masks="P")
+    if moves:
+        pipeline = tmp_path / "moves.yaml"
+        pipeline.write_text(PIPELINE.replace("  - random_brightness", "  - in_boxes: {op: rotate, value: 25, box_p: 1}\n"
+                                             "  - in_boxes: {op: translate_y, value: 9, box_p: 1}\n"
+                                             "  - random_brightness"))
     m = run(tmp_path / "seg", tmp_path / "out", pipeline)
     assert m["inputs"]["rejected"] == 0
     classes = classes_of(scenes)

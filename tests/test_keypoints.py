@@ -195,6 +195,19 @@ def _shift(dx: float, h: float = 40.0, w: float = 40.0):
     return (np.array([[1.0, 0.0, -dx], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), h, w)
 
 
+def test_points_inside_a_box_move_with_its_pixels_and_a_flip_there_swaps_them(tmp_path):
+    """in_boxes turns, shifts and flips each person's own box: every visible point sits on its dot, one whose dot a
+    move took out of the box is not visible, and a flip inside the box mirrors the person (left and right swap)."""
+    truth = coco_pose_job(str(tmp_path / "p"), people(6, seed=4))
+    chain = "name: ib\nseed: 3\nvariants: 6\nkeep_original: false\noutput: {format: png}\nops:\n" \
+            "  - in_boxes: {op: rotate, value: 12, box_p: 1.0}\n  - in_boxes: {op: flip, box_p: 0.5}\n" \
+            "  - in_boxes: {op: translate_x, value: 6, box_p: 0.5}\n"
+    _, folder = _run(tmp_path / "p", tmp_path / "out", chain, workers=1)
+    seen = check_records(read_records(folder), truth)
+    assert seen["records"] >= 15 and seen["mirrored"] >= 5 and seen["kept"] >= 5, seen
+    assert seen["cut"] >= 3 and seen["visible"] >= 60, seen
+
+
 def test_a_point_pushed_off_the_canvas_is_not_visible_and_stays_gone():
     from augd.annotations import Annotation
     ann = Annotation(objects=(_obj([(12.0, 12.0, 2), (35.0, 20.0, 1), (0.0, 0.0, 0)]),))

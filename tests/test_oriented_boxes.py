@@ -49,9 +49,15 @@ FAMILIES = {
     "cutout": "- random_rotation: {degrees: [-20, 20]}\n  - cutout: {size: 40, fill: 0}",
     "mosaic": "- mosaic: {size: [240, 280], scale: [1.5, 1.5]}",
     "tile": "- random_rotation: {degrees: [-20, 20]}\ntile: {size: 120, overlap: 0.2, empty: 1.0}",
+    # in_boxes: each box's own pixels turned, sheared, shifted, flipped, and the shapes there with them
+    "in_boxes turns": "- in_boxes: {op: rotate, value: 30, box_p: 1.0}\n  - in_boxes: {op: shear_y, value: 0.3, "
+                      "box_p: 0.5}",
+    "in_boxes shifts": "- random_rotation: {degrees: [-20, 20]}\n  - in_boxes: {op: translate_x, value: 14, box_p: "
+                       "1.0}\n  - in_boxes: {op: flip, box_p: 0.5}",
 }
-#: families that bend a rectangle (a parallelogram, a quadrilateral): its refit may tie
-BENT = ("shear", "perspective")
+#: families that bend a rectangle (a parallelogram, a quadrilateral), or cut it at its box's edge without truncating
+#: it (truncated is the canvas' word; a move inside a box cuts by the box): its refit may tie
+BENT = ("shear", "perspective", "in_boxes turns", "in_boxes shifts")
 #: the instance masks' area error allowed (share of the pixels): a piece cut small at a canvas' or a tile's edge
 #: is mostly edge, where the warp's blend and the mask's rounding differ by a pixel
 AREA = {f: 0.03 for f in FAMILIES} | {"crop": 0.05, "mosaic": 0.06, "cutout": 0.05}

@@ -98,6 +98,7 @@ def records(folder) -> list[dict]:
             boxes = list(zip(*(f[f"image/object/bbox/{k}"].float_list.value for k in ("xmin", "ymin", "xmax",
                                                                                          "ymax"))))
             out.append({"pixels": rgb, "texts": [t.decode() for t in f["image/object/class/text"].bytes_list.value],
+                        "masks": list(f["image/object/mask"].bytes_list.value),
                         "labels": list(f["image/object/class/label"].int64_list.value),
                         "rings": rings_of(f, h, w), "boxes": [(b[0] * w, b[1] * h, b[2] * w, b[3] * h)
                                                               for b in boxes]})
@@ -160,6 +161,33 @@ def test_each_objects_rings_are_its_pixels(tmp_path, family):
     assert not got["missing"], got["missing"][:3]
     assert not got["outside"], got["outside"][:3]
     assert got["areas"] and max(got["areas"]) <= AREA[family], (family, sorted(got["areas"])[-5:])
+
+
+@pytest.mark.parametrize("op, value", [("rotate", 30), ("shear_x", 0.4), ("translate_y", 14), ("flip", 0)])
+def test_a_move_inside_boxes_takes_each_objects_mask_and_rings_with_its_pixels(tmp_path, op, value):
+    """in_boxes' moves, every box picked: each object's instance mask is where its pixels went (IoU >= 0.9 with
+    its piece of its class' pixels), and its rings too (judge)."""
+    job = tmp_path / "job"
+    coco_job(str(job), scenes(3))
+    text = PIPELINE.replace("VARIANTS", "2").replace("OPS", f"- in_boxes: {{op: {op}, value: {value}, box_p: 1.0}}")
+    run_job(str(job), parse_pipeline(text), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    recs = records(tmp_path / "out" / "t")
+    got = judge(recs)
+    assert not got["unmatched"] and not got["missing"] and not got["outside"], got
+    assert max(got["areas"]) <= 0.03, (op, sorted(got["areas"])[-5:])
+    judged = 0
+    for r in recs:
+        pieces = class_pixels(r["pixels"])
+        assert len(r["masks"]) == len(r["texts"]) == 4, "no move hides a whole object"
+        for cls, png, box in zip(r["texts"], r["masks"], r["boxes"]):
+            mask = tf.io.decode_png(png, channels=1).numpy()[..., 0] > 0
+            near = np.zeros_like(mask)
+            near[max(int(box[1]) - 2, 0):int(math.ceil(box[3])) + 2, max(int(box[0]) - 2, 0):int(box[2]) + 3] = True
+            piece = pieces[cls] & near
+            iou = (piece & mask).sum() / (piece | mask).sum()
+            assert iou >= 0.9, (op, cls, round(float(iou), 3))
+            judged += 1
+    assert judged == 3 * 2 * 4
 
 
 def test_augd_data_load_gives_the_rings_the_records_hold(tmp_path):

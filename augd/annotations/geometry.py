@@ -6,7 +6,12 @@ with. Boxes (as their 4 corners), polygons and the outline of RLE masks go forwa
 and are clipped to that step's canvas before the next (a part warped off the canvas is gone, as its pixels are);
 masks are warped by the same matrices with nearest-neighbour sampling. Points are in pixel-edge units
 (augd.annotations.model), matrices in pixel-centre units: a point e maps as inverse(m) @ (e - 0.5) + 0.5.
-TensorFlow-free (NumPy and OpenCV).
+
+Between steps, a move inside a box (in_boxes' shift, turn, shear or flip: `moves`, as
+Program.annotation_plan gives them, each (the number of steps before it, its rectangle, its augd.planar map))
+takes what lies inside its rectangle where its pixels go, cut to the rectangle: a polygon's part there moves
+(augd.planar.move_shapes), a point there moves or is gone, a mask's window is warped like the pixels. A move is
+piecewise (inside the box, and not outside it), so the walk stops at each. TensorFlow-free (NumPy and OpenCV).
 """
 from __future__ import annotations
 
@@ -16,10 +21,11 @@ import numpy as np
 
 from augd.annotations.rle import rle_encode
 from augd.lazycv import cv2
+from augd.planar import affine, move_shapes
 
 __all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "as_polygon", "clip_polygon", "corners", "edge9",
-           "edge_map", "extent", "forward", "mask_extent", "mirrors", "move_points", "rasterise", "rle_encode",
-           "rle_outline", "warp_mask"]
+           "edge_map", "extent", "forward", "mask_extent", "mirrors", "move_outline", "move_points", "rasterise",
+           "rle_encode", "rle_outline", "warp_mask", "warp_moved"]
 
 #: A Geo step: (matrix output centre -> input centre, out_h, out_w), as Program.geometry returns them.
 Step = tuple[np.ndarray, float, float]
@@ -145,12 +151,27 @@ def _inside(pt, shape) -> bool:
     return hit
 
 
-def forward(polys, maps, steps) -> tuple[list, list, bool]:
-    """(clipped polygons, unclipped polygons, cut?) after every step."""
+def _at(moves) -> dict:
+    """The moves by the number of steps before them, each step's in order."""
+    at: dict[int, list] = {}
+    for k, rect, t in moves:
+        at.setdefault(int(k), []).append((rect, t))
+    return at
+
+
+def forward(polys, maps, steps, moves=()) -> tuple[list, list, bool]:
+    """(clipped polygons, unclipped polygons, cut?) after every step (and the moves inside boxes between them:
+    the unclipped ones moved whole, cut by no box either)."""
     clipped = [[(float(x), float(y)) for x, y in p] for p in polys]
     free = clipped
     cut = False
-    for t, (_, oh, ow) in zip(maps, steps):
+    at = _at(moves)
+    for k in range(len(steps) + 1):
+        if k in at:
+            clipped, free = move_shapes(clipped, at[k]), move_shapes(free, at[k], clip=False)
+        if k == len(steps):
+            break
+        t, (_, oh, ow) = maps[k], steps[k]
         free = [_map(t, p) for p in free]
         moved = free if clipped is free else [_map(t, p) for p in clipped]
         if any(_outside(p, ow, oh) for p in moved):
@@ -161,20 +182,40 @@ def forward(polys, maps, steps) -> tuple[list, list, bool]:
     return clipped, free, cut
 
 
-def move_points(points, maps, steps, covers=()) -> list:
+def _in_box(pt, moves, clip: bool = True, turned=None):
+    """A point after moves inside boxes, each in turn: moved where it lies in a move's rectangle (edges included),
+    then gone (None) where it leaves it, unless `clip` is False. `turned`: a one-item list counting the mirroring
+    moves (a flip inside a box) that took it."""
+    for (x0, y0, x1, y1), t in moves:
+        if pt is not None and x0 <= pt[0] <= x1 and y0 <= pt[1] <= y1:
+            pt = affine(t, [pt])[0]
+            if turned is not None and t[0] * t[4] - t[1] * t[3] < 0:
+                turned[0] += 1
+            if clip and not (x0 - CUT_EPS <= pt[0] <= x1 + CUT_EPS and y0 - CUT_EPS <= pt[1] <= y1 + CUT_EPS):
+                return None
+    return pt
+
+
+def move_points(points, maps, steps, covers=(), moves=(), mirrored: list | None = None) -> list:
     """Each point after every step, or None once a step's canvas ([0, w] x [0, h], edges included: a flip maps
-    0 to w) does not hold it, or a cover takes it: cut off, it stays gone even if a later step would bring its
-    position back. `covers`: (k, shape): a rectangle (x0, y0, x1, y1), a polygon ((x, y), ...) or a raster (an HxW
-    bool array of step k-1's output) overwritten after the first k steps (in edge units of step k-1's output, the
-    source's for k = 0), holding the points with x0 <= x < x1, y0 <= y < y1 (a rectangle's), or inside it."""
+    0 to w) does not hold it, a move inside a box takes it out of the box, or a cover takes it: cut off, it stays
+    gone even if a later step would bring its position back. `covers`: (k, shape): a rectangle (x0, y0, x1, y1), a
+    polygon ((x, y), ...) or a raster (an HxW bool array of step k-1's output) overwritten after the first k steps
+    (in edge units of step k-1's output, the source's for k = 0), holding the points with x0 <= x < x1, y0 <= y <
+    y1 (a rectangle's), or inside it; the moves after the first k steps go before those covers (a cover drawn
+    before a move has moved with it: Program.annotation_plan). `mirrored`: a list to extend with how many flips
+    inside a box took each point."""
     at: dict[int, list] = {}
     for k, rect in covers:
         at.setdefault(k, []).append(rect)
+    inside = _at(moves)
     out = []
     for x, y in points:
-        pt = (float(x), float(y))
+        pt, turned = (float(x), float(y)), [0]
         for k in range(len(steps) + 1):
-            if any(_inside(pt, shape) for shape in at.get(k, ())):
+            if k in inside:
+                pt = _in_box(pt, inside[k], turned=turned)
+            if pt is None or any(_inside(pt, shape) for shape in at.get(k, ())):
                 pt = None
                 break
             if k == len(steps):
@@ -186,7 +227,25 @@ def move_points(points, maps, steps, covers=()) -> list:
                 break
             pt = (min(max(pt[0], 0.0), float(ow)), min(max(pt[1], 0.0), float(oh)))
         out.append(pt)
+        if mirrored is not None:
+            mirrored.append(turned[0])
     return out
+
+
+def move_outline(pts: np.ndarray, maps, steps, moves=()) -> tuple[np.ndarray, bool]:
+    """(points N x 2 through every step and the moves inside boxes between them, none clipped; whether a step's
+    canvas would cut them): the whole moved object an RLE mask's outline measures."""
+    at, cut = _at(moves), False
+    for k in range(len(steps) + 1):
+        if k in at and len(pts):
+            pts = np.array([_in_box((float(x), float(y)), at[k], clip=False) for x, y in pts.tolist()])
+        if k == len(steps):
+            break
+        (t, (_, oh, ow)) = maps[k], steps[k]
+        pts = apply_map(np.array(t).reshape(3, 3), pts)
+        cut = cut or bool(len(pts)) and bool((pts.min(axis=0) < -CUT_EPS).any() or pts[:, 0].max() > ow + CUT_EPS
+                                             or pts[:, 1].max() > oh + CUT_EPS)
+    return pts, cut
 
 
 def mirrors(steps) -> bool:
@@ -248,6 +307,39 @@ def warp_mask(mask: np.ndarray, steps: Sequence[Step], *, fill: int) -> np.ndarr
         quad = apply_map(t, np.array(corners((0.0, 0.0, cw, ch))))
         if not _covers(quad, ow, oh):
             out[rasterise([quad], oh, ow) == 0] = fill
+    return out
+
+
+def warp_moved(mask: np.ndarray, steps: Sequence[Step], moves=(), *, fill: int) -> np.ndarray:
+    """warp_mask through the steps with the moves inside boxes between them: the steps between two moves warped at
+    once, each move's window warped like its pixels (nearest neighbour), `fill` where it reads outside the box."""
+    if not moves:
+        return warp_mask(mask, steps, fill=fill)
+    out, done = np.ascontiguousarray(mask, np.uint8), 0
+    for k, here in sorted(_at(moves).items()):
+        out = warp_mask(out, steps[done:k], fill=fill)
+        for rect, t in here:
+            out = _move_window(out, rect, t, fill)
+        done = k
+    return warp_mask(out, steps[done:], fill=fill)
+
+
+def _move_window(mask: np.ndarray, rect, t, fill: int) -> np.ndarray:
+    """A mask with one box's window moved by a planar map (content at p lands at t(p), pixel edges): each of its
+    pixels reads where the inverse takes its centre, as the pixels' own warp does."""
+    h, w = mask.shape
+    x0, y0 = max(int(round(rect[0])), 0), max(int(round(rect[1])), 0)
+    x1, y1 = min(int(round(rect[2])), w), min(int(round(rect[3])), h)
+    if x1 <= x0 or y1 <= y0:
+        return mask
+    a, b, c, d, e, f = t[:6]
+    # the window's pixel centres (indices) -> edges, through the inverse map, back to indices
+    s = np.array([[1.0, 0.0, x0 + 0.5], [0.0, 1.0, y0 + 0.5], [0.0, 0.0, 1.0]])
+    m = np.linalg.inv(s) @ np.linalg.inv(np.array([[a, b, c], [d, e, f], [0.0, 0.0, 1.0]])) @ s
+    out = mask.copy()
+    out[y0:y1, x0:x1] = cv2.warpAffine(np.ascontiguousarray(mask[y0:y1, x0:x1]), m[:2], (x1 - x0, y1 - y0),
+                                       flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+                                       borderMode=cv2.BORDER_CONSTANT, borderValue=fill)
     return out
 
 

@@ -147,17 +147,19 @@ class ImageObjects:
         self.points_out = 0
 
     def variant(self, spec, program, variant: int, out_h: int, out_w: int, *, replanned: bool = False,
-                steps=None, covers=None, mixed=None, least: float = 0.0, events: tuple = ()):
+                steps=None, covers=None, mixed=None, least: float = 0.0, events: tuple = (), moves: tuple = ()):
         """The RecordObjects of one variant stored at out_h x out_w. AnnotationError when the graph re-planned
         the variant (`replanned`: its decoded size is not its header's, so its geometry, and any box-aware crop,
         is not the one drawn here), or the stored size is not the one the plan gives. `steps`: the Geo steps the
         graph's plan used (Result.geometry, as Program.geometry gives them); None draws them again here, and
         `covers` (Result.covers: the cutouts' rectangles), `least` (Result.min_visibility: its crops' own
-        overlap threshold) and `events` (Result.events: its mirrors and quarter turns in order) with them.
+        overlap threshold), `events` (Result.events: its mirrors and quarter turns in order) and `moves`
+        (Result.moves: in_boxes' moves) with them.
         `mixed` (augd.job.mixing.Mixed): the variant ran on a partner op's canvas, and `steps` start from it: the
         objects of the image and its partners each move into their tile first."""
         if mixed is not None:
-            return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events)
+            return self._mixed(mixed, steps or (), covers or (), out_h, out_w, program.mix is not None, least, events,
+                               moves)
         if variant == 0:
             ann, seg, steps = self.ann, self.mask, []
             masks = instance_masks(ann, self.h, self.w, []) if self.instances else []
@@ -169,8 +171,8 @@ class ImageObjects:
             if steps is None:
                 seed, boxes = image_seed(spec.seed, self.img.relpath, variant), (
                     source_boxes(self.ann) if program.uses_boxes else None)
-                steps, covers, least, events = program.annotation_plan(seed, self.h, self.w, boxes)
-            ann, seg, masks = self._moved(steps, covers or (), least=least, events=events)
+                steps, covers, least, events, moves = program.annotation_plan(seed, self.h, self.w, boxes)
+            ann, seg, masks = self._moved(steps, covers or (), least=least, events=events, moves=moves)
         want = (round(steps[-1][1]), round(steps[-1][2])) if steps else (self.h, self.w)
         if variant and want != (out_h, out_w):
             raise AnnotationError(f"{self.img.relpath}: variant {variant} decoded to {out_w}x{out_h}, not the "
@@ -226,19 +228,21 @@ class ImageObjects:
         return _record_objects(ann, seg, masks, out_h, out_w, self.det.label_map, self.ann.source or self.img.relpath,
                                len(kp.names) if kp else 0, weights, self.det.settings.value("polygon_keys"))
 
-    def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True, least: float = 0.0, events=()):
+    def _moved(self, steps, covers=(), ann=None, masks=False, semantic=True, least: float = 0.0, events=(),
+               moves=()):
         """(the annotation through `steps`, its semantic mask, its objects' instance masks). `ann`: the objects to
         move, if not all of this image's (a mix's pasted object alone), their masks from them; `masks`:
         instance masks even for an annotation without polygons or RLE (a mix with one that has them);
         `semantic`: False leaves the semantic mask out (None); `least`: the steps' own min_visibility (a crop's),
-        applied where it is above the job's; `events`: their mirrors and quarter turns, in order."""
+        applied where it is above the job's; `events`: their mirrors and quarter turns, in order; `moves`: in_boxes'
+        moves between them."""
         s = self.det.settings
         kp = self.det.keypoints
         src = self.ann if ann is None else ann
         out, seg, dropped = transform(src, steps, rule=self.det.rule.stricter(least),
                                       mask=self.mask if semantic else None, flip=kp.flip if kp else None,
                                       covers=covers, size=(self.h, self.w), box_rotation=s.value("box_rotation"),
-                                      rotation=kp.rotation if kp else None, events=events)
+                                      rotation=kp.rotation if kp else None, events=events, moves=moves)
         self.dropped.update(dropped)
         if not (self.instances or masks) or not src.objects:
             return out, seg, []
@@ -246,11 +250,12 @@ class ImageObjects:
         src = dataclasses.replace(src, objects=tuple(
             o if o.polygons or o.rle is not None else dataclasses.replace(o, polygons=(corners(o.box),))
             for o in src.objects))
-        got = instance_masks(src, self.h, self.w, steps)   # one per input object: keep the survivors'
+        got = instance_masks(src, self.h, self.w, steps, moves)   # one per input object: keep the survivors'
         masks = hide_in_masks([got[i] for i in out.extra[KEPT]], out.objects, out.extra[HIDDEN])
         return out, seg, masks
 
-    def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool, least: float = 0.0, events=()):
+    def _mixed(self, mixed, steps, covers, out_h: int, out_w: int, weighted: bool, least: float = 0.0, events=(),
+               moves=()):
         """The RecordObjects of a variant made on a mix's canvas: each placed source's objects through its tile
         and then the steps after the partner op (a paste hides what it lands on: a cover on the canvas);
         a blend's objects weighted by their image's share (image/object/weight); the semantic masks laid on the
@@ -261,6 +266,7 @@ class ImageObjects:
                  for k, (p, img, ok) in enumerate(zip(mix.placements, drawn.sources, mixed.placed)) if ok]
         any_masks = any(part.instances for _, _, part in parts)
         shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps
+        moved_in = tuple((n + 2, r, t) for n, r, t in moves)
         objects, masks, weights = [], [], []
         for k, p, part in parts:
             # a pasted object alone (copy_paste), or the whole source; what later pastes hide is a cover on the
@@ -270,13 +276,13 @@ class ImageObjects:
             pasted = ((2, hidden),) if hidden is not None and hidden.any() else ()
             part_steps = placement_steps(p, mix) + list(steps)
             moved, _, got = part._moved(part_steps, pasted + shifted, ann, any_masks, semantic=False, least=least,
-                                        events=events)
+                                        events=events, moves=moved_in)
             objects += moved.objects
             masks += got
             weights += [p.weight / total if mix.blend else 1.0] * len(moved.objects)
             if part is not self:
                 self.dropped.update(part.dropped)
-        seg = _canvas_mask(mix, parts, steps, mixed.alphas) if any(part.mask is not None for _, _, part in parts) \
+        seg = _canvas_mask(mix, parts, steps, mixed.alphas, moves) if any(part.mask is not None for _, _, part in parts) \
             else None
         ann = dataclasses.replace(self.ann, objects=tuple(objects))
         return self._written(ann, seg, masks, out_h, out_w, tuple(weights) if weighted else ())
@@ -292,10 +298,10 @@ def _labelled(ann: Annotation) -> int:
     return sum(p[2] > 0 for o in ann.objects for p in o.keypoints)
 
 
-def _canvas_mask(mix, parts, steps, alphas):
+def _canvas_mask(mix, parts, steps, alphas, moves=()):
     """The semantic mask of a mix, laid on its canvas as the pixels are (each tile its source's mask, 255 where a
     source has none or does not reach; a blend: the heavier source's where both have a class; a pasted object:
-    its own pixels), then moved by the steps after the partner op."""
+    its own pixels), then moved by the steps after the partner op (and in_boxes' moves between them)."""
     canvas = np.full((mix.height, mix.width), 255, np.uint8)
     for k, p, part in sorted(parts, key=lambda t: t[1].weight) if mix.blend else parts:
         x0, y0, x1, y1 = p.rect
@@ -311,7 +317,7 @@ def _canvas_mask(mix, parts, steps, alphas):
             region[tile != 255] = tile[tile != 255]
         else:
             canvas[y0:y1, x0:x1] = tile
-    return SEMANTIC_MASK.move(canvas, steps) if steps else canvas
+    return SEMANTIC_MASK.move(canvas, steps, moves) if steps or moves else canvas
 
 
 def _record_objects(ann: Annotation, seg, masks, h: int, w: int, label_map, where: str, num_keypoints: int = 0,

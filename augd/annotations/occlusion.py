@@ -169,6 +169,8 @@ def uncovered(obj: Object, hidden: np.ndarray, rule: Rule, region: tuple = ()) -
     if obj.polygons or obj.rle is not None or region:
         src = rasterise(obj.polygons or region, h, w) if obj.polygons or obj.rle is None else rle_decode(obj.rle)
         win = src[r0:r1, c0:c1]   # the whole shape lies in its box (its extent): the work is the box's pixels
+        if not win[under].any():
+            return obj, 1.0       # the covers take its box's corners, not the shape itself (a turn in its box)
         full = int(win.sum())
         win[under] = 0
         win[:] = showing(win > 0, thickness(rule, obj.box))

@@ -27,8 +27,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from augd.annotations.geometry import (CUT_EPS, Step, apply_map, area, corners, edge9, extent, forward, mask_extent,
-                                       mirrors, move_points, rasterise, rle_outline, warp_mask)
+from augd.annotations.geometry import (Step, area, corners, edge9, extent, forward, mask_extent, mirrors,
+                                       move_outline, move_points, rasterise, rle_outline, warp_moved)
 from augd.annotations.model import Annotation, AnnotationError, Object
 from augd.annotations.occlusion import (DROP_REASONS, HIDDEN, IGNORE_REASONS, KEPT, Rule, hidden_by, hide_in_masks,
                                         thick_box, uncovered)
@@ -65,20 +65,22 @@ class Shape(Protocol):
 
     def carries(self, obj: Object) -> bool: ...
 
-    def move(self, obj: Object, maps: list[tuple], steps: Sequence[Step]) -> Moved:
-        """`maps`: each step's edge map as 9 floats (geometry.edge9), `steps` the steps themselves."""
+    def move(self, obj: Object, maps: list[tuple], steps: Sequence[Step], moves=()) -> Moved:
+        """`maps`: each step's edge map as 9 floats (geometry.edge9), `steps` the steps themselves, `moves` the
+        moves inside boxes between them (augd.annotations.geometry)."""
 
 
 class _Polygons:
     """COCO or YOLO polygons: every vertex through each step, clipped to its canvas (Sutherland-Hodgman); the
-    box is the extent of what is left, so it stays tight after a rotation."""
+    box is the extent of what is left, so it stays tight after a rotation. A move inside a box takes the part
+    there with its pixels (a polygon a box's edge crosses becomes its pieces)."""
     name, keys = "polygons", ("image/object/mask",)
 
     def carries(self, obj: Object) -> bool:
         return bool(obj.polygons)
 
-    def move(self, obj, maps, steps) -> Moved:
-        clipped, free, cut = forward(obj.polygons, maps, steps)
+    def move(self, obj, maps, steps, moves=()) -> Moved:
+        clipped, free, cut = forward(obj.polygons, maps, steps, moves)
         polys = tuple(tuple(p) for p in clipped if len(p) >= 3)
         return Moved(extent(clipped), extent(free), cut, {"polygons": polys})
 
@@ -91,26 +93,24 @@ class _RleMask:
     def carries(self, obj: Object) -> bool:
         return obj.rle is not None
 
-    def move(self, obj, maps, steps) -> Moved:
+    def move(self, obj, maps, steps, moves=()) -> Moved:
         src = rle_decode(obj.rle)
-        pts, cut = rle_outline(src), False
-        for t, (_, oh, ow) in zip(maps, steps):
-            pts = apply_map(np.array(t).reshape(3, 3), pts)
-            cut = cut or bool(len(pts)) and bool((pts.min(axis=0) < -CUT_EPS).any() or pts[:, 0].max() > ow
-                                                 + CUT_EPS or pts[:, 1].max() > oh + CUT_EPS)
+        pts, cut = move_outline(rle_outline(src), maps, steps, moves)
         whole = (*pts.min(axis=0), *pts.max(axis=0)) if len(pts) else None
-        warped = warp_mask(src, steps, fill=0)
+        warped = warp_moved(src, steps, moves, fill=0)
         return Moved(mask_extent(warped), whole, cut, {"rle": rle_encode(warped)})
 
 
 class _Box:
-    """A box alone: its 4 corners through each step, clipped like a polygon; the box is their extent."""
+    """A box alone: its 4 corners through each step, clipped like a polygon; the box is their extent. A move inside
+    a box leaves it where it is (AutoAugment's *_Only_BBoxes keep the box): what the move leaves empty is a cover,
+    which the occlusion rule judges it by."""
     name, keys = "box", _BOX_KEYS
 
     def carries(self, obj: Object) -> bool:
         return True
 
-    def move(self, obj, maps, steps) -> Moved:
+    def move(self, obj, maps, steps, moves=()) -> Moved:
         clipped, free, cut = forward((corners(obj.box),), maps, steps)
         return Moved(extent(clipped), extent(free), cut, {}, tuple(tuple(p) for p in clipped if len(p) >= 3))
 
@@ -121,7 +121,7 @@ class _EllipseBox(_Box):
     scales and crops the inscribed ellipse's extent is the box's own, and a crop would cut its corners short)."""
     name = "ellipse"
 
-    def move(self, obj, maps, steps) -> Moved:
+    def move(self, obj, maps, steps, moves=()) -> Moved:
         x0, y0, x1, y1 = obj.box
         cx, cy, a, b = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
         t = np.linspace(0.0, 2 * np.pi, ELLIPSE_VERTICES, endpoint=False)
@@ -145,19 +145,23 @@ class _Keypoints:
     keys = ("image/object/keypoint/x", "image/object/keypoint/y", "image/object/keypoint/visibility",
             "image/object/keypoint/num")
 
-    def move(self, points, maps, steps, mirrored: bool, flip, covers=(), rotation=None, events=()) -> tuple:
+    def move(self, points, maps, steps, mirrored: bool, flip, covers=(), rotation=None, events=(), moves=()) -> tuple:
         """`rotation`: the job's keypoint_rotation, point i taking point rotation[i]'s place at each quarter turn
         (the OD API's keypoint_rot_permutation): with one, the flip and the turns permute in the order `events`
-        gives ("mirror", "turn"), as the API's steps do; without, a net mirror swaps once."""
+        gives ("mirror", "turn"), as the API's steps do; without, a net mirror swaps once. A point inside a box
+        that in_boxes moves goes with its pixels; an object most of whose points a flip inside its box took an odd
+        number of times is mirrored too (after the image's own steps)."""
         labelled = [k for k, p in enumerate(points) if p[2] > 0]
-        moved = move_points([points[k][:2] for k in labelled], maps, steps, covers)
+        flips: list = []
+        moved = move_points([points[k][:2] for k in labelled], maps, steps, covers, moves, flips)
         out = [(0.0, 0.0, 0)] * len(points)
         for k, xy in zip(labelled, moved):
             if xy is not None:
                 out[k] = (xy[0], xy[1], points[k][2])
+        inner = 2 * sum(n % 2 for n in flips) > len(flips)
         if rotation is None:
-            return tuple(out[j] for j in flip) if mirrored else tuple(out)
-        for e in events:
+            return tuple(out[j] for j in flip) if mirrored != inner else tuple(out)
+        for e in (*events, *(("mirror",) if inner else ())):
             out = [out[j] for j in (rotation if e == "turn" else flip)]
         return tuple(out)
 
@@ -188,16 +192,17 @@ class _InstanceMasks:
     """One 0/1 raster per object (from its polygons, its RLE, or its box), warped with fill 0."""
     name, keys = "instance_masks", ("image/object/mask",)
 
-    def move(self, ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
-        return instance_masks(ann, h, w, steps)
+    def move(self, ann: Annotation, h: int, w: int, steps: Sequence[Step], moves=()) -> list[np.ndarray]:
+        return instance_masks(ann, h, w, steps, moves)
 
 
 class _SemanticMask:
-    """The image's HxW class indices, warped by nearest neighbour; 255 (ignore) where a step reads outside."""
+    """The image's HxW class indices, warped by nearest neighbour; 255 (ignore) where a step reads outside, and
+    where a move inside a box leaves grey."""
     name, keys = "semantic_mask", ("image/segmentation/class/encoded", "image/segmentation/class/format")
 
-    def move(self, mask: np.ndarray, steps: Sequence[Step]) -> np.ndarray:
-        return warp_mask(mask, steps, fill=255)
+    def move(self, mask: np.ndarray, steps: Sequence[Step], moves=()) -> np.ndarray:
+        return warp_moved(mask, steps, moves, fill=255)
 
 
 class _Weights:
@@ -220,15 +225,15 @@ WEIGHTS = _Weights()
 KINDS = (*SHAPES, KEYPOINTS, OBB, OUTLINES, INSTANCE_MASKS, SEMANTIC_MASK, WEIGHTS)
 
 
-def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = False) -> Object | str:
+def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = False, moves=()) -> Object | str:
     """One object in the output's coordinates (kept, or ignored: occlusion.Rule.fate), or the reason it is dropped
     (DROP_REASONS). `points`: (mirrored, flip or None for no swap, covers, rotation, events); `hidden`: the output's
     pixels the covers overwrote; `ellipse`: a box alone moves as its inscribed ellipse (the steps turn, and
-    box_rotation says so)."""
+    box_rotation says so); `moves`: the moves inside boxes between the steps."""
     shape = next(s for s in SHAPES if s.carries(obj))
     if ellipse and shape is SHAPES[-1]:
         shape = ELLIPSE
-    moved = shape.move(obj, maps, steps)
+    moved = shape.move(obj, maps, steps, moves)
     box, whole = moved.box, area(moved.whole)
     if box is None or whole <= 0.0 or area(box) <= 0.0:
         return "outside"
@@ -248,7 +253,7 @@ def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = 
         mirrored, flip, covers, rotation, events = points
         new = dataclasses.replace(new, keypoints=KEYPOINTS.move(obj.keypoints, maps, steps, mirrored,
                                                                 flip or range(len(obj.keypoints)), covers, rotation,
-                                                                events))
+                                                                events, moves))
         if share >= rule.min_visibility and sum(p[2] > 0 for p in new.keypoints) < rule.min_keypoints:
             reason = "keypoints"
     under = reason == "keypoints"
@@ -264,7 +269,7 @@ def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = 
 def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), mask: np.ndarray | None = None,
               flip: Sequence[int] | None = None, covers=(), size: tuple[int, int] | None = None,
               box_rotation: str = "corners", rotation: Sequence[int] | None = None,
-              events: Sequence[str] = ()) -> tuple[Annotation, np.ndarray | None, Counter]:
+              events: Sequence[str] = (), moves=()) -> tuple[Annotation, np.ndarray | None, Counter]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped by
     reason: a Counter of DROP_REASONS).
 
@@ -281,7 +286,9 @@ def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), ma
     nearest-neighbour sampling, 255 outside; `size`: the source's (h, w), needed for covers when there are no
     steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says. `box_rotation`: "ellipse" moves
     a box alone as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners.
-    `rotation`, `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order."""
+    `rotation`, `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order. `moves`
+    (Program.annotation_plan's fifth): in_boxes' moves between the steps, which take the polygons, masks and
+    keypoints inside each box with its pixels (a box alone stays: what they leave empty is among the covers)."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
     points = (mirrors(steps), None if flip is None else tuple(flip), tuple(covers),
               None if rotation is None else tuple(rotation), tuple(events))
@@ -291,7 +298,7 @@ def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), ma
     kept, objects, dropped = [], [], Counter()
     ellipse = box_rotation == "ellipse" and _turns(steps)
     for k, obj in enumerate(ann.objects):
-        new = _move(obj, maps, steps, rule, points, hidden, ellipse)
+        new = _move(obj, maps, steps, rule, points, hidden, ellipse, moves)
         if isinstance(new, str):
             dropped[new] += 1
         else:
@@ -299,14 +306,14 @@ def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), ma
             objects.append(new)
     extra = {**ann.extra, KEPT: tuple(kept), HIDDEN: hidden}
     out = dataclasses.replace(ann, objects=tuple(objects), extra=extra)
-    warped = None if mask is None else SEMANTIC_MASK.move(mask, steps)
+    warped = None if mask is None else SEMANTIC_MASK.move(mask, steps, moves)
     return out, warped, dropped
 
 
-def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> list[np.ndarray]:
+def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step], moves=()) -> list[np.ndarray]:
     """One HxW uint8 0/1 mask per object (H, W: the last step's output, or h, w without steps), rasterised from
     its polygons, its RLE or, for an object with neither, its box, in the h x w source, then warped with the
-    image (fill 0). [] when no object has a polygon or an RLE mask."""
+    image (fill 0), and moved inside boxes with it (`moves`). [] when no object has a polygon or an RLE mask."""
     if not any(o.polygons or o.rle is not None for o in ann.objects):
         return []
     out = []
@@ -320,5 +327,5 @@ def instance_masks(ann: Annotation, h: int, w: int, steps: Sequence[Step]) -> li
                                       f"{src.shape[0]}x{src.shape[1]} on an image of {h}x{w}")
         else:
             src = rasterise([corners(obj.box)], h, w)
-        out.append((warp_mask(src, steps, fill=0) > 0).astype(np.uint8))
+        out.append((warp_moved(src, steps, moves, fill=0) > 0).astype(np.uint8))
     return out

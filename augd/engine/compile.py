@@ -43,6 +43,8 @@ class Result:
     #: with geometry=True: its plan's own least visibility and keypoint events, as Program.annotation_plan gives
     min_visibility: float = 0.0
     events: tuple = ()
+    #: with geometry=True: its moves inside boxes, as Program.annotation_plan gives them
+    moves: tuple = ()
 
 
 class Compiled:
@@ -161,7 +163,7 @@ class Compiled:
         geo, cov, least = ([], [], []) if geometry else (None, None, None)
         floats, ints = self._plan(seed, header, orientation, variant > 0, boxes, geo, cov, least)
         return data, (*seed, orientation, int(variant > 0)), floats, ints, None if geo is None else (
-            tuple(geo), tuple(cov), *(least or (0.0, ())))
+            tuple(geo), tuple(cov), *(least or (0.0, (), ())))
 
     def _run(self, items) -> list[Result]:
         datas, args, floats, ints, geos = zip(*items)

@@ -32,8 +32,8 @@ import numpy as np
 from augd.engine.kernels import box_shrink_matrix
 from augd.ops import REGISTRY, ColourOp, CompositeOp, GeometryOp, Op, PartnerOp, SeededOp
 from augd.ops.base import Fill, Interpolation
-from augd.ops.boxes import left_empty, outline, within
 from augd.ops.sampling import coin, generator, tf_seed
+from augd.planar import affine, left_empty, move_shapes, outline, within
 from augd.schema import OpNode
 
 __all__ = ["Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE", "DECODE_RATIOS",
@@ -201,29 +201,22 @@ class Program:
         (taken before crop rewrites step 0 into the decode window's), so a caller that plans the graph's image
         also has its annotations' steps without drawing the plan again (None: not built, nothing paid).
         covers: a list to extend with what covers() returns for the same draw; floor: a list to extend with the
-        draw's own least visibility and its keypoint events (annotation_plan's third and fourth)."""
+        draw's own least visibility, its keypoint events and its moves inside boxes (annotation_plan's third, fourth
+        and fifth; the moves only where `covers` is asked for too)."""
         rng = generator(seed)
         floats = np.zeros(self.n_floats, np.float64)
         ints = np.zeros(self.n_ints, np.int64)
         geo: dict[int, list] = {}                 # step -> [matrix, in_h, in_w, out_h, out_w]
         size, least = [float(h), float(w), float(h), float(w)], [0.0, []]   # the op's input's (h, w), the source's
         self._walk(self.tree, True, rng, floats, ints, geo, size, self._tracked(boxes, h, w), least)
-        if floor is not None:
-            floor.extend((least[0], tuple(least[1])))
         ints[WINDOW] = (0, 0, h, w)               # whole image (DECODE_MODE 0), full scale
         ints[SOURCE_SIZE] = (h, w)
         if geometry is not None:   # geometry()'s steps: each Geo step in order, sizes rounded as the graph does
             geometry.extend((geo[k][0].copy(), float(round(geo[k][3])), float(round(geo[k][4])))
                             for k in sorted(geo))
-        if covers is not None:
-            moved: dict = {}    # (geo step, box) -> where the moves inside it left its own content
-            for s in self.steps:
-                if isinstance(s, Seeded) and s.region is not None and ints[s.on]:
-                    covers.extend((s.geo_before, r) for r in s.op.hidden(floats[s.region]))
-                    for rect, move in s.op.moves(floats[s.region]):
-                        key = (s.geo_before, rect)
-                        moved[key] = within(move(moved.get(key, outline(rect))), rect)
-            covers.extend((k, piece) for (k, rect), kept in moved.items() for piece in left_empty(rect, kept))
+        inside = self._covers(floats, ints, covers) if covers is not None else ()
+        if floor is not None:
+            floor.extend((least[0], tuple(least[1]), tuple(inside)))
         for k, (m, ih, iw, oh, ow) in geo.items():
             step = self.steps[k]
             if k == 0 and crop:
@@ -232,6 +225,25 @@ class Program:
             floats[step.size] = oh, ow
             ints[step.code] = _classify(m, ih, iw, oh, ow)
         return floats, ints
+
+    def _covers(self, floats, ints, covers: list) -> list:
+        """Extends `covers` with what the applied seeded ops overwrite, and returns their moves inside rectangles in
+        order, as (the number of Geo steps before it, rectangle, map): annotation_plan's fifth. A cover drawn before
+        a move of its own Geo step moves with the pixels it greyed; what a rectangle's moves leave empty, composed
+        per rectangle, is a cover too (two moves of one box grey what the pair leaves)."""
+        start, moved, inside = len(covers), {}, []   # moved: (geo step, rect) -> where its own content is now
+        for s in self.steps:
+            if not (isinstance(s, Seeded) and s.region is not None and ints[s.on]):
+                continue
+            values = floats[s.region]
+            covers.extend((s.geo_before, r) for r in s.op.hidden(values))
+            for rect, t in s.op.moves(values):
+                key = (s.geo_before, rect)
+                moved[key] = within(affine(t, moved.get(key, outline(rect))), rect)
+                inside.append((s.geo_before, rect, t))
+                covers[start:] = [got for k, c in covers[start:] for got in _moved_cover(k, c, s.geo_before, rect, t)]
+        covers.extend((k, piece) for (k, rect), kept in moved.items() for piece in left_empty(rect, kept))
+        return inside
 
     def geometry(self, seed, h, w, boxes=None) -> list[tuple[np.ndarray, float, float]]:
         """Every Geo step of plan(seed, h, w, boxes=boxes) in order, as (3x3 matrix taking the step's OUTPUT pixel
@@ -250,16 +262,17 @@ class Program:
         self.plan(seed, h, w, False, boxes, None, out)
         return out
 
-    def annotation_plan(self, seed, h, w, boxes=None) -> tuple[list, list, float, tuple]:
+    def annotation_plan(self, seed, h, w, boxes=None) -> tuple[list, list, float, tuple, tuple]:
         """(geometry(), covers(), the highest own min_visibility of the geometric ops it applied: a crop's overlap
         threshold, GeometryOp.min_visibility, 0.0 for none; its keypoint events: "mirror" and "turn" (a quarter
-        turn) in the order its ops applied them) of one draw of plan(seed, h, w, boxes=boxes). The job drops objects
-        under the higher of that min_visibility and its annotations.min_visibility."""
+        turn) in the order its ops applied them; its moves inside boxes in order, each (the number of geometry()
+        steps before it, its rectangle, its augd.planar map)) of one draw of plan(seed, h, w, boxes=boxes). The job
+        drops objects under the higher of that min_visibility and its annotations.min_visibility."""
         steps: list = []
         covers: list = []
         floor: list = []
         self.plan(seed, h, w, False, boxes, steps, covers, floor)
-        return steps, covers, floor[0], floor[1]
+        return steps, covers, floor[0], floor[1], floor[2]
 
     @property
     def has_covers(self) -> bool:
@@ -435,6 +448,17 @@ def _moved(boxes: np.ndarray, m: np.ndarray, oh: float, ow: float) -> np.ndarray
     p = inv @ np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)])
     px, py = (p[0] / p[2]).reshape(xs.shape) + 0.5, (p[1] / p[2]).reshape(ys.shape) + 0.5
     return _clip(np.column_stack([px.min(1), py.min(1), px.max(1), py.max(1)]), oh, ow)
+
+
+def _moved_cover(k: int, cover, at: int, rect, t) -> list:
+    """A cover (k, rectangle or polygon) after a move inside `rect` at Geo step `at`: as it was where the move
+    does not reach it, else its pieces (augd.planar.move_shapes: the grey it drew moves with the pixels)."""
+    poly = outline(cover) if not isinstance(cover[0], (tuple, list)) else list(cover)
+    x0, y0, x1, y1 = rect
+    xs, ys = [p[0] for p in poly], [p[1] for p in poly]
+    if k != at or max(xs) <= x0 or min(xs) >= x1 or max(ys) <= y0 or min(ys) >= y1:
+        return [(k, cover)]
+    return [(k, tuple(map(tuple, piece))) for piece in move_shapes([poly], [(rect, t)])]
 
 
 def _classify(m, ih, iw, oh, ow) -> int:

@@ -21,7 +21,6 @@ from augd.errors import FailureReason, JobFailed
 from augd.files import inside
 from augd.io import is_url
 from augd.labels import LabelMapError
-from augd.ops.boxes import InBoxes
 from augd.schema import Annotations, PipelineSpec
 
 log = logging.getLogger("augd.job")
@@ -84,36 +83,8 @@ def prepare(input_dir: str, spec: PipelineSpec, max_pixels: int = defaults.MAX_P
                         reason=FailureReason.BAD_LABELS) from None
     if layout is None:
         return None
-    _refuse_moves_inside_boxes(layout, spec, input_dir)
     return Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir),
                      rule_of(settings, spec.output.format))
-
-
-def _moving_inside_boxes(nodes) -> list[str]:
-    """The in_boxes operations of a chain (its policies' and composites' children too) that move pixels."""
-    out = []
-    for node in nodes:
-        if node.name == "in_boxes" and node.params.p > 0 and InBoxes(node.params).moves_pixels:
-            out.append(node.params.op)
-        out += _moving_inside_boxes(node.children)
-    return out
-
-
-def _refuse_moves_inside_boxes(layout, spec: PipelineSpec, where: str) -> None:
-    """JobFailed (bad_pipeline) when the chain moves pixels inside boxes (in_boxes: rotate, shear, translate, flip)
-    and the annotations have masks or keypoints, which such a move leaves where they were."""
-    moving = _moving_inside_boxes(spec.ops)
-    if not moving:
-        return
-    for rel, ann in sorted(layout.annotations.items()):
-        has = ("a semantic mask" if ann.mask is not None else
-               "instance masks" if any(o.polygons or o.rle is not None for o in ann.objects) else
-               "keypoints" if any(o.keypoints for o in ann.objects) else None)
-        if has:
-            raise JobFailed(f"{where}: in_boxes {', '.join(sorted(set(moving)))} moves the pixels inside each box but "
-                            f"not the masks or keypoints, and {rel} has {has}: drop it (autoaugment v2 and v3 do not "
-                            f"move pixels inside boxes; in_boxes equalize and solarize do not either), or its masks "
-                            f"and keypoints", reason=FailureReason.BAD_PIPELINE)
 
 
 def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=frozenset(), limits=None):
@@ -146,7 +117,6 @@ def prepare_records(input_dir: str, spec: PipelineSpec, max_pixels: int, skip=fr
     if job.layout is None:
         return job.scan, None, job.scratch
     layout = job.layout
-    _refuse_moves_inside_boxes(layout, spec, input_dir)
     detection = Detection(layout, layout.label_map, settings, {}, max_pixels, _keypoints(layout, settings, input_dir),
                           rule_of(settings, spec.output.format))
     return job.scan, detection, job.scratch

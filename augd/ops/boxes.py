@@ -5,8 +5,8 @@ Cutout_Only_BBoxes), and `cutout` (DeVries & Taylor's square hole of a fixed siz
 They are SeededOps that draw on the host from the boxes the chain before them has moved (SeededOp.uses_boxes: the
 plan hands them over), so the graph and the annotations see the same draw. Their pixels are TF ops on both kernels.
 What they overwrite reaches the annotations through `hidden()` by the one occlusion rule (a hole, or the strip a
-shift inside a box leaves empty); an operation that moves pixels inside a box moves neither masks nor keypoints, so a
-job whose annotations have either refuses it (augd.job.detection.prepare). An image without boxes is left as it is.
+shift inside a box leaves empty); what moves inside a box (`moves()`) moves the polygons, masks, keypoints and
+oriented boxes there with it (augd.annotations.geometry). An image without boxes is left as it is.
 """
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from augd.ops.pixel import Equalize, equalize_np, fill_holes, fill_holes_np, lut
 from augd.ops.sampling import coin
 from augd.ops.words import signed
 
-__all__ = ["BoxCutout", "Cutout", "InBoxes", "MAX_BOXES", "left_empty", "outline", "within"]
+__all__ = ["BoxCutout", "Cutout", "InBoxes", "MAX_BOXES"]
 
 #: the most boxes one image's op acts on (its plan's slots); boxes past it are left as they are
 MAX_BOXES = 100
 
-#: in_boxes' operations: what `value` means for each, and whether it moves pixels (then masks and keypoints,
-#: which it does not move, refuse it)
+#: in_boxes' operations: what `value` means for each, and whether it moves pixels (then the annotations inside
+#: the box move with them)
 OPERATIONS = {
     "rotate": ("degrees, about the box's centre; a random sign", True),
     "shear_x": ("shear factor (tan), about the box's centre; a random sign", True),
@@ -62,82 +62,26 @@ def _picked(rng, boxes, h, w, p: float) -> list:
     return [rects[k] for k in order]
 
 
-def _mover(op: str, value: float, rect):
-    """The function taking points inside a box (pixel edges) to where in_boxes' operation moves its pixels: each
-    output pixel reads where the op's matrix takes it (about the box's centre), so content moves by the inverse."""
+def _mover(op: str, value: float, rect) -> tuple:
+    """The map (6 floats, augd.planar) taking points inside a box (pixel edges) to where in_boxes' operation moves
+    its pixels: each output pixel reads where the op's matrix takes it (about the box's centre), so content moves by
+    the inverse."""
     x0, y0, x1, y1 = rect
     cx, cy = (x0 + x1) / 2.0, (y0 + y1) / 2.0
     if op == "translate_x":
-        return lambda poly: [(x + value, y) for x, y in poly]
+        return (1.0, 0.0, value, 0.0, 1.0, 0.0)
     if op == "translate_y":
-        return lambda poly: [(x, y + value) for x, y in poly]
+        return (1.0, 0.0, 0.0, 0.0, 1.0, value)
     if op == "flip":
-        return lambda poly: [(x0 + x1 - x, y) for x, y in poly]
+        return (-1.0, 0.0, float(x0 + x1), 0.0, 1.0, 0.0)
     if op == "rotate":
         c, s = math.cos(math.radians(value)), math.sin(math.radians(value))
-        back = ((c, s), (-s, c))
+        a, b, d, e = c, s, -s, c
     elif op == "shear_x":
-        back = ((1.0, -value), (0.0, 1.0))
+        a, b, d, e = 1.0, -value, 0.0, 1.0
     else:
-        back = ((1.0, 0.0), (-value, 1.0))
-    return lambda poly: [(cx + back[0][0] * (x - cx) + back[0][1] * (y - cy),
-                          cy + back[1][0] * (x - cx) + back[1][1] * (y - cy)) for x, y in poly]
-
-
-def outline(rect) -> list:
-    """A rectangle (x0, y0, x1, y1) as a polygon."""
-    x0, y0, x1, y1 = rect
-    return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
-
-
-def within(poly, rect) -> list:
-    """A convex polygon clipped to a rectangle (x0, y0, x1, y1)."""
-    x0, y0, x1, y1 = rect
-    for a, b in (((x0, y1), (x0, y0)), ((x0, y0), (x1, y0)), ((x1, y0), (x1, y1)), ((x1, y1), (x0, y1))):
-        poly = _half(poly, a, b, outside=False) if poly else poly
-    return poly
-
-
-def left_empty(rect, kept) -> list:
-    """What of a box (x0, y0, x1, y1) the convex polygon `kept` (its content, where moves left it) does not cover,
-    as convex polygons: the box clipped by the outside of each edge of `kept` in turn."""
-    box = outline(rect)
-    if len(kept) < 3 or _area(kept) <= 1e-9:
-        return [tuple(box)]
-    kept = list(kept)
-    if sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(kept, kept[1:] + kept[:1])) < 0:
-        kept.reverse()   # clockwise on screen (y down) like the box, so "inside" is on the same side of each edge
-    rest, out = box, []
-    for a, b in zip(kept, kept[1:] + kept[:1]):
-        if abs(b[0] - a[0]) + abs(b[1] - a[1]) < 1e-9:
-            continue   # a vertex twice (clipping repeats a corner it passes through): no edge
-        piece = _half(rest, a, b, outside=True)
-        if len(piece) >= 3 and _area(piece) > 1e-6:
-            out.append(tuple(piece))
-        rest = _half(rest, a, b, outside=False)
-    return out
-
-
-def _half(poly, a, b, outside: bool) -> list:
-    """A convex polygon clipped to one side of the line through a and b (Sutherland-Hodgman): the side where
-    the box's own edges keep their inside (the cross product of (b - a) and (p - a) >= 0), or the other with
-    `outside`."""
-    def side(p):
-        v = (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0])
-        return -v if outside else v
-    out = []
-    for p, q in zip(poly, poly[1:] + poly[:1]):
-        sp, sq = side(p), side(q)
-        if sp >= 0:
-            out.append(p)
-        if (sp >= 0) != (sq >= 0):
-            t = sp / (sp - sq)
-            out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
-    return out
-
-
-def _area(poly) -> float:
-    return abs(sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(poly, poly[1:] + poly[:1]))) / 2.0
+        a, b, d, e = 1.0, 0.0, -value, 1.0
+    return (a, b, cx - a * cx - b * cy, d, e, cy - d * cx - e * cy)
 
 
 def _slots(rects, n: int) -> list[float]:
@@ -179,9 +123,10 @@ class InBoxes(SeededOp):
         return []
 
     def moves(self, values):
-        """Each picked box's rectangle and where its operation takes the pixels inside it: a shift, a rotation or
-        a shear about its centre, a flip. What a move leaves empty (`fill`) hides what stood there; the plan
-        composes an image's moves per box (left_empty), so two moves of one box grey what the pair leaves."""
+        """Each picked box's rectangle and where its operation takes the pixels inside it (augd.planar.Move): a
+        shift, a rotation or a shear about its centre, a flip. What a move leaves empty (`fill`) hides what stood
+        there; the plan composes an image's moves per box (planar.left_empty), so two moves of one box grey what
+        the pair leaves, and hands them in order to the annotations, whose shapes inside the box move too."""
         op = self.params.op
         v = float(values[-1])
         if not self.moves_pixels or (op in _SIGNED and v == 0.0):
