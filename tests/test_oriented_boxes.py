@@ -58,9 +58,10 @@ FAMILIES = {
 #: families that bend a rectangle (a parallelogram, a quadrilateral), or cut it at its box's edge without truncating
 #: it (truncated is the canvas' word; a move inside a box cuts by the box): its refit may tie
 BENT = ("shear", "perspective", "in_boxes turns", "in_boxes shifts")
-#: the instance masks' area error allowed (share of the pixels): a piece cut small at a canvas' or a tile's edge
-#: is mostly edge, where the warp's blend and the mask's rounding differ by a pixel
-AREA = {f: 0.03 for f in FAMILIES} | {"crop": 0.05, "mosaic": 0.06, "cutout": 0.05}
+#: the instance masks' area error allowed (share of the object's pixels, each weighed by its coverage): a mask is
+#: whole pixels, nearest-neighbour, so a piece cut small at a canvas' or a tile's edge, mostly edge, differs by a
+#: pixel's rounding along it (measured by `python -m tests.test_oriented_boxes`: crop 2.6 %, mosaic 3.0 %)
+AREA = {f: 0.03 for f in FAMILIES} | {"crop": 0.04, "mosaic": 0.045}
 PIPELINE = """name: obb
 seed: 7
 variants: VARIANTS
@@ -93,6 +94,18 @@ def class_pixels(rgb: np.ndarray) -> dict[str, np.ndarray]:
         d = np.abs(hsv[..., 0] - hue)
         out[cls] = (np.minimum(d, 180 - d) <= 8) & (hsv[..., 1] >= 150) & (hsv[..., 2] >= 110)
     return out
+
+
+def coverage(rgb: np.ndarray, cls: str, piece: np.ndarray) -> float:
+    """A piece's area in pixels as its pixels show it: each pixel of its hue within a pixel of it weighs what share
+    of it the object covers (its brightness over the drawn one's: the scenes are drawn on black, so a warp's
+    edge pixel is the object's colour scaled by its share). A count of the pixels past a threshold would give each
+    edge pixel at the threshold a whole pixel (an upscale makes many exactly half)."""
+    hsv = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2HSV).astype(np.float64)
+    d = np.abs(hsv[..., 0] - HUES[cls])
+    near = cv2.dilate(piece.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    hue = (np.minimum(d, 180 - d) <= 8) & (hsv[..., 1] >= 150) & (hsv[..., 2] >= 8)
+    return float(np.minimum(hsv[..., 2][near & hue] / max(CLASSES[cls]), 1.0).sum())
 
 
 def corner_error(a, b) -> float:
@@ -158,7 +171,8 @@ def judge(recs) -> dict:
                     (i, k, cls, round(err, 2), round(held, 3), round(ratio, 3)))
             if r["masks"] and piece.sum() >= 200:
                 mask = tf.io.decode_png(r["masks"][k], channels=1).numpy()[..., 0] > 0
-                out["areas"].append(abs(int(mask.sum()) - int(piece.sum())) / piece.sum())
+                covered = coverage(r["pixels"], cls, piece)
+                out["areas"].append(abs(int(mask.sum()) - covered) / covered)
         for cls, ps in pieces.items():
             for j, p in enumerate(ps):
                 short = _short(raster_rect(p))
@@ -467,13 +481,13 @@ if __name__ == "__main__":
     def stats(v) -> str:
         return f"{max(v):5.2f} {statistics.median(v):5.2f}" if v else "    -     -"
 
-    print(f"{'family':12} {'records':>7} {'whole: max median':>17} {'cut: max median':>15} ties bad tiny "
+    print(f"{'family':16} {'records':>7} {'whole: max median':>17} {'cut: max median':>15} ties bad tiny "
           f"{'mask area: max median':>21} unmatched missing")
     for fam in FAMILIES:
         with tempfile.TemporaryDirectory() as d:
             g = run_family(pathlib.Path(d), fam)
         a = g["areas"]
-        print(f"{fam:12} {g['records']:7d} {len(g['whole']):5d} {stats(g['whole'])} {len(g['cut']):3d} "
+        print(f"{fam:16} {g['records']:7d} {len(g['whole']):5d} {stats(g['whole'])} {len(g['cut']):3d} "
               f"{stats(g['cut'])} {len(g['ties']):4d} {len(g['bad']):3d} {g['tiny']:4d} {len(a):5d} "
               f"{100 * max(a):6.2f}% {100 * statistics.median(a):6.2f}% {len(g['unmatched']):9d} "
               f"{len(g['missing']):7d}")
