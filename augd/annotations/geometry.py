@@ -315,32 +315,33 @@ def warp_moved(mask: np.ndarray, steps: Sequence[Step], moves=(), *, fill: int) 
     once, each move's window warped like its pixels (nearest neighbour), `fill` where it reads outside the box."""
     if not moves:
         return warp_mask(mask, steps, fill=fill)
-    out, done = np.ascontiguousarray(mask, np.uint8), 0
+    out, done = np.array(mask, np.uint8), 0       # its own copy: the moves write into it
     for k, here in sorted(_at(moves).items()):
-        out = warp_mask(out, steps[done:k], fill=fill)
+        if done < k:
+            out = warp_mask(out, steps[done:k], fill=fill)
         for rect, t in here:
-            out = _move_window(out, rect, t, fill)
+            _move_window(out, rect, t, fill)
         done = k
     return warp_mask(out, steps[done:], fill=fill)
 
 
-def _move_window(mask: np.ndarray, rect, t, fill: int) -> np.ndarray:
-    """A mask with one box's window moved by a planar map (content at p lands at t(p), pixel edges): each of its
-    pixels reads where the inverse takes its centre, as the pixels' own warp does."""
+def _move_window(mask: np.ndarray, rect, t, fill: int) -> None:
+    """One box's window of a mask moved in place by a planar map (content at p lands at t(p), pixel edges): each of
+    its pixels reads where the inverse takes its centre, as the pixels' own warp does. A window holding only `fill`
+    stays as it is (an object's mask far from the box: the usual case)."""
     h, w = mask.shape
     x0, y0 = max(int(round(rect[0])), 0), max(int(round(rect[1])), 0)
     x1, y1 = min(int(round(rect[2])), w), min(int(round(rect[3])), h)
-    if x1 <= x0 or y1 <= y0:
-        return mask
+    win = mask[y0:y1, x0:x1]
+    if x1 <= x0 or y1 <= y0 or not (win != fill).any():
+        return
     a, b, c, d, e, f = t[:6]
     # the window's pixel centres (indices) -> edges, through the inverse map, back to indices
     s = np.array([[1.0, 0.0, x0 + 0.5], [0.0, 1.0, y0 + 0.5], [0.0, 0.0, 1.0]])
     m = np.linalg.inv(s) @ np.linalg.inv(np.array([[a, b, c], [d, e, f], [0.0, 0.0, 1.0]])) @ s
-    out = mask.copy()
-    out[y0:y1, x0:x1] = cv2.warpAffine(np.ascontiguousarray(mask[y0:y1, x0:x1]), m[:2], (x1 - x0, y1 - y0),
-                                       flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
-                                       borderMode=cv2.BORDER_CONSTANT, borderValue=fill)
-    return out
+    win[:] = cv2.warpAffine(np.ascontiguousarray(win), m[:2], (x1 - x0, y1 - y0),
+                            flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_CONSTANT,
+                            borderValue=fill)
 
 
 def _covers(quad: np.ndarray, w: float, h: float) -> bool:
