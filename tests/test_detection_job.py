@@ -414,7 +414,8 @@ def test_semantic_masks_cover_their_pixels_in_every_variant(tmp_path, pipeline, 
     voc_job(str(tmp_path / "seg"), scenes, masks="P")
     if moves:
         pipeline = tmp_path / "moves.yaml"
-        pipeline.write_text(PIPELINE.replace("  - random_brightness", "  - in_boxes: {op: rotate, value: 25, box_p: 1}\n"
+        pipeline.write_text(PIPELINE.replace("  - random_brightness",
+                                             "  - in_boxes: {op: rotate, value: 25, box_p: 1}\n"
                                              "  - in_boxes: {op: translate_y, value: 9, box_p: 1}\n"
                                              "  - random_brightness"))
     m = run(tmp_path / "seg", tmp_path / "out", pipeline)

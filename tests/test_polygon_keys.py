@@ -220,6 +220,46 @@ def test_augd_data_load_gives_the_rings_the_records_hold(tmp_path):
             assert np.allclose(px / scale, ring, atol=0.05)
 
 
+def test_augd_data_load_crops_skips_and_batches_the_rings_with_their_boxes(tmp_path):
+    """resize="crop" moves the rings as it moves the boxes (normalized to the centre crop, never clipped),
+    ignored="skip" leaves out an ignored object's rings with its box, and a ragged batch holds each record's."""
+    job = tmp_path / "job"
+    coco_job(str(job), scenes(3))
+    text = PIPELINE.replace("min_visibility: 0,", "min_visibility: 0.8,").replace("VARIANTS", "3").replace(
+        "OPS", "- random_crop: {size: [140, 170], area: [0.3, 0.6]}")
+    run_job(str(job), parse_pipeline(text), str(tmp_path / "out"), JobOptions(name="t", workers=1))
+    recs, out, size = records(tmp_path / "out" / "t"), str(tmp_path / "out" / "t"), 96
+    kept = augd.data.load(out, image_size=(size, size), resize="crop", batch_size=None, boxes="ragged",
+                          polygons=True, weights=True)
+    skipped = augd.data.load(out, image_size=(size, size), resize="crop", batch_size=None, boxes="ragged",
+                             polygons=True, ignored="skip")
+    ignored = 0
+    for r, (_, k), (_, s) in zip(recs, kept, skipped):
+        h, w = r["pixels"].shape[:2]
+        scale = max(size / h, size / w)
+        new = np.maximum(np.round(np.array([h, w]) * scale), size)
+        off = (new - size) // 2
+        live = k["weights"].numpy() > 0
+        ignored += int((~live).sum())
+        # the crop drops a box it leaves no area of, and the rings with it
+        corners = [np.clip((np.array([[b[1], b[0]], [b[3], b[2]]]) * new / (h, w) - off) / size, 0, 1)
+                   for b in r["boxes"]]
+        inside = [(c[1] > c[0]).all() for c in corners]
+        assert k["polygons"].shape[0] == sum(inside) == len(live)
+        for rings, loaded in zip([x for x, on in zip(r["rings"], inside) if on], k["polygons"].to_list()):
+            assert len(rings) == len(loaded)
+            for ring, yx in zip(rings, loaded):
+                want = (ring[:, ::-1] * new / (h, w) - off) / size
+                assert np.allclose(np.array(yx), want, atol=1e-4)
+        assert s["polygons"].to_list() == [p for p, on in zip(k["polygons"].to_list(), live) if on]
+        assert s["boxes"].shape[0] == int(live.sum())
+    assert ignored >= 2, "the crops must leave some objects under min_visibility"
+    batch = next(iter(augd.data.load(out, image_size=(size, size), resize="crop", batch_size=2, boxes="ragged",
+                                     polygons=True)))[1]
+    assert batch["polygons"].ragged_rank == 3 and batch["polygons"].nrows() == 2
+    assert batch["polygons"].row_lengths(axis=1).numpy().tolist() == batch["boxes"].row_lengths().numpy().tolist()
+
+
 def test_a_tiles_rings_map_back_to_their_source_by_its_tile_keys(tmp_path):
     """Tiles of polygon scenes, a colour op the only op: every ring mapped back to the source by its record's
     augd/tile keys (docs/records.md) lies where the polygon drawn there does: a whole object's vertices are the

@@ -245,7 +245,7 @@ def _element_fn(path, size, resize, dtype, labels, classes, boxes, max_boxes, k=
         points = list(images.keypoints_of(f, k, wrong_k)) if k else []
         b, c, w, *more = images.fit_boxes(b, c, transform, mode, images.weights_of(f, wrong_w), *turned, *points)
         if ignored == "skip":   # an ignored object's weight is 0 (a blend's share never is)
-            b, c, w, *more = (tf.boolean_mask(t, w > 0.0) for t in (b, c, w, *more))
+            b, c, w, *more = (images.select(t, w > 0.0) for t in (b, c, w, *more))
         turned, points = more[:len(turned)], more[len(turned):]
         rings = turned.pop() if polygons else None
         if box_format != STORED_BOX_FORMAT:

@@ -7,7 +7,7 @@ from augd.io.records import DETECTION_FEATURES, FEATURES, OBB_KEYS, POLYGON_KEYS
 
 __all__ = ["BOX_KEYS", "KEYPOINT_KEYS", "RESIZE_MODES", "WEIGHT_KEY", "boxes_of", "decode", "features", "fit_boxes",
            "fit_keypoints", "fit_oriented", "fit_polygons", "keypoints_of", "oriented_of", "pad_boxes",
-           "pad_keypoints", "pad_oriented", "pad_polygons", "polygons_of", "resize", "weights_of"]
+           "pad_keypoints", "pad_oriented", "pad_polygons", "polygons_of", "resize", "select", "weights_of"]
 
 RESIZE_MODES = ("stretch", "pad", "crop")
 #: TF object-detection API keys: normalized corners, one value per box, and each box's class.
@@ -118,7 +118,12 @@ def fit_boxes(boxes: tf.Tensor, classes: tf.Tensor, transform, mode: str, *more:
         return (boxes, classes, *more)
     boxes = tf.clip_by_value(boxes, 0.0, 1.0)
     keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-    return tuple(tf.boolean_mask(t, keep) for t in (boxes, classes, *more))
+    return tuple(select(t, keep) for t in (boxes, classes, *more))
+
+
+def select(t, keep: tf.Tensor):
+    """The rows of a per-object tensor where `keep` holds: dense, or ragged (the polygons' rings)."""
+    return tf.ragged.boolean_mask(t, keep) if isinstance(t, tf.RaggedTensor) else tf.boolean_mask(t, keep)
 
 
 def keypoints_of(f: dict, k: int, message: str) -> tuple[tf.Tensor, tf.Tensor]:
