@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Move", "affine", "area", "clip_box", "left_empty", "move_shapes", "outline", "within"]
+__all__ = ["Move", "affine", "clip_box", "left_empty", "move_shapes", "outline", "polygon_area", "within"]
 
 Point = tuple[float, float]
 #: A move inside a rectangle: (the rectangle, its map as 6 floats).
@@ -24,8 +24,9 @@ def outline(rect) -> list:
     return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
 
 
-def area(poly) -> float:
-    """The polygon's area (shoelace; a self-touching piece counts each part once)."""
+def polygon_area(poly) -> float:
+    """The area the closed polygon encloses (shoelace; a self-crossing one's lobes may cancel)."""
+    poly = list(poly)
     return abs(sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(poly, poly[1:] + poly[:1]))) / 2.0
 
 
@@ -88,11 +89,11 @@ def move_shapes(polys, moves, clip: bool = True) -> list:
                 for box in ((-_INF, -_INF, x0, _INF), (x1, -_INF, _INF, _INF), (x0, -_INF, x1, y0),
                             (x0, y1, x1, _INF)):
                     piece = clip_box(poly, *box)
-                    if len(piece) >= 3 and area(piece) > 0.0:
+                    if len(piece) >= 3 and polygon_area(piece) > 0.0:
                         nxt.append(piece)
             moved = affine(t, inside) if len(inside) >= 3 else []
             moved = clip_box(moved, x0, y0, x1, y1) if clip and moved else moved
-            if len(moved) >= 3 and area(moved) > 0.0:
+            if len(moved) >= 3 and polygon_area(moved) > 0.0:
                 nxt.append(moved)
         out = nxt
     return out
@@ -102,7 +103,7 @@ def left_empty(rect, kept) -> list:
     """What of a box (x0, y0, x1, y1) the convex polygon `kept` (its content, where moves left it) does not cover,
     as convex polygons: the box clipped by the outside of each edge of `kept` in turn."""
     box = outline(rect)
-    if len(kept) < 3 or area(kept) <= 1e-9:
+    if len(kept) < 3 or polygon_area(kept) <= 1e-9:
         return [tuple(box)]
     kept = list(kept)
     if sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(kept, kept[1:] + kept[:1])) < 0:
@@ -112,7 +113,7 @@ def left_empty(rect, kept) -> list:
         if abs(b[0] - a[0]) + abs(b[1] - a[1]) < 1e-9:
             continue   # a vertex twice (clipping repeats a corner it passes through): no edge
         piece = _half(rest, a, b, outside=True)
-        if len(piece) >= 3 and area(piece) > 1e-6:
+        if len(piece) >= 3 and polygon_area(piece) > 1e-6:
             out.append(tuple(piece))
         rest = _half(rest, a, b, outside=False)
     return out

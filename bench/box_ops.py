@@ -33,7 +33,8 @@ PIPELINES = {
 
 
 def _voc_boxes_only(voc_dir: str, dest: str) -> str:
-    """The VOC copy without its semantic masks (in_boxes refuses a job with masks): JPEGImages and Annotations."""
+    """The VOC copy without its semantic masks (the rows price the boxes' ops, not the masks moved with them):
+    JPEGImages and Annotations."""
     for sub in ("JPEGImages", "Annotations"):   # hard links: a job refuses symlinks out of its folder
         os.makedirs(os.path.join(dest, sub), exist_ok=True)
         for name in os.listdir(os.path.join(voc_dir, sub)):

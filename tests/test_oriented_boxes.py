@@ -1,10 +1,11 @@
 """Oriented boxes as a target kind (augd/annotations/oriented.py), judged by the pixels: DOTA scenes of solid rotated
 rectangles (one hue per class, on black: the warps' own fill) run through real jobs, one per geometric op family
-(flips, quarter turns, rotations, shears, perspective, crops, pads, a cutout, mosaic, tiles); every record is read
-back with TensorFlow and each oriented box (image/object/obb/*) is held to its object's pixels both ways: each box
-lies on a piece of its class' colour, its corners within 2 px of the minimum-area rectangle of that piece's pixels
-(or, for a cut or bent shape, a tie: judge()), and each piece a viewer can see has its box. The instance masks of
-the same objects stay within 3 % of their pixels (5-6 % for pieces a crop or a mosaic cuts small: AREA).
+(flips, quarter turns, rotations, shears, perspective, crops, pads, a cutout, mosaic, tiles, in_boxes' turns and
+shifts inside each box); every record is read back with TensorFlow and each oriented box (image/object/obb/*) is
+held to its object's pixels both ways: each box lies on a piece of its class' colour, its corners within 2 px of the
+minimum-area rectangle of that piece's pixels (or, for a cut or bent shape, a tie: judge()), and each piece a viewer
+can see has its box. The instance masks of the same objects stay within 3 % of their pixels, each weighed by its
+coverage (4-4.5 % for pieces a crop or a mosaic cuts small: AREA).
 
 `python -m tests.test_oriented_boxes` prints, per family, the corners' error (max and median, px) and the masks'
 area error; then the tiles' boxes mapped back to their sources (below: tiles of larger scenes, no pixel moved,

@@ -1,10 +1,11 @@
 """Polygons out (annotations: {polygon_keys: true}, docs/records.md#polygons), judged by the pixels: COCO scenes of
 solid polygons (a triangle, a pentagon, a concave L, a hexagon: one hue per class, on black) through a real job per
-geometric op family (tests.test_oriented_boxes.FAMILIES: flips, quarter turns, rotations, shears, perspective,
-crops, pads, a cutout, mosaic, tiles); every record is read back with TensorFlow and each object's rings are held to
-its object's pixels both ways: the rings' area within 3 % of the pixels of its class they lie on (each pixel weighed
-by the share of it the object covers, as its brightness on black says: coverage()), every ring inside its object's
-box, and every piece a viewer can see lies under some object's rings. augd.data.load returns the same rings.
+geometric op family (tests.test_oriented_boxes.FAMILIES: flips, quarter turns, rotations, shears, perspective, crops,
+pads, a cutout, mosaic, tiles, in_boxes' turns and shifts inside each box); every record is read back with TensorFlow
+and each object's rings are held to its object's pixels both ways: the rings' area within 3 % of the pixels of its
+class they lie on (each pixel weighed by the share of it the object covers, as its brightness on black says:
+coverage()), every ring inside its object's box, and every piece a viewer can see lies under some object's rings.
+augd.data.load returns the same rings.
 
 `python -m tests.test_polygon_keys` prints, per family, the area error (max and median) and the pieces judged.
 """

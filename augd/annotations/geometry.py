@@ -21,7 +21,7 @@ import numpy as np
 
 from augd.annotations.rle import rle_encode
 from augd.lazycv import cv2
-from augd.planar import affine, move_shapes
+from augd.planar import affine, clip_box, move_shapes
 
 __all__ = ["CUT_EPS", "Points", "Step", "apply_map", "area", "as_polygon", "clip_polygon", "corners", "edge9",
            "edge_map", "extent", "forward", "mask_extent", "mirrors", "move_outline", "move_points", "rasterise",
@@ -84,26 +84,7 @@ def _map(t: tuple, pts: Points) -> Points:
 def clip_polygon(poly: Points, w: float, h: float) -> Points:
     """Sutherland-Hodgman: the polygon clipped to [0, w] x [0, h]; [] when nothing is left. A polygon already
     inside comes back as it is (no arithmetic on its vertices)."""
-    for axis, bound, upper in ((0, 0.0, False), (0, w, True), (1, 0.0, False), (1, h, True)):
-        if not poly:
-            break
-        inside = [(p[axis] <= bound) if upper else (p[axis] >= bound) for p in poly]
-        if all(inside):
-            continue
-        out: Points = []
-        prev, prev_in = poly[-1], inside[-1]
-        for cur, cur_in in zip(poly, inside):
-            if cur_in != prev_in:
-                r = (bound - prev[axis]) / (cur[axis] - prev[axis])
-                if axis == 0:
-                    out.append((bound, prev[1] + r * (cur[1] - prev[1])))
-                else:
-                    out.append((prev[0] + r * (cur[0] - prev[0]), bound))
-            if cur_in:
-                out.append(cur)
-            prev, prev_in = cur, cur_in
-        poly = out
-    return poly
+    return clip_box(poly, 0.0, 0.0, w, h)
 
 
 def _outside(pts: Points, w: float, h: float) -> bool:

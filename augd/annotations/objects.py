@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from augd import defaults
-from augd.annotations.geometry import corners, warp_mask
+from augd.annotations.geometry import corners, warp_mask, warp_moved
 from augd.annotations.masks import mask_png, read_mask
 from augd.annotations.model import Annotation, AnnotationError, KeypointSchema, Object
 from augd.annotations.occlusion import HIDDEN, KEPT, Rule, hide_in_masks
@@ -267,12 +267,15 @@ class ImageObjects:
         any_masks = any(part.instances for _, _, part in parts)
         shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps
         moved_in = tuple((n + 2, r, t) for n, r, t in moves)
+        on_canvas = [(0, r, t) for n, r, t in moves if n == 0]   # the chain's moves before its first step
         objects, masks, weights = [], [], []
         for k, p, part in parts:
             # a pasted object alone (copy_paste), or the whole source; what later pastes hide is a cover on the
             # canvas (after its two placement steps), judged with the rest of the chain's by the one rule
             ann = part.ann if p.obj < 0 else dataclasses.replace(part.ann, objects=(part.ann.objects[p.obj],))
             hidden = mixed.hidden(k)
+            if hidden is not None and on_canvas:   # the pastes hid it before the chain moved inside boxes
+                hidden = warp_moved(hidden.astype(np.uint8), [], on_canvas, fill=0) > 0
             pasted = ((2, hidden),) if hidden is not None and hidden.any() else ()
             part_steps = placement_steps(p, mix) + list(steps)
             moved, _, got = part._moved(part_steps, pasted + shifted, ann, any_masks, semantic=False, least=least,
@@ -282,8 +285,8 @@ class ImageObjects:
             weights += [p.weight / total if mix.blend else 1.0] * len(moved.objects)
             if part is not self:
                 self.dropped.update(part.dropped)
-        seg = _canvas_mask(mix, parts, steps, mixed.alphas, moves) if any(part.mask is not None for _, _, part in parts) \
-            else None
+        masked = any(part.mask is not None for _, _, part in parts)
+        seg = _canvas_mask(mix, parts, steps, mixed.alphas, moves) if masked else None
         ann = dataclasses.replace(self.ann, objects=tuple(objects))
         return self._written(ann, seg, masks, out_h, out_w, tuple(weights) if weighted else ())
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from augd.annotations.geometry import as_polygon, forward, mask_extent, rasterise, warp_mask
+from augd.annotations.geometry import as_polygon, forward, mask_extent, rasterise, warp_moved
 from augd.annotations.model import IGNORE_REASONS, Object
 from augd.annotations.rle import rle_decode, rle_encode
 from augd.lazycv import cv2
@@ -95,20 +95,23 @@ class Rule:
         return dataclasses.replace(obj, ignored=reason)
 
 
-def hidden_by(covers, maps, steps, size: tuple[int, int]) -> np.ndarray | None:
+def hidden_by(covers, maps, steps, size: tuple[int, int], moves=()) -> np.ndarray | None:
     """The output's HxW bool mask of the pixels the covers overwrote (None: no cover): each cover (k, shape),
-    overwritten after the first k steps (a rectangle (x0, y0, x1, y1) or a polygon ((x, y), ...), rasterised at
-    pixel centres; or a raster, an HxW bool array of step k-1's output: what a paste hid), moved through the steps
-    after it as the pixels it filled moved. `size`: the output's (h, w) when there are no steps."""
+    overwritten after the first k steps and the moves inside boxes there (a rectangle (x0, y0, x1, y1) or a polygon
+    ((x, y), ...), rasterised at pixel centres; or a raster, an HxW bool array of step k-1's output: what a paste
+    hid), moved through the steps after it, and the later moves inside boxes, as the pixels it filled moved.
+    `size`: the output's (h, w) when there are no steps."""
     if not covers:
         return None
     oh, ow = (int(round(steps[-1][1])), int(round(steps[-1][2]))) if steps else size
     out = np.zeros((oh, ow), bool)
     for k, shape in covers:
+        later = [(j - k, r, t) for j, r, t in moves if j > k]
         if isinstance(shape, np.ndarray):
-            out |= warp_mask(shape.astype(np.uint8), steps[k:], fill=0) > 0 if k < len(steps) else shape
+            out |= warp_moved(shape.astype(np.uint8), steps[k:], later, fill=0) > 0 if k < len(steps) or later \
+                else shape
             continue
-        clipped, _, _ = forward((as_polygon(shape),), maps[k:], steps[k:])
+        clipped, _, _ = forward((as_polygon(shape),), maps[k:], steps[k:], later)
         out |= rasterise([p for p in clipped if len(p) >= 3], oh, ow).astype(bool)
     return out
 

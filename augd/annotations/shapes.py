@@ -14,6 +14,7 @@ import dataclasses
 import math
 
 from augd.annotations.model import AnnotationError, Object, Polygon
+from augd.planar import polygon_area
 
 __all__ = ["box_object", "oriented_object", "polygon_area", "polygon_object", "refused_shape", "rotated_corners"]
 
@@ -27,13 +28,6 @@ def rotated_corners(x0: float, y0: float, x1: float, y1: float, degrees: float, 
     # y points down, so the usual rotation matrix turns clockwise on screen
     return tuple((cx + (x - cx) * c - (y - cy) * s, cy + (x - cx) * s + (y - cy) * c)
                  for x, y in ((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
-
-
-def polygon_area(points) -> float:
-    """The area the closed polygon encloses (shoelace; a self-crossing one's lobes may cancel)."""
-    n = len(points)
-    return abs(sum(points[i][0] * points[(i + 1) % n][1] - points[(i + 1) % n][0] * points[i][1]
-                   for i in range(n))) / 2
 
 
 def polygon_object(name: str, points, at: str, what: str = "polygon", difficult: bool = False) -> Object:

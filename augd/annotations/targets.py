@@ -292,7 +292,7 @@ def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), ma
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
     points = (mirrors(steps), None if flip is None else tuple(flip), tuple(covers),
               None if rotation is None else tuple(rotation), tuple(events))
-    hidden = hidden_by(covers, maps, steps, size) if covers and ann.objects else None
+    hidden = hidden_by(covers, maps, steps, size, moves) if covers and ann.objects else None
     if hidden is not None and not hidden.any():
         hidden = None
     kept, objects, dropped = [], [], Counter()

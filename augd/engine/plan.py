@@ -36,7 +36,7 @@ from augd.ops.sampling import coin, generator, tf_seed
 from augd.planar import affine, left_empty, move_shapes, outline, within
 from augd.schema import OpNode
 
-__all__ = ["Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE", "DECODE_RATIOS",
+__all__ = ["AnnotationPlan", "Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE", "DECODE_RATIOS",
            "SOURCE_SIZE", "WINDOW", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY", "GENERAL"]
 
 #: DCT scale denominators libjpeg decodes at.
@@ -228,21 +228,21 @@ class Program:
 
     def _covers(self, floats, ints, covers: list) -> list:
         """Extends `covers` with what the applied seeded ops overwrite, and returns their moves inside rectangles in
-        order, as (the number of Geo steps before it, rectangle, map): annotation_plan's fifth. A cover drawn before
-        a move of its own Geo step moves with the pixels it greyed; what a rectangle's moves leave empty, composed
-        per rectangle, is a cover too (two moves of one box grey what the pair leaves)."""
-        start, moved, inside = len(covers), {}, []   # moved: (geo step, rect) -> where its own content is now
+        order, as (the number of Geo steps before it, rectangle, map): annotation_plan's fifth. Each move takes the
+        covers of its Geo step drawn before it where it takes their pixels (a hole, an earlier move's grey: even
+        another box's, where boxes overlap), then greys what it leaves empty of its own rectangle; so the covers of
+        a step are what shows grey after all its moves (a shift there and back greys only the far strip)."""
+        start, inside = len(covers), []
         for s in self.steps:
             if not (isinstance(s, Seeded) and s.region is not None and ints[s.on]):
                 continue
             values = floats[s.region]
             covers.extend((s.geo_before, r) for r in s.op.hidden(values))
             for rect, t in s.op.moves(values):
-                key = (s.geo_before, rect)
-                moved[key] = within(affine(t, moved.get(key, outline(rect))), rect)
                 inside.append((s.geo_before, rect, t))
                 covers[start:] = [got for k, c in covers[start:] for got in _moved_cover(k, c, s.geo_before, rect, t)]
-        covers.extend((k, piece) for (k, rect), kept in moved.items() for piece in left_empty(rect, kept))
+                covers.extend((s.geo_before, piece) for piece in left_empty(rect, within(affine(t, outline(rect)),
+                                                                                           rect)))
         return inside
 
     def geometry(self, seed, h, w, boxes=None) -> list[tuple[np.ndarray, float, float]]:
@@ -262,7 +262,7 @@ class Program:
         self.plan(seed, h, w, False, boxes, None, out)
         return out
 
-    def annotation_plan(self, seed, h, w, boxes=None) -> tuple[list, list, float, tuple, tuple]:
+    def annotation_plan(self, seed, h, w, boxes=None) -> "AnnotationPlan":
         """(geometry(), covers(), the highest own min_visibility of the geometric ops it applied: a crop's overlap
         threshold, GeometryOp.min_visibility, 0.0 for none; its keypoint events: "mirror" and "turn" (a quarter
         turn) in the order its ops applied them; its moves inside boxes in order, each (the number of geometry()
@@ -272,7 +272,7 @@ class Program:
         covers: list = []
         floor: list = []
         self.plan(seed, h, w, False, boxes, steps, covers, floor)
-        return steps, covers, floor[0], floor[1], floor[2]
+        return AnnotationPlan(steps, covers, floor[0], floor[1], floor[2])
 
     @property
     def has_covers(self) -> bool:
@@ -448,6 +448,16 @@ def _moved(boxes: np.ndarray, m: np.ndarray, oh: float, ow: float) -> np.ndarray
     p = inv @ np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)])
     px, py = (p[0] / p[2]).reshape(xs.shape) + 0.5, (p[1] / p[2]).reshape(ys.shape) + 0.5
     return _clip(np.column_stack([px.min(1), py.min(1), px.max(1), py.max(1)]), oh, ow)
+
+
+class AnnotationPlan(NamedTuple):
+    """What the annotations of one draw move by (Program.annotation_plan): its Geo steps, its covers, its own least
+    visibility, its keypoint events and its moves inside boxes, each (Geo steps before it, rectangle, map)."""
+    steps: list
+    covers: list
+    least: float
+    events: tuple
+    moves: tuple
 
 
 def _moved_cover(k: int, cover, at: int, rect, t) -> list:
