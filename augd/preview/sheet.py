@@ -20,7 +20,6 @@ import numpy as np
 
 from augd import defaults
 from augd.drawing import box_outline, corners_outline
-from augd.engine.rawpixels import unpack_rgb
 from augd.annotations import AnnotationError
 from augd.errors import Rejected, tf_error_message
 from augd.formats import passthrough_ok, read_header
@@ -315,6 +314,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     tile kept, as a classification job keeps them). A partner op (copy_paste) pastes the job's objects onto each
     tile, its partners named under it (its mixed variants' objects not outlined, as in an untiled row)."""
     from augd.engine.hostdecode import decode_upright
+    from augd.engine.rawpixels import unpack_rgb
     from augd.job.tiles import cut_tiles
     try:
         data, header = _source(path, max_pixels)
