@@ -10,10 +10,13 @@ JPEGs, every tile kept and stored as a JPEG record, against what a user runs ins
   headless OpenCV); `augd_q75` is augd at SAHI's quality, its like for like.
 
 Whole processes, alternating, `--rounds` times; each row's wall seconds from launch to exit (bench.whole.timed),
-tiles/s, and augd's against each. Figures only: no timing is asserted anywhere.
+tiles/s, and augd's against each. Figures only: no timing is asserted anywhere. `--baseline DIR` adds the row
+`augd_baseline`: the same job run by another checkout's augd (before/after a change, on the same images and in the
+same rounds; `git worktree add` or `git archive | tar -x` of the commit before).
 
     python -m bench.tiles                     # 12 images of 4000x3000, 2 workers, 3 rounds
     python -m bench.tiles --n 24 --rounds 2
+    python -m bench.tiles --n 48 --rows augd,augd_baseline,opencv_pool --baseline /tmp/augd-main
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import numpy as np
 from bench.common import header, machine, write_json
 from bench.whole import WALL, _augd_cmd, _subreaper, timed
 
-ROWS = ("augd", "opencv_pool", "sahi", "augd_q75")
+ROWS = ("augd", "opencv_pool", "sahi", "augd_q75")   # and augd_baseline, with --baseline
 SIZE, OVERLAP, QUALITY = 640, 0.2, 90
 PIPELINE = """name: tiled
 description: every 640x640 tile of each image, kept and stored as JPEG
@@ -122,7 +125,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=12, help="4000x3000 images in the job (default 12)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rows", default=",".join(ROWS), help=f"any of {','.join(ROWS)}")
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"any of {','.join(ROWS)},augd_baseline")
+    ap.add_argument("--baseline", default=None, help="another checkout of augd: its run is the row augd_baseline")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", choices=("opencv_pool", "sahi"), help=argparse.SUPPRESS)
     ap.add_argument("--job", help=argparse.SUPPRESS)
@@ -133,6 +137,11 @@ def main(argv=None) -> int:
               _run_sahi(args.job, args.out))
         return 0
     rows = [r for r in args.rows.split(",") if r]
+    if args.baseline and "augd_baseline" not in rows:
+        rows.insert(1, "augd_baseline")
+    if "augd_baseline" in rows and not (args.baseline and os.path.isdir(os.path.join(args.baseline, "augd"))):
+        ap.error(f"the augd_baseline row needs --baseline, a checkout of augd (a folder holding augd/); got "
+                 f"{args.baseline!r}")
     if "sahi" in rows:
         try:
             importlib.import_module("sahi.slicing")
@@ -157,11 +166,12 @@ def main(argv=None) -> int:
                 out = os.path.join(work, f"out-{row}")
                 shutil.rmtree(out, ignore_errors=True)
                 log = os.path.join(work, f"log-{row}-{k}")
-                r = timed(_cmd(row, job, out, pipeline, args.workers), timeout=3600, logs=log)
+                repo = {"repo": os.path.abspath(args.baseline)} if row == "augd_baseline" else {}
+                r = timed(_cmd(row, job, out, pipeline, args.workers), timeout=3600, logs=log, **repo)
                 if r["rc"] == 0:
                     r["tiles"] = _tiles_written(row, out, log)
                 results[row].append(r)
-                print(f"  round {k + 1} {row:<12} {r.get(WALL, float('nan')):8.2f} s  {r.get('tiles', '?')} tiles  "
+                print(f"  round {k + 1} {row:<14} {r.get(WALL, float('nan')):8.2f} s  {r.get('tiles', '?')} tiles  "
                       f"{r.get('cores_busy', float('nan')):.2f} cores busy  {r.get('error', '')}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -120,14 +120,15 @@ def _subreaper() -> bool:
 ORPHAN_GRACE = 10.0  # seconds what a run leaves behind may take to exit after it, before it is killed
 
 
-def timed(cmd: list[str], *, timeout: float, logs: str) -> dict:
+def timed(cmd: list[str], *, timeout: float, logs: str, repo: str = REPO) -> dict:
     """Run `cmd` in its own session; wall clock from launch to exit, CPU time from os.wait4's rusage: the
     process and every child it reaped, plus (this process being a subreaper) any process of its session it left
-    behind, reaped here after it. stdout and stderr go to `logs`.out/.err."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    behind, reaped here after it. stdout and stderr go to `logs`.out/.err. `repo`: the checkout whose augd it runs
+    (another one's for a before/after row)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
     with open(logs + ".out", "wb") as out, open(logs + ".err", "wb") as err:
         t0, launched = time.perf_counter(), time.time()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=repo, env=env,
                                 start_new_session=True)
     timer = threading.Timer(timeout, _kill_group, (proc.pid,))
     timer.start()

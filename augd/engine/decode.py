@@ -9,9 +9,10 @@ never decoded. The plan (augd.engine.plan) re-expresses the warp's matrix in the
 from __future__ import annotations
 
 from augd.engine.plan import DECODE_MODE, DECODE_RATIOS, SOURCE_SIZE, WINDOW, Program
+from augd.engine.rawpixels import RAW_HEADER, RAW_MAGIC, RAW_MAX_SIDE
 from augd.ops._tf import tf
 
-__all__ = ["decode_full", "decode_planned", "orient"]
+__all__ = ["decode_full", "decode_planned", "decode_raw_pixels", "orient"]
 
 
 # EXIF orientation -> (transpose?, flip rows?, flip columns?); 0 and 9 stand for any value outside 1-8.
@@ -35,8 +36,28 @@ def orient(image, orientation):
     return out
 
 
+def decode_raw_pixels(data):
+    """A canvas the host handed over as raw pixels (augd.engine.rawpixels): its header checked against its length
+    before anything is read or allocated (a failed check is that image's decode error), then one copy."""
+    n = tf.cast(tf.strings.length(data), tf.int64)
+    has_header = tf.debugging.Assert(n >= RAW_HEADER, ["raw pixels: truncated header; bytes:", n])
+    with tf.control_dependencies([has_header]):
+        h, w, c = tf.unstack(tf.cast(tf.io.decode_raw(tf.strings.substr(data, len(RAW_MAGIC), 12), tf.int32),
+                                     tf.int64), 3)
+    # int32 reads a side past 2**31 as negative; the bound keeps h * w * 3 inside an int64
+    fits = ((c == 3) & (h > 0) & (w > 0) & (h <= RAW_MAX_SIDE) & (w <= RAW_MAX_SIDE)
+            & tf.equal(h * w * 3, n - RAW_HEADER))
+    check = tf.debugging.Assert(fits, ["raw pixels: a header's (height, width, channels) that do not fit the bytes "
+                                       "after it:", h, w, c, n - RAW_HEADER])
+    with tf.control_dependencies([check]):
+        flat = tf.io.decode_raw(data, tf.uint8)
+    return tf.reshape(flat[RAW_HEADER:], tf.stack([h, w, 3]))   # a 64-byte start: Slice shares the buffer
+
+
 def decode_full(data, orientation):
-    img = tf.io.decode_image(data, channels=3, expand_animations=False)
+    """The image's upright RGB pixels: any format tf.io.decode_image reads, or the host's raw pixels."""
+    img = tf.cond(tf.equal(tf.strings.substr(data, 0, len(RAW_MAGIC)), RAW_MAGIC), lambda: decode_raw_pixels(data),
+                  lambda: tf.io.decode_image(data, channels=3, expand_animations=False))
     img.set_shape([None, None, 3])
     return orient(img, orientation)
 

@@ -27,7 +27,7 @@ __all__ = ["AUGMENT_SCOPE", "CPU", "GPU", "augment_device", "gpu_stage", "host_s
 CPU = "/device:CPU:0"
 GPU = "/device:GPU:0"
 DECODE_OPS = frozenset({"DecodeImage", "DecodeJpeg", "DecodeAndCropJpeg", "DecodePng", "DecodeBmp", "DecodeGif",
-                        "ExtractJpegShape"})
+                        "ExtractJpegShape", "DecodeRaw"})   # DecodeRaw: a tile's or a canvas's raw pixels
 ENCODE_OPS = frozenset({"EncodeJpeg", "EncodePng", "SerializeTensor"})
 # Graph plumbing that says nothing about where the pixels are processed.
 _PLUMBING = frozenset({"Const", "Identity", "IdentityN", "NoOp", "Placeholder", "_Arg", "_Retval"})

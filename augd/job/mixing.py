@@ -5,8 +5,8 @@ Partners come from the image's own split only (a validation pixel in a train rec
 silently), drawn from the mix's own counter-based generator, a pure function of (pipeline seed, the image's path,
 variant): every executor draws the same partners and writes the same bytes. Each partner is decoded with OpenCV at
 the coarsest JPEG DCT scale (1/2, 1/4, 1/8) that still gives its tile a source pixel per pixel, warped into its
-tile with the engine's own kernel, and the canvas goes to the job's graph as an uncompressed BMP (a memcpy both
-ways), where the ops after the partner op run on it as on any image: one graph per job still does all of them.
+tile with the engine's own kernel, and the canvas goes to the job's graph as raw pixels (augd.engine.rawpixels: a
+copy each way), where the ops after the partner op run on it as on any image: one graph per job still does all of them.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from augd.annotations.geometry import rasterise, warp_mask
 from augd.annotations.rle import rle_decode
-from augd.engine.hostdecode import as_bmp, decode_scaled
+from augd.engine.hostdecode import as_raw, decode_scaled
 from augd.engine.kernels import warp_np
 from augd.formats import ImageHeader
 from augd.io import InputImage, read_bytes
@@ -249,7 +249,7 @@ def shares(drawn: Drawn, placed) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class Mixed:
-    """One variant's mix, ready for the graph: the canvas as a BMP and its header, the boxes on it (box-aware ops
+    """One variant's mix, ready for the graph: the canvas as raw pixels and their header, the boxes on it (box-aware ops
     draw from them), and what its record says of it."""
     drawn: Drawn
     placed: tuple[bool, ...]
@@ -311,9 +311,9 @@ def mixed_variant(op: PartnerOp, spec_seed: int, img: InputImage, data: bytes, v
         return None
     used = [ok for ok, p in zip(placed[1:], drawn.mix.placements[1:]) if p is not None]
     ids = tuple(i if ok else "" for i, ok in zip(ids, used))   # read but not decodable: not in the record
-    bmp, header = as_bmp(canvas)
+    raw, header = as_raw(canvas)
     boxes = canvas_boxes(drawn, placed, detection.boxes) if detection is not None and boxed else ()
-    return Mixed(drawn, placed, ids, bmp, header, boxes, read_s, time.perf_counter() - t0, alphas)
+    return Mixed(drawn, placed, ids, raw, header, boxes, read_s, time.perf_counter() - t0, alphas)
 
 
 def _alphas(drawn: Drawn, detection) -> dict:

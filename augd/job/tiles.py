@@ -1,7 +1,7 @@
 """`tile:` on the job's side: an image decoded once, cut into its tiles (augd/schema/tile.py), and the tiles kept.
 
-Each kept tile goes to the job's graph as an uncompressed BMP of its own (a memcpy both ways, as a mix's canvas
-does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the same
+Each kept tile goes to the job's graph as raw pixels of its own (augd.engine.rawpixels: a copy each way, as a
+mix's canvas does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the same
 on every executor. A detection job keeps every tile that holds an object (as cut, by the occlusion rule) and each
 empty one by a seeded draw of `tile.empty`; the whole image, shrunk, is one more record when `full_image` asks.
 """
@@ -15,7 +15,7 @@ import numpy as np
 
 from augd.engine.kernels import warp_np
 from augd.io import InputImage
-from augd.engine.hostdecode import as_bmp, decode_upright
+from augd.engine.hostdecode import as_raw, decode_upright
 from augd.job.report import TileCounts
 from augd.ops.sampling import coin, generator, image_seed
 from augd.schema import PipelineSpec
@@ -26,7 +26,7 @@ __all__ = ["Cut", "TilePart", "cut_tiles"]
 
 @dataclass(frozen=True)
 class TilePart:
-    """One kept tile, ready for the graph: the tile as an image (its seed path, its header), its pixels as a BMP,
+    """One kept tile, ready for the graph: the tile as an image (its seed path, its header), its pixels as raw pixels,
     and in a detection job its objects as cut (augd.annotations.objects.ImageObjects.of_tile)."""
     tile: Tile
     image: InputImage
@@ -66,14 +66,14 @@ def cut_tiles(spec: PipelineSpec, img: InputImage, data: bytes, objects=None) ->
         if tile.full:
             out = warp_np(pixels, tile.step[0], tile.out_h, tile.out_w, "nearest", "bilinear")
         else:
-            out = pixels[tile.y0:tile.y1, tile.x0:tile.x1]
-        bmp, header = as_bmp(np.ascontiguousarray(out))
-        image = dataclasses.replace(img, relpath=path, size=len(bmp), header=header)
+            out = pixels[tile.y0:tile.y1, tile.x0:tile.x1]   # a view: as_raw's one pass reads it in place
+        raw, header = as_raw(out)
+        image = dataclasses.replace(img, relpath=path, size=len(raw), header=header)
         if mine is not None:
             mine.img = image   # the tile as the graph decodes it (a partner op places it by its header)
         full += tile.full
         held += n if mine is not None and not tile.full else 0
-        parts.append(TilePart(tile, image, bmp, mine))
+        parts.append(TilePart(tile, image, raw, mine))
     counts = TileCounts(sum(not t.full for t in tiles), sum(not p.tile.full for p in parts), n_empty, n_kept_empty,
                         held, full)
     return Cut(tuple(parts), counts, time.perf_counter() - t0, h, w)

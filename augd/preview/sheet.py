@@ -314,6 +314,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
     tile kept, as a classification job keeps them). A partner op (copy_paste) pastes the job's objects onto each
     tile, its partners named under it (its mixed variants' objects not outlined, as in an untiled row)."""
     from augd.engine.hostdecode import decode_upright
+    from augd.engine.rawpixels import unpack_rgb
     from augd.job.tiles import cut_tiles
     try:
         data, header = _source(path, max_pixels)
@@ -344,7 +345,7 @@ def _tiled_rows(compiled, spec, path, rel, n, max_pixels, mixing=(None, None, {}
         f"overlap {spec.tile.overlap:g}", f"below: {len(shown)} of them"])])]
     for part in shown:
         t, mine = part.tile, part.objects
-        pixels = cv2.imdecode(np.frombuffer(part.data, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+        pixels = unpack_rgb(part.data).copy()   # the tile as the graph takes it (writable: outlines draw on it)
         title = f"whole x{t.scale:.3g}" if t.full else f"tile {t.index} at ({t.x0}, {t.y0})"
         lines = [f"{size((t.out_h, t.out_w))}", part.image.relpath.rsplit("/", 1)[-1]]
         if mine is not None:   # the job's annotations (--root): the tile's objects as its variant 0 record holds them

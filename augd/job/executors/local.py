@@ -101,7 +101,7 @@ def _image_cost(spec: PipelineSpec, variants_for: Callable[[InputImage], list[in
     def cost(img: InputImage) -> int:
         pixels = img.header.width * img.header.height
         n = len(graph_variants(spec, img, list(variants_for(img)))[0])
-        if spec.tile is not None:   # decoded once; each tile a BMP, its variants' outputs
+        if spec.tile is not None:   # decoded once; each tile's raw pixels, its variants' outputs
             h = img.header
             return pixels * 3 + sum(image_memory(t.out_h * t.out_w, largest(t.out_h * t.out_w), n)
                                     for t in tiles_of_header(spec.tile, h.height, h.width, h.orientation))
