@@ -301,12 +301,20 @@ def test_every_box_a_policy_moves_stays_on_its_object(tmp_path, policy):
 def test_the_policies_that_move_inside_boxes_run_on_a_job_with_masks(tmp_path):
     """v0 and v1 move pixels inside boxes, and the masks with them (tests/test_polygon_keys.py judges that by the
     pixels): a COCO job with instance masks runs them as it runs v3."""
-    _scene(tmp_path / "coco", 2, coco=True)
+    scene = _scene(tmp_path / "coco", 2, coco=True)
+    moved = collections.Counter()
     for policy in ("v0", "v1", "v3"):
-        run_job(str(tmp_path / "coco"), _spec([{"autoaugment": {"policy": policy}}], variants=4),
-                str(tmp_path / policy), JobOptions(workers=1, executor="threads"))
+        spec = _spec([{"autoaugment": {"policy": policy}}], variants=8)
+        run_job(str(tmp_path / "coco"), spec, str(tmp_path / policy), JobOptions(workers=1, executor="threads"))
         manifest = json.loads((tmp_path / policy / "coco" / "manifest.json").read_text())
-        assert manifest["records"]["written"] == 2 * 4, policy
+        assert manifest["records"]["written"] == 2 * 8, policy
+        compiled = Engine().compile(spec)
+        for r in _records(tmp_path / policy / "coco"):
+            drawn = compiled.explain(r["image/filename"], r["augd/variant"], H, W, [b for _, b in _source(scene, r)[1]])
+            moved[policy] += sum(d.name == "in_boxes" and d.applied and d.params.op not in ("solarize", "equalize")
+                                 for d in drawn)
+        compiled.close()
+    assert moved["v0"] and moved["v1"] and not moved["v3"], moved   # the runs did move pixels inside boxes
 
 
 def test_the_preview_with_the_job_draws_from_its_boxes_and_shows_each_records_boxes(tmp_path):

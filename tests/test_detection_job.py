@@ -430,6 +430,11 @@ def test_semantic_masks_cover_their_pixels_in_every_variant(tmp_path, pipeline, 
         for name in ("red", "blue"):
             share = _covered(r["pixels"], mask, name, classes.index(name) + 1)
             assert share >= 0.98, f"{r['image/filename']} variant {r['augd/variant']}: {name} {share:.3f}"
+            # and the class only where its colour is (within 2 px: the mask is nearest, the pixels blend)
+            hit = np.all(np.abs(r["pixels"].astype(int) - COLOURS[name]) < TOLERANCE, axis=2).astype(np.uint8)
+            near = cv2.dilate(hit, np.ones((5, 5), np.uint8)).astype(bool)
+            stray = int(((mask == classes.index(name) + 1) & ~near).sum())
+            assert stray <= 0.02 * max(int(hit.sum()), 1), f"{r['image/filename']}: {name} labelled {stray} px away"
 
 
 def test_instance_masks_cover_their_objects_in_every_variant(tmp_path, pipeline):
