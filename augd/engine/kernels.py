@@ -88,10 +88,14 @@ def warp_np(image: np.ndarray, m: np.ndarray, oh: int, ow: int, fill, interp: st
         m = box_shrink_matrix(k) @ m
     nearest = interp == "nearest"
     flags = (cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR) | cv2.WARP_INVERSE_MAP
-    # OpenCV's bilinear remap has a SIMD path for 4 channels and none for 3. Padding the input to RGBA
-    # costs ~0.5 ns per input pixel and saves ~5 ns per output pixel (measured: a 224 x 224 warp from a
-    # 4x larger window, 0.32 -> 0.20 ms); past ~12 input pixels per output pixel it no longer pays.
-    four = not nearest and image.shape[0] * image.shape[1] <= 8 * oh * ow
+    # OpenCV's bilinear remap is faster on 4 channels than on 3 only where the map turns and reads well more
+    # pixels than it writes; the RGBA round trip costs ~1 ns a pixel, and the bytes are the same either way.
+    # Measured (one thread, the bench's photos; bench/README.md, issue 60): a turn of up to 10 degrees at the same
+    # size, 3 channels 2.35 ms against 2.66 on 4; the same at half the pixels out, 1.47 against 1.28; a scale or a
+    # shift alone, 3 channels 1.2-5x faster at every size; past ~8 input pixels per output pixel neither gains.
+    px = image.shape[0] * image.shape[1]
+    turned = abs(m[0, 1]) + abs(m[1, 0]) > 1e-9 * (abs(m[0, 0]) + abs(m[1, 1]))
+    four = not nearest and turned and 1.5 * oh * ow <= px <= 8 * oh * ow
     if four:
         image = cv2.cvtColor(image, cv2.COLOR_RGB2RGBA)
     if abs(m[2, 0]) < 1e-12 and abs(m[2, 1]) < 1e-12:
