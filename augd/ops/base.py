@@ -311,9 +311,9 @@ class SeededOp(Op):
     def moves(self, values) -> list[tuple]:
         """Where this op moves pixels within rectangles of its input (in_boxes: a shift, turn, shear or flip inside
         each box), as augd.planar.Move: (the rectangle (x0, y0, x1, y1), the 6-float map taking a point inside it
-        to where its pixel lands), in the order it applies them. What the moves leave empty hides what stood there:
-        the plan composes an image's moves per rectangle and reports the rest of it as covers
-        (augd.planar.left_empty); the annotations inside move with them. None by default."""
+        to where its pixel lands), in the order it applies them. What a move leaves empty hides what stood there:
+        the plan greys it (augd.planar.left_empty) and carries the grey drawn before it (Program._covers); the
+        annotations inside move with them. None by default."""
         return []
 
     def describe(self, drawn) -> list[str]:

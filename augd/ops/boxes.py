@@ -125,8 +125,8 @@ class InBoxes(SeededOp):
     def moves(self, values):
         """Each picked box's rectangle and where its operation takes the pixels inside it (augd.planar.Move): a
         shift, a rotation or a shear about its centre, a flip. What a move leaves empty (`fill`) hides what stood
-        there; the plan composes an image's moves per box (planar.left_empty), so two moves of one box grey what
-        the pair leaves, and hands them in order to the annotations, whose shapes inside the box move too."""
+        there; the plan greys it and carries the grey drawn before (Program._covers), so two moves of one box grey
+        what the pair leaves, and hands the moves in order to the annotations, whose shapes inside the box move too."""
         op = self.params.op
         v = float(values[-1])
         if not self.moves_pixels or (op in _SIGNED and v == 0.0):
