@@ -28,10 +28,8 @@ from augd.job import JobOptions, run_job
 from augd.schema import parse_pipeline
 from tests.annotated import Img
 from tests.exports import Rot, corners, dota_job
+from tests.hues import CLASSES, class_pixels, coverage
 
-#: one hue per class (OpenCV's H, 0-180), saturated, on a black background
-CLASSES = {"red": (220, 0, 0), "yellow": (220, 220, 0), "green": (0, 220, 0), "blue": (0, 0, 220)}
-HUES = {"red": 0, "yellow": 30, "green": 60, "blue": 120}
 H, W = 200, 240
 #: a piece of an object smaller than this (px), or thinner (its minimum-area rectangle's short side), may go without
 #: a box: the job's min_size and a blend's edge decide there, not the oriented box
@@ -85,28 +83,6 @@ def scenes(n: int = 4, seed: int = 0) -> list[Img]:
             shapes.append(Rot(cls, cx, cy, rng.uniform(40, 64), rng.uniform(20, 30), rng.uniform(-90, 90), colour))
         out.append(Img(f"s{i}.png", H, W, tuple(shapes), background=(0, 0, 0)))
     return out
-
-
-def class_pixels(rgb: np.ndarray) -> dict[str, np.ndarray]:
-    """Each class' pixels by hue (saturated, at least half as bright as drawn: a warp's edge blends with black)."""
-    hsv = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2HSV).astype(int)
-    out = {}
-    for cls, hue in HUES.items():
-        d = np.abs(hsv[..., 0] - hue)
-        out[cls] = (np.minimum(d, 180 - d) <= 8) & (hsv[..., 1] >= 150) & (hsv[..., 2] >= 110)
-    return out
-
-
-def coverage(rgb: np.ndarray, cls: str, piece: np.ndarray) -> float:
-    """A piece's area in pixels as its pixels show it: each pixel of its hue within a pixel of it weighs what share
-    of it the object covers (its brightness over the drawn one's: the scenes are drawn on black, so a warp's
-    edge pixel is the object's colour scaled by its share). A count of the pixels past a threshold would give each
-    edge pixel at the threshold a whole pixel (an upscale makes many exactly half)."""
-    hsv = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2HSV).astype(np.float64)
-    d = np.abs(hsv[..., 0] - HUES[cls])
-    near = cv2.dilate(piece.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
-    hue = (np.minimum(d, 180 - d) <= 8) & (hsv[..., 1] >= 150) & (hsv[..., 2] >= 8)
-    return float(np.minimum(hsv[..., 2][near & hue] / max(CLASSES[cls]), 1.0).sum())
 
 
 def corner_error(a, b) -> float:

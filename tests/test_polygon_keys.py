@@ -26,7 +26,8 @@ from augd.job import JobOptions, run_job
 from augd.schema import parse_pipeline
 from tests.annotated import Img, Shape, _write, _write_image, coco_json
 from tests.exports import paint
-from tests.test_oriented_boxes import CLASSES, FAMILIES, H, W, class_pixels, coverage
+from tests.hues import CLASSES, class_pixels, coverage
+from tests.test_oriented_boxes import FAMILIES, H, W
 
 #: the area error allowed (share of the object's pixels, each weighed by its coverage: coverage())
 AREA = 0.03
