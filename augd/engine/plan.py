@@ -36,8 +36,8 @@ from augd.ops.sampling import coin, generator, tf_seed
 from augd.planar import affine, left_empty, move_shapes, outline, within
 from augd.schema import OpNode
 
-__all__ = ["AnnotationPlan", "Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE", "DECODE_RATIOS",
-           "SOURCE_SIZE", "WINDOW", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY", "GENERAL"]
+__all__ = ["AnnotationPlan", "Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE",
+           "DECODE_RATIOS", "SOURCE_SIZE", "WINDOW", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY", "GENERAL"]
 
 #: DCT scale denominators libjpeg decodes at.
 DECODE_RATIOS = (1, 2, 4, 8)
