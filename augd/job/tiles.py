@@ -1,9 +1,9 @@
 """`tile:` on the job's side: an image decoded once, cut into its tiles (augd/schema/tile.py), and the tiles kept.
 
-Each kept tile goes to the job's graph as raw pixels of its own (augd.engine.rawpixels: a copy each way, as a
-mix's canvas does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the same
-on every executor. A detection job keeps every tile that holds an object (as cut, by the occlusion rule) and each
-empty one by a seeded draw of `tile.empty`; the whole image, shrunk, is one more record when `full_image` asks.
+Each kept tile goes to the job's graph as raw pixels of its own (augd.engine.rawpixels: a copy each way, as a mix's
+canvas does), with its own seed path, so the rest of the chain runs on it as on any image and its variants are the
+same on every executor. A detection job keeps every tile that holds an object (as cut, by the occlusion rule) and
+each empty one by a seeded draw of `tile.empty`; the whole image, shrunk, is one more record when `full_image` asks.
 """
 from __future__ import annotations
 
