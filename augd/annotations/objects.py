@@ -179,6 +179,14 @@ class ImageObjects:
                                   f"{want[1]}x{want[0]} its header's size plans for; its boxes would not match")
         return self._written(ann, seg, masks, out_h, out_w, (1.0,) * len(ann.objects) if program.mix else ())
 
+    def of_result(self, spec, program, variant: int, r, out_h: int, out_w: int, mixed=None):
+        """variant() of a record the job's graph made: `r` its augd.engine.Result (the plan it drew: geometry,
+        covers, least visibility, keypoint events, moves inside boxes), or None to draw the plan again here."""
+        if r is None:
+            return self.variant(spec, program, variant, out_h, out_w, mixed=mixed)
+        return self.variant(spec, program, variant, out_h, out_w, replanned=r.replanned, steps=r.geometry,
+                            covers=r.covers, mixed=mixed, least=r.min_visibility, events=r.events, moves=r.moves)
+
     def of_tile(self, tile, image: InputImage) -> "ImageObjects":
         """One tile's objects (augd.schema.tile.Tile) as an image's own: those reaching its window moved into it and
         clipped there by the occlusion rule (what the tile cuts off is its `cut`, counted with this image's drops

@@ -229,7 +229,4 @@ def _objects_of_record(compiled: Compiled, spec: PipelineSpec, mine: ImageObject
     """One record's RecordObjects (None: its source holds no objects: a tile's, in a classification job)."""
     if not mine:
         return None
-    return mine.variant(spec, compiled.program, v, h, w, replanned=bool(r and r.replanned),
-                        steps=r.geometry if r is not None else None, covers=r.covers if r is not None else None,
-                        mixed=m, least=r.min_visibility if r is not None else 0.0,
-                        events=r.events if r is not None else (), moves=r.moves if r is not None else ())
+    return mine.of_result(spec, compiled.program, v, r, h, w, mixed=m)

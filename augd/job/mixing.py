@@ -6,7 +6,8 @@ silently), drawn from the mix's own counter-based generator, a pure function of 
 variant): every executor draws the same partners and writes the same bytes. Each partner is decoded with OpenCV at
 the coarsest JPEG DCT scale (1/2, 1/4, 1/8) that still gives its tile a source pixel per pixel, warped into its
 tile with the engine's own kernel, and the canvas goes to the job's graph as raw pixels (augd.engine.rawpixels: a
-copy each way), where the ops after the partner op run on it as on any image: one graph per job still does all of them.
+copy each way), where the ops after the partner op run on it as on any image: one graph per job still does all of
+them.
 """
 from __future__ import annotations
 
@@ -249,8 +250,8 @@ def shares(drawn: Drawn, placed) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class Mixed:
-    """One variant's mix, ready for the graph: the canvas as raw pixels and their header, the boxes on it (box-aware ops
-    draw from them), and what its record says of it."""
+    """One variant's mix, ready for the graph: the canvas as raw pixels and their header, the boxes on it (box-aware
+    ops draw from them), and what its record says of it."""
     drawn: Drawn
     placed: tuple[bool, ...]
     ids: tuple[str, ...]              # the partners' source ids ('' for one that could not be read)
