@@ -143,6 +143,25 @@ def test_the_folder_estimate_counts_images_and_their_bytes_and_reads_no_pixel(tm
     assert (c.images, c.records) == (40, 30 * 4 + 10) and c.annotated
 
 
+def test_a_tiled_job_is_estimated_by_its_images_tiles_read_from_their_headers(tmp_path):
+    """Tiles come in whole numbers per image: the folder estimate counts them on its images' headers (flat
+    images compress to a few bytes, which no bytes-to-pixels guess turns into their size), and the plan's cost
+    counts each image's tiles for each of its variants."""
+    from augd.job.executors.choice import plan_cost
+    from augd.job.units import plan_job
+    spec = parse_pipeline(pipeline_yaml(variants=2, keep_original=True).replace(
+        "ops:", "tile: {size: 640, overlap: 0.2, full_image: 1024}\nops:"), "t.yaml")
+    (tmp_path / "job" / "a").mkdir(parents=True)
+    # 1300 x 700: 3 x 2 tiles and the whole image; 300 x 300: one tile, itself the whole image
+    for i, (h, w) in enumerate([(700, 1300), (300, 300), (700, 1300)]):
+        cv2.imwrite(str(tmp_path / "job" / "a" / f"{i}.jpg"), np.full((h, w, 3), 40 * i, np.uint8))
+    records = (7 + 1 + 7) * 3
+    assert estimate_folder(str(tmp_path / "job"), spec).records == records
+    assert plan_cost(plan_job(str(tmp_path / "job"), spec, None, 10 ** 8)).records == records
+    untiled = parse_pipeline(pipeline_yaml(variants=2, keep_original=True), "t.yaml")
+    assert estimate_folder(str(tmp_path / "job"), untiled).records == 3 * 3
+
+
 def test_the_daemon_s_one_choice_per_job_diverts_a_job_by_its_files(tmp_path):
     """for_job (the daemon's only chooser): a job of at least Divert's min_files files goes to its executor, any
     other (and every job without a Divert) to the daemon's own choice, as it is."""

@@ -70,8 +70,7 @@ def run_job(input_dir: str, spec: PipelineSpec, out_root: str, options: JobOptio
         choice = choose(opts.executor, plan_cost(plan), host)
     kind, workers = choice.kind, choice.workers
     # a choice made before the plan (augd run's, from the files; the daemon's, once) and what the plan holds
-    early = f" (chosen before the plan; planned: {sum(g.records for g in plan.groups)} records)" \
-        if choice is opts.choice else ""
+    early = f" (chosen before the plan; planned: {plan_cost(plan).records} records)" if choice is opts.choice else ""
     log.info("job %s: %s%s", plan.name, choice.line(), early)
     if plain := [g.split for g in plan.groups if g.split and not spec.augments(g.split)]:
         log.info("job %s: %s written as %s (originals only, no augmented variants); augmented: %s "
