@@ -3,10 +3,10 @@ runs it): TensorFlow's start-up noise, where the worker loads it itself, is filt
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import pickle
 import signal
+import sys
 import time
 import traceback
 
@@ -50,8 +50,7 @@ def _serve(conn, options: dict) -> None:
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
-    _without_keras()
-    with quiet_native_stderr():
+    with quiet_native_stderr(), _without_keras():
         from augd.engine import Engine, EngineOptions
         engine = Engine(EngineOptions(**options))
     from augd.job.images import process_images
@@ -103,12 +102,22 @@ def _error(exc: Exception) -> Failed:
     return Failed(f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n{traceback.format_exc()}")
 
 
-def _without_keras() -> None:
-    """A worker never uses tf.keras, yet TensorFlow's import loads Keras' optimizers eagerly (to register them for
-    SavedModels, which workers never load) unless TF_USE_LEGACY_KERAS points it at tf_keras; with tf_keras not
-    installed, TensorFlow skips that load (its own try/except ImportError): ~0.4 CPU-s and ~20 MB less per worker
-    on 2 cores, and no Keras module in it at all. Left alone where the user set it or tf_keras is installed."""
-    if "TF_USE_LEGACY_KERAS" not in os.environ and importlib.util.find_spec("tf_keras") is None:
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"
-
-
+@contextlib.contextmanager
+def _without_keras():
+    """TensorFlow's import, inside this, loads no Keras. It loads Keras' optimizers eagerly (to register them for
+    SavedModels, which workers never load): Keras 3's unless TF_USE_LEGACY_KERAS points it at tf_keras, tf_keras'
+    then, and it skips the load where that import fails (its own try/except ImportError). So: legacy Keras, and
+    tf_keras unimportable for the import's length (the OD API's users have it installed: it cost 0.4-0.6 CPU-s a
+    worker, the whole import ~2.6 s, on its critical path). Left alone where the user set TF_USE_LEGACY_KERAS."""
+    if "TF_USE_LEGACY_KERAS" in os.environ:
+        yield
+        return
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    blocked = "tf_keras" not in sys.modules
+    if blocked:
+        sys.modules["tf_keras"] = None   # an import of it raises ImportError
+    try:
+        yield
+    finally:
+        if blocked and sys.modules.get("tf_keras", 0) is None:
+            del sys.modules["tf_keras"]
