@@ -23,6 +23,8 @@ PLAIN = [{"random_crop": {"area": [0.5, 1.0]}}, {"random_flip_left_right": {}},
 #: name -> the ops of its pipeline (each alone, as issue 60 measured them)
 PIPELINES = {
     "plain": PLAIN,
+    # the whole photo decoded and encoded, and nothing else moved: what a box op alone costs at least
+    "whole photo (flip)": [{"random_flip_left_right": {}}],
     "in_boxes translate_x 40": [{"in_boxes": {"op": "translate_x", "value": 40, "box_p": 0.5}}],
     "in_boxes rotate 30": [{"in_boxes": {"op": "rotate", "value": 30, "box_p": 0.5}}],
     "box_cutout each 40": [{"box_cutout": {"boxes": "each", "size": 40, "box_p": 0.5}}],

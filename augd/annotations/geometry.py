@@ -343,18 +343,21 @@ def _warp_once(mask: np.ndarray, m: np.ndarray, oh: int, ow: int, fill: int) -> 
     return cv2.warpPerspective(mask, m, (ow, oh), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=fill)
 
 
-def rasterise(polygons, h: int, w: int) -> np.ndarray:
+def rasterise(polygons, h: int, w: int, out: np.ndarray | None = None, window=None) -> np.ndarray:
     """HxW uint8 0/1: the pixels whose centres lie inside any of the polygons (even-odd rule within each), in
     pixel-edge units. Exact at pixel centres: a box [2, 5] covers columns 2, 3 and 4. Each polygon is worked over
     the rows and columns its extent spans alone (the same arithmetic as over the whole canvas, in the canvas'
-    coordinates): a small shape on a large image costs its own size."""
-    out = np.zeros((h, w), np.uint8)
+    coordinates): a small shape on a large image costs its own size. `window` (c0, r0, c1, r1): only those rows
+    and columns of the HxW raster, the same pixels (a box's window costs the box). `out`: the array to set them in
+    (or-ed with what it holds), of the window's shape: several rasters into one without a canvas each."""
+    wc0, wr0, wc1, wr1 = window if window is not None else (0, 0, w, h)
+    out = np.zeros((wr1 - wr0, wc1 - wc0), np.uint8) if out is None else out
     for poly in polygons:
         p = np.asarray(poly, np.float64).reshape(-1, 2)
         if len(p) < 3 or not np.isfinite(p).all():
             continue
-        r0, r1 = max(int(np.floor(p[:, 1].min())) - 1, 0), min(int(np.ceil(p[:, 1].max())) + 1, h)
-        c0, c1 = max(int(np.floor(p[:, 0].min())) - 1, 0), min(int(np.ceil(p[:, 0].max())) + 1, w)
+        r0, r1 = max(int(np.floor(p[:, 1].min())) - 1, wr0), min(int(np.ceil(p[:, 1].max())) + 1, wr1)
+        c0, c1 = max(int(np.floor(p[:, 0].min())) - 1, wc0), min(int(np.ceil(p[:, 0].max())) + 1, wc1)
         if r1 <= r0 or c1 <= c0:
             continue
         yc = np.arange(r0, r1, dtype=np.float64) + 0.5
@@ -365,15 +368,15 @@ def rasterise(polygons, h: int, w: int) -> np.ndarray:
         if not len(r):
             continue
         x = x0[e] + (yc[r] - y0[e]) * (x1[e] - x0[e]) / (y1[e] - y0[e])
-        col = np.clip(np.ceil(x - 0.5), 0, w).astype(np.int64)   # first pixel whose centre is right of x
+        col = np.clip(np.ceil(x - 0.5), wc0, wc1).astype(np.int64)   # first pixel whose centre is right of x
         order = np.lexsort((col, r))              # per row, its crossings left to right: inside between pairs
         rows, starts, stops = r[order][0::2], col[order][0::2], col[order][1::2]
         if len(rows) < 2 or (np.diff(rows) > 0).all():   # one span a row (convex shapes): one comparison
-            lo, hi = np.full(r1 - r0, w), np.zeros(r1 - r0, np.int64)
+            lo, hi = np.full(r1 - r0, wc1), np.full(r1 - r0, wc0)
             lo[rows], hi[rows] = starts, stops
             cols = np.arange(c0, c1)
-            out[r0:r1, c0:c1] |= ((cols >= lo[:, None]) & (cols < hi[:, None])).astype(np.uint8)
+            out[r0 - wr0:r1 - wr0, c0 - wc0:c1 - wc0] |= ((cols >= lo[:, None]) & (cols < hi[:, None])).view(np.uint8)
         else:
             for row, a, b in zip(rows.tolist(), starts.tolist(), stops.tolist()):
-                out[r0 + row, a:b] = 1
+                out[r0 - wr0 + row, a - wc0:b - wc0] = 1
     return out

@@ -104,7 +104,7 @@ def hidden_by(covers, maps, steps, size: tuple[int, int], moves=()) -> np.ndarra
     if not covers:
         return None
     oh, ow = (int(round(steps[-1][1])), int(round(steps[-1][2]))) if steps else size
-    out = np.zeros((oh, ow), bool)
+    out = np.zeros((oh, ow), np.uint8)   # 0/1, every cover set in it: no canvas of its own each
     for k, shape in covers:
         later = [(j - k, r, t) for j, r, t in moves if j > k]
         if isinstance(shape, np.ndarray):
@@ -112,8 +112,8 @@ def hidden_by(covers, maps, steps, size: tuple[int, int], moves=()) -> np.ndarra
                 else shape
             continue
         clipped, _, _ = forward((as_polygon(shape),), maps[k:], steps[k:], later)
-        out |= rasterise([p for p in clipped if len(p) >= 3], oh, ow).astype(bool)
-    return out
+        rasterise([p for p in clipped if len(p) >= 3], oh, ow, out=out)
+    return out.view(bool)
 
 
 def hide_in_masks(masks: list[np.ndarray], objects, hidden: np.ndarray | None) -> list[np.ndarray]:
@@ -170,8 +170,10 @@ def uncovered(obj: Object, hidden: np.ndarray, rule: Rule, region: tuple = ()) -
     if not under.any():
         return obj, 1.0
     if obj.polygons or obj.rle is not None or region:
-        src = rasterise(obj.polygons or region, h, w) if obj.polygons or obj.rle is None else rle_decode(obj.rle)
-        win = src[r0:r1, c0:c1]   # the whole shape lies in its box (its extent): the work is the box's pixels
+        # the whole shape lies in its box (its extent): the work is the box's pixels
+        drawn = obj.polygons or obj.rle is None
+        src = None if drawn else rle_decode(obj.rle)
+        win = rasterise(obj.polygons or region, h, w, window=(c0, r0, c1, r1)) if drawn else src[r0:r1, c0:c1]
         if not win[under].any():
             return obj, 1.0       # the covers take its box's corners, not the shape itself (a turn in its box)
         full = int(win.sum())
@@ -182,6 +184,9 @@ def uncovered(obj: Object, hidden: np.ndarray, rule: Rule, region: tuple = ()) -
             return None
         box, share = (ext[0] + c0, ext[1] + r0, ext[2] + c0, ext[3] + r0), float(win.sum()) / full
         if obj.polygons or obj.rle is not None:
+            if src is None:   # the whole raster for its RLE, the window as the covers left it
+                src = rasterise(obj.polygons, h, w)
+                src[r0:r1, c0:c1] = win
             return dataclasses.replace(obj, box=box, polygons=(), rle=rle_encode(src), truncated=True), share
         return dataclasses.replace(obj, box=box, truncated=True), share   # a box alone stays a box
     visible = showing(~under, thickness(rule, obj.box))
