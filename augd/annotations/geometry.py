@@ -356,12 +356,20 @@ def rasterise(polygons, h: int, w: int, out: np.ndarray | None = None, window=No
         p = np.asarray(poly, np.float64).reshape(-1, 2)
         if len(p) < 3 or not np.isfinite(p).all():
             continue
+        q = np.roll(p, -1, axis=0)
+        if len(p) == 4 and ((p[:, 0] == q[:, 0]) ^ (p[:, 1] == q[:, 1])).all():
+            # an upright rectangle (boxes, holes, what a box alone covers): its centres' rows and columns, as the
+            # crossings below find them
+            (c0, r0), (c1, r1) = (np.clip(np.ceil(p.min(axis=0) - 0.5), (wc0, wr0), (wc1, wr1)).astype(int),
+                                  np.clip(np.ceil(p.max(axis=0) - 0.5), (wc0, wr0), (wc1, wr1)).astype(int))
+            out[r0 - wr0:r1 - wr0, c0 - wc0:c1 - wc0] = 1
+            continue
         r0, r1 = max(int(np.floor(p[:, 1].min())) - 1, wr0), min(int(np.ceil(p[:, 1].max())) + 1, wr1)
         c0, c1 = max(int(np.floor(p[:, 0].min())) - 1, wc0), min(int(np.ceil(p[:, 0].max())) + 1, wc1)
         if r1 <= r0 or c1 <= c0:
             continue
         yc = np.arange(r0, r1, dtype=np.float64) + 0.5
-        (x0, y0), (x1, y1) = p.T, np.roll(p, -1, axis=0).T
+        (x0, y0), (x1, y1) = p.T, q.T
         lo, hi = np.minimum(y0, y1), np.maximum(y0, y1)
         hit = (yc[:, None] >= lo) & (yc[:, None] < hi)           # rows x edges, half-open: each vertex once
         r, e = np.nonzero(hit)
