@@ -304,6 +304,44 @@ def test_rasterise_is_exact_at_pixel_centres():
                                                                 [3, 3], [3, 4]]
 
 
+def _centres_inside(poly, h: int, w: int) -> np.ndarray:
+    """The definition rasterise keeps, pixel by pixel: a centre is inside where an odd number of the polygon's
+    edges (each half-open in y) cross its row at or left of it."""
+    p = np.asarray(poly, np.float64)
+    q = np.roll(p, -1, axis=0)
+    yc, xc = np.mgrid[0:h, 0:w] + 0.5
+    odd = np.zeros((h, w), bool)
+    for (x0, y0), (x1, y1) in zip(p, q):
+        rows = (yc >= min(y0, y1)) & (yc < max(y0, y1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = x0 + (yc - y0) * (x1 - x0) / (y1 - y0)
+        odd ^= rows & (x <= xc)
+    return odd
+
+
+def test_rasterise_of_rectangles_windows_and_several_shapes_is_the_definition():
+    """Upright rectangles (their own quick path) in either order, four points on a rectangle's sides that enclose
+    nothing, any polygon, a window of the raster and several shapes set in one array: each pixel as the even-odd
+    rule at its centre says."""
+    rng = np.random.default_rng(5)
+    shapes = [[(0, 0), (0, 5), (0, 0), (6, 0)], [(1, 1), (1, 6), (7, 6), (1, 6)], [(2, 2), (2, 2), (5, 2), (5, 2)]]
+    for _ in range(150):
+        (x0, x1), (y0, y1) = np.sort(rng.integers(-4, 50, (2, 2)) / 2, axis=1)
+        box = [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
+        shapes += [box, box[::-1], rng.uniform(-3, 24, (int(rng.integers(3, 8)), 2)).tolist()]
+    for k, shape in enumerate(shapes):
+        h, w = 17 + k % 5, 21 - k % 4
+        want = _centres_inside(shape, h, w)
+        assert np.array_equal(rasterise([shape], h, w) > 0, want), shape
+        c0, c1 = sorted(rng.integers(0, w + 1, 2)); r0, r1 = sorted(rng.integers(0, h + 1, 2))  # noqa: E702
+        got = rasterise([shape], h, w, window=(int(c0), int(r0), int(c1), int(r1)))
+        assert np.array_equal(got > 0, want[r0:r1, c0:c1]), (shape, (c0, r0, c1, r1))
+    both = np.zeros((17, 21), np.uint8)
+    rasterise([shapes[3]], 17, 21, out=both)
+    rasterise([shapes[5]], 17, 21, out=both)
+    assert np.array_equal(both > 0, _centres_inside(shapes[3], 17, 21) | _centres_inside(shapes[5], 17, 21))
+
+
 def test_clipping_truncates_and_visibility_and_size_drop():
     """A crop that cuts the red box in half: truncated, and under min_visibility 0.6 ignored (it shows: weight 0)
     or, with low_visibility drop, dropped; a 0.5 px box is dropped under min_size 1."""

@@ -348,8 +348,8 @@ def rasterise(polygons, h: int, w: int, out: np.ndarray | None = None, window=No
     pixel-edge units. Exact at pixel centres: a box [2, 5] covers columns 2, 3 and 4. Each polygon is worked over
     the rows and columns its extent spans alone (the same arithmetic as over the whole canvas, in the canvas'
     coordinates): a small shape on a large image costs its own size. `window` (c0, r0, c1, r1): only those rows
-    and columns of the HxW raster, the same pixels (a box's window costs the box). `out`: the array to set them in
-    (or-ed with what it holds), of the window's shape: several rasters into one without a canvas each."""
+    and columns of the HxW raster, the same pixels (a box's window costs the box). `out`: the uint8 array to set
+    them in (or-ed with what it holds), of the window's shape: several rasters into one without a canvas each."""
     wc0, wr0, wc1, wr1 = window if window is not None else (0, 0, w, h)
     out = np.zeros((wr1 - wr0, wc1 - wc0), np.uint8) if out is None else out
     for poly in polygons:
@@ -357,7 +357,8 @@ def rasterise(polygons, h: int, w: int, out: np.ndarray | None = None, window=No
         if len(p) < 3 or not np.isfinite(p).all():
             continue
         q = np.roll(p, -1, axis=0)
-        if len(p) == 4 and ((p[:, 0] == q[:, 0]) ^ (p[:, 1] == q[:, 1])).all():
+        upright = (p[:, 0] == q[:, 0]) ^ (p[:, 1] == q[:, 1])   # each edge vertical or horizontal, not a point
+        if len(p) == 4 and upright.all() and (p[0, 0] == q[0, 0]) == (p[2, 0] == q[2, 0]) != (p[1, 0] == q[1, 0]):
             # an upright rectangle (boxes, holes, what a box alone covers): its centres' rows and columns, as the
             # crossings below find them
             (c0, r0), (c1, r1) = (np.clip(np.ceil(p.min(axis=0) - 0.5), (wc0, wr0), (wc1, wr1)).astype(int),

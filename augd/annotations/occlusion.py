@@ -109,7 +109,7 @@ def hidden_by(covers, maps, steps, size: tuple[int, int], moves=()) -> np.ndarra
         later = [(j - k, r, t) for j, r, t in moves if j > k]
         if isinstance(shape, np.ndarray):
             out |= warp_moved(shape.astype(np.uint8), steps[k:], later, fill=0) > 0 if k < len(steps) or later \
-                else shape
+                else np.asarray(shape, bool)   # 0/1 in the canvas whatever the raster's values
             continue
         clipped, _, _ = forward((as_polygon(shape),), maps[k:], steps[k:], later)
         rasterise([p for p in clipped if len(p) >= 3], oh, ow, out=out)

@@ -108,8 +108,9 @@ def setup_process(options: EngineOptions) -> DeviceInfo:
         if options.device == "gpu" and not gpus:
             raise ValueError("engine option device=gpu, but TensorFlow sees no GPU (device: auto falls back to the CPU)")
         # TensorFlow's ~300k module objects never die: keep every collection from walking them again
-        # (a full collection then takes ~3 ms instead of ~70 ms; see release_memory). No collection first: after
-        # the imports one found nothing to free (0 of ~276k objects) and cost each worker's start 0.1-0.13 s.
+        # (a full collection then takes ~3 ms instead of ~70 ms; see release_memory). A worker process froze them
+        # already (augd.job.workers.serve), so there the collection first walks nothing of them.
+        gc.collect()
         gc.freeze()
         if gpus:
             details = tf.config.experimental.get_device_details(gpus[0]) or {}

@@ -64,6 +64,9 @@ PASS_SECONDS_PER_PIXEL = 2.7e-9
 PIXELS_PER_BYTE = 5.0
 #: Headers a tiled job's folder estimate reads (its first images'): tiles come in whole numbers per image.
 TILE_HEADERS = 32
+#: Images a planned tiled job's cost counts the tiles of (spread over the plan): tiles_of costs ~50 us for a 12 MP
+#: image in 640 px tiles, so every image of a 100k-image job would cost seconds before its first record.
+TILE_SAMPLE = 1000
 #: A worker process' resident memory with TensorFlow loaded and a graph built (~600 MB measured) plus headroom.
 WORKER_BYTES = 700 * 1024 * 1024
 
@@ -277,18 +280,19 @@ def _pixel_steps(nodes, fast: bool) -> tuple[float, float, float]:
 
 
 def plan_cost(plan) -> JobCost:
-    """A planned job's cost: its records as planned (a tiled job's variants for each tile), its images' bytes and,
-    where their headers were read, their pixels."""
+    """A planned job's cost: its records as planned (a tiled job's variants for each tile: its images' mean tiles,
+    counted on at most ~TILE_SAMPLE of them spread over the plan), its images' bytes and, where their headers were
+    read, their pixels."""
     from augd.annotations.tree import upright
-    from augd.job.units import tiles_per_image
     images = plan.images
     sizes = [upright(i.header)[:2] for i in images if i.header is not None and i.header.width]
+    sizes = sizes[::max(1, math.ceil(len(sizes) / TILE_SAMPLE))]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    cost = job_cost(plan.spec, len(images), mean([i.size for i in images]) or 0.0,
-                    mean([h * w for h, w in sizes]), plan.detection is not None, sizes=sizes)
-    records = sum(len(g.variants_of(i)) * (tiles_per_image(plan.spec, i) if i.header is not None else 1)
-                  for g in plan.groups for i in g.order)
-    return dataclasses.replace(cost, records=records)
+    size = mean([i.size for i in images]) or 0.0
+    cost = job_cost(plan.spec, len(images), size, mean([h * w for h, w in sizes]), plan.detection is not None,
+                    sizes=sizes)
+    tiles = tiling(plan.spec.tile, sizes, size * PIXELS_PER_BYTE)[0] if plan.spec.tile is not None else 1
+    return dataclasses.replace(cost, records=round(sum(g.records for g in plan.groups) * tiles))
 
 
 def tiling(tile, sizes: Sequence[tuple[int, int]], pixels: float) -> tuple[float, float]:
