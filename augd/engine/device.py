@@ -108,8 +108,9 @@ def setup_process(options: EngineOptions) -> DeviceInfo:
         if options.device == "gpu" and not gpus:
             raise ValueError("engine option device=gpu, but TensorFlow sees no GPU (device: auto falls back to the CPU)")
         # TensorFlow's ~300k module objects never die: keep every collection from walking them again
-        # (a full collection then takes ~3 ms instead of ~70 ms; see release_memory). A worker process froze them
-        # already (augd.job.workers.serve), so there the collection first walks nothing of them.
+        # (a full collection then takes ~3 ms instead of ~70 ms; see release_memory). A process that imported
+        # TensorFlow through augd.tfenv.import_tensorflow (workers, `augd run`) froze them then: this collection
+        # walks only what came after.
         gc.collect()
         gc.freeze()
         if gpus:

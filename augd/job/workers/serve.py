@@ -3,7 +3,6 @@ runs it): TensorFlow's start-up noise, where the worker loads it itself, is filt
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import pickle
 import signal
@@ -13,7 +12,7 @@ import traceback
 
 from augd.defaults import IGNORED_SIGNALS
 from augd.job.workers.messages import Batch, Call, Called, Done, Failed, Forget, Ready
-from augd.tfenv import quiet_native_stderr
+from augd.tfenv import import_tensorflow, quiet_native_stderr
 
 __all__ = ["GROUP_SIGNALS", "group_signals_blocked", "serve"]
 
@@ -52,10 +51,8 @@ def _serve(conn, options: dict) -> None:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     with quiet_native_stderr(), _without_keras():
+        import_tensorflow()   # before augd's modules: their imports then never walk TensorFlow's objects
         from augd.engine import Engine, EngineOptions
-        # a fresh process holds no garbage yet: frozen now, TensorFlow's ~300k objects are not walked by the
-        # engine's one collection before its own freeze (0.1-0.13 s of each worker's start)
-        gc.freeze()
         engine = Engine(EngineOptions(**options))
     from augd.job.images import process_images
     graphs = engine.kept
