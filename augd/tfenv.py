@@ -64,22 +64,47 @@ def quiet_native_stderr():
 
 
 def import_tensorflow():
-    """TensorFlow, imported with the cyclic garbage collector off, then its objects frozen out of every later
-    collection (they live as long as the process). The collector, left on, walks the ~270k objects the import
-    makes again and again as they grow, and then each of augd's own imports after it: 0.3-0.4 CPU-s of each
-    process' start (bench/README.md). What the import left unreachable (~2300 objects) is frozen with the rest,
-    once per process."""
+    """TensorFlow for augd's own processes (its workers, `augd run`, `augd serve`), which never use Keras: imported
+    without Keras (without_keras) and with the cyclic garbage collector off, then its objects frozen out of every
+    later collection (they live as long as the process). The collector, left on, walks the ~270k objects the
+    import makes again and again as they grow, and then each of augd's own imports after it: 0.3-0.4 CPU-s of
+    each process' start (bench/README.md). What the import left unreachable (~2300 objects) is frozen with the
+    rest, once per process. Where TensorFlow is loaded already, it as it is."""
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
     enabled = gc.isenabled()
     gc.disable()
     try:
-        import tensorflow as tf
+        with without_keras():
+            import tensorflow as tf
         gc.freeze()
     finally:
         if enabled:
             gc.enable()
     return tf
+
+
+@contextlib.contextmanager
+def without_keras():
+    """TensorFlow's import, inside this, loads no Keras. It loads Keras' optimizers eagerly (to register them for
+    SavedModels, which augd never loads): Keras 3's unless TF_USE_LEGACY_KERAS points it at tf_keras, tf_keras'
+    then, and it skips the load where that import fails (its own try/except ImportError). So: legacy Keras, and
+    tf_keras unimportable for the import's length (the OD API's users have it installed: 0.4-0.6 CPU-s of a
+    ~2.6 s import). Left alone where the user set TF_USE_LEGACY_KERAS; unset again after it, so that tf.keras,
+    should anything ask for it, is Keras 3 as without this."""
+    if "TF_USE_LEGACY_KERAS" in os.environ:
+        yield
+        return
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    blocked = "tf_keras" not in sys.modules
+    if blocked:
+        sys.modules["tf_keras"] = None   # an import of it raises ImportError
+    try:
+        yield
+    finally:
+        os.environ.pop("TF_USE_LEGACY_KERAS", None)
+        if blocked and sys.modules.get("tf_keras", 0) is None:
+            del sys.modules["tf_keras"]
 
 
 def load_tensorflow_quietly() -> None:

@@ -330,13 +330,30 @@ def _modules_loaded(names):
 @pytest.mark.skipif("TF_USE_LEGACY_KERAS" in os.environ, reason="the worker leaves TF_USE_LEGACY_KERAS as set")
 def test_a_worker_runs_its_graph_without_loading_keras(job, reference, pool, tmp_path):
     """TensorFlow's import loads Keras' optimizers eagerly unless told otherwise; a worker never uses Keras, so it
-    is spared that (augd.job.workers.serve._without_keras), Keras 3 and tf_keras alike (CI installs tf_keras
+    is spared that (augd.tfenv.without_keras), Keras 3 and tf_keras alike (CI installs tf_keras
     for Model Garden's decoder), and still writes the bytes threads write."""
     import pickle
     res = run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="processes"), pool=pool)
     assert output(res.out_dir)[0] == reference[0]
     loaded = [pickle.loads(f.result(timeout=300)) for f in pool.map(_modules_loaded, [["keras", "tf_keras", "tensorflow"]] * 4)]
     assert loaded == [[False, False, True]] * 4
+
+
+def test_augd_s_own_tensorflow_import_loads_no_keras_and_freezes_its_objects():
+    """What workers, `augd run` and `augd serve` import TensorFlow with (augd.tfenv.import_tensorflow): no Keras
+    3, no tf_keras, the environment as it was, the collector on again and TensorFlow's objects out of its reach;
+    a user's own TF_USE_LEGACY_KERAS is theirs (TensorFlow then loads the Keras it names)."""
+    import subprocess
+    import sys
+    code = ("import gc, os, sys; from augd.tfenv import import_tensorflow; tf = import_tensorflow(); "
+            "print(['keras' in sys.modules, 'tf_keras' in sys.modules, os.environ.get('TF_USE_LEGACY_KERAS'), "
+            "gc.isenabled(), gc.get_freeze_count() > 100000, int(tf.constant(2)) == 2])")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(__file__))
+    run = lambda e: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,  # noqa: E731
+                                   env=e).stdout.strip().splitlines()[-1]
+    assert run(env) == "[False, False, None, True, True, True]"
+    assert run({**env, "TF_USE_LEGACY_KERAS": "0"}) == "[True, False, '0', True, True, True]"
 
 
 @pytest.mark.parametrize("kind", [k.value for k in ExecutorKind if k.value not in ("auto", "threads")])

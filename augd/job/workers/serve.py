@@ -6,7 +6,6 @@ import contextlib
 import os
 import pickle
 import signal
-import sys
 import time
 import traceback
 
@@ -50,7 +49,7 @@ def _serve(conn, options: dict) -> None:
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
-    with quiet_native_stderr(), _without_keras():
+    with quiet_native_stderr():
         import_tensorflow()   # before augd's modules: their imports then never walk TensorFlow's objects
         from augd.engine import Engine, EngineOptions
         engine = Engine(EngineOptions(**options))
@@ -101,27 +100,3 @@ def _error(exc: Exception) -> Failed:
     """The reply for a failure: as text (not every exception unpickles in the parent, and the worker's traceback
     is what helps)."""
     return Failed(f"{type(exc).__name__}: {exc} (in worker process {os.getpid()})\n{traceback.format_exc()}")
-
-
-@contextlib.contextmanager
-def _without_keras():
-    """TensorFlow's import, inside this, loads no Keras. It loads Keras' optimizers eagerly (to register them for
-    SavedModels, which workers never load): Keras 3's unless TF_USE_LEGACY_KERAS points it at tf_keras, tf_keras'
-    then, and it skips the load where that import fails (its own try/except ImportError). So: legacy Keras, and
-    tf_keras unimportable for the import's length (the OD API's users have it installed: it cost 0.4-0.6 CPU-s a
-    worker, the whole import ~2.6 s, on its critical path). Left alone where the user set TF_USE_LEGACY_KERAS;
-    unset again after it."""
-    if "TF_USE_LEGACY_KERAS" in os.environ:
-        yield
-        return
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    blocked = "tf_keras" not in sys.modules
-    if blocked:
-        sys.modules["tf_keras"] = None   # an import of it raises ImportError
-    try:
-        yield
-    finally:
-        # as before the import: tf.keras, should anything ever ask for it, is the main process' Keras 3
-        os.environ.pop("TF_USE_LEGACY_KERAS", None)
-        if blocked and sys.modules.get("tf_keras", 0) is None:
-            del sys.modules["tf_keras"]
