@@ -277,8 +277,7 @@ def _outlined(pixels: np.ndarray, lines: list, objects, spec, program, v: int, r
     reason it has none. `r`: the graph's result for the variant (its size, geometry, covers); else `size` (h, w) of
     variant 0 as it is."""
     try:
-        rec = objects.variant(spec, program, v, *size) if r is None else objects.of_result(spec, program, v, r,
-                                                                                              r.height, r.width)
+        rec = objects.of_result(spec, program, v, r, *(size if r is None else (r.height, r.width)))
     except AnnotationError as exc:
         return pixels, lines + [str(exc)]
     return _with_record(pixels, rec), lines + [boxes_line(rec)]

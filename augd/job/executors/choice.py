@@ -225,11 +225,13 @@ def memory_available() -> int | None:
 
 
 def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None = None,
-             annotated: bool = False, originals: int = 0, sizes: Sequence[tuple[int, int]] = ()) -> JobCost:
+             annotated: bool = False, originals: int = 0, sizes: Sequence[tuple[int, int]] = (),
+             planned: int | None = None) -> JobCost:
     """A job's cost from its chain: `images` images of `source_bytes` encoded bytes on average (and
     `source_pixels` decoded pixels where known; else PIXELS_PER_BYTE per byte); `annotated`: with boxes, masks
     or keypoints; `originals`: of the images, those of splits the pipeline does not augment (one record each);
-    `sizes`: (height, width) of images of the job where their headers were read (a tiled chain's tiles)."""
+    `sizes`: (height, width) of images of the job where their headers were read (a tiled chain's tiles);
+    `planned`: the records a plan holds (its images' variants), where it is known, for the count from `images`."""
     from augd.job.resources import output_bound
     from augd.job.units import variants_of
     src = source_pixels if source_pixels is not None else source_bytes * PIXELS_PER_BYTE
@@ -248,8 +250,8 @@ def job_cost(spec, images: int, source_bytes: float, source_pixels: float | None
     seconds = (n_aug * augmented + int(spec.keep_original) * original) / max(1, per_image)
     gil = (GIL_SECONDS + ops * GIL_SECONDS_PER_OP + aug_px * GIL_SECONDS_PER_PIXEL + partners * PARTNER_GIL_SECONDS
            + annotated * ANNOTATED_GIL_SECONDS)
-    return JobCost(images, round(((images - originals) * per_image + originals) * n_tiles), seconds, annotated,
-                   min(gil, seconds))
+    records = planned if planned is not None else (images - originals) * per_image + originals
+    return JobCost(images, round(records * n_tiles), seconds, annotated, min(gil, seconds))
 
 
 def _pixel_steps(nodes, fast: bool) -> tuple[float, float, float]:
@@ -288,11 +290,8 @@ def plan_cost(plan) -> JobCost:
     sizes = [upright(i.header)[:2] for i in images if i.header is not None and i.header.width]
     sizes = sizes[::max(1, math.ceil(len(sizes) / TILE_SAMPLE))]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    size = mean([i.size for i in images]) or 0.0
-    cost = job_cost(plan.spec, len(images), size, mean([h * w for h, w in sizes]), plan.detection is not None,
-                    sizes=sizes)
-    tiles = tiling(plan.spec.tile, sizes, size * PIXELS_PER_BYTE)[0] if plan.spec.tile is not None else 1
-    return dataclasses.replace(cost, records=round(sum(g.records for g in plan.groups) * tiles))
+    return job_cost(plan.spec, len(images), mean([i.size for i in images]) or 0.0, mean([h * w for h, w in sizes]),
+                    plan.detection is not None, sizes=sizes, planned=sum(g.records for g in plan.groups))
 
 
 def tiling(tile, sizes: Sequence[tuple[int, int]], pixels: float) -> tuple[float, float]:
