@@ -54,6 +54,19 @@ def test_autocontrast_stretches_each_channel_to_full_range_and_leaves_a_flat_cha
     assert np.abs(out.astype(int) - pil).max() <= 1
 
 
+def test_autocontrast_s_cpu_kernel_stretches_a_view_of_any_layout():
+    """The kernel works in place on the image's rows: a flipped or cropped view (not C-contiguous) is stretched as
+    its contiguous copy is, not reshaped to a copy that is dropped."""
+    from augd.ops.enhance import AutoContrast
+    op = AutoContrast(AutoContrast.Params())
+    base = (make_image().astype(np.float32) * 0.4 + 60) / 255.0
+    for view in (base[:, ::-1], base[::2, 3:-5], np.asfortranarray(base)):
+        assert not view.flags.c_contiguous
+        want = op.apply_np(np.ascontiguousarray(view), None)
+        got = op.apply_np(view, None)
+        assert np.allclose(got, want) and got.min() == 0.0 and got.max() == 1.0
+
+
 def test_solarize_add_adds_below_the_threshold_only():
     img = np.zeros((8, 256, 3), np.uint8)
     img[:] = np.arange(256, dtype=np.uint8)[None, :, None]        # every level once per row

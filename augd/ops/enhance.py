@@ -100,6 +100,9 @@ class AutoContrast(ColourOp):
         return _clip(tf.where(span > 0, stretched, image))
 
     def apply_np(self, x, params):
+        # in place on rows below: a view of another layout (a flip's, a crop's) would reshape to a copy and come back
+        # unstretched, so such an input is copied once; the colour run's own float image is contiguous already
+        x = np.ascontiguousarray(x)
         # each channel's extremes by OpenCV (NumPy's min over the pixel axis walks 3 values a step: 10x slower)
         lo, hi = (np.array(v, np.float32) for v in zip(*(cv2.minMaxLoc(c)[:2] for c in cv2.split(x))))
         span = hi - lo
