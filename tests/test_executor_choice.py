@@ -143,6 +143,45 @@ def test_the_folder_estimate_counts_images_and_their_bytes_and_reads_no_pixel(tm
     assert (c.images, c.records) == (40, 30 * 4 + 10) and c.annotated
 
 
+def test_a_records_job_moves_objects_where_its_first_record_holds_them(tmp_path, monkeypatch):
+    """A classification shard (TF-slim's, an augd classification output) moves no object: its threads hold the GIL
+    for its pixels' Python alone, where the OD API's records (boxes, a DeepLab mask) carry annotations' work; a
+    first record that cannot be read for its keys (not an Example, compressed, past the peek's bound) counts as
+    annotated, as before."""
+    import tensorflow as tf
+
+    def example(**feats):
+        def f(v):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v])) if isinstance(v, bytes) else \
+                tf.train.Feature(float_list=tf.train.FloatList(value=v)) if isinstance(v, list) else \
+                tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+        return tf.train.Example(features=tf.train.Features(feature={k.replace("__", "/"): f(v) for k, v in
+                                                                     feats.items()})).SerializeToString()
+    jpeg = cv2.imencode(".jpg", np.full((60, 80, 3), 90, np.uint8))[1].tobytes()
+    slim = example(image__encoded=jpeg, image__format=b"jpeg", image__class__label=3)
+    od = example(image__encoded=jpeg, image__format=b"jpeg", image__object__bbox__xmin=[0.1],
+                 image__object__bbox__ymin=[0.1], image__object__bbox__xmax=[0.5], image__object__bbox__ymax=[0.5])
+    deeplab = example(image__encoded=jpeg, image__segmentation__class__encoded=jpeg)
+    spec = load_pipeline(dict(builtin_pipelines())["seed-classifier"])
+    costs = {}
+    for name, records in (("slim", [slim] * 8), ("od", [od] * 8), ("deeplab", [deeplab] * 8), ("slim_then_od",
+                                                                                               [slim, od])):
+        (tmp_path / name).mkdir()
+        with tf.io.TFRecordWriter(str(tmp_path / name / "train.tfrecord")) as w:
+            for r in records:
+                w.write(r)
+        costs[name] = estimate_folder(str(tmp_path / name), spec)
+    assert not costs["slim"].annotated and costs["od"].annotated and costs["deeplab"].annotated
+    assert not costs["slim_then_od"].annotated   # the first record says: a sample, as the bytes are
+    assert costs["slim"].gil_seconds < costs["od"].gil_seconds and costs["slim"].records == 8 * 5
+    (tmp_path / "gz").mkdir()
+    with tf.io.TFRecordWriter(str(tmp_path / "gz" / "train.tfrecord"), "GZIP") as w:
+        w.write(slim)
+    assert estimate_folder(str(tmp_path / "gz"), spec).annotated   # compressed: its keys are not read
+    monkeypatch.setattr("augd.job.executors.choice.RECORD_PEEK_BYTES", len(slim) - 1)
+    assert estimate_folder(str(tmp_path / "slim"), spec).annotated   # past the bound: not read
+
+
 def test_a_tiled_job_is_estimated_by_its_images_tiles_read_from_their_headers(tmp_path):
     """Tiles come in whole numbers per image: the folder estimate counts them on its images' headers (flat
     images compress to a few bytes, which no bytes-to-pixels guess turns into their size), and the plan's cost

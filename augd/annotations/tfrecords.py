@@ -43,7 +43,7 @@ from augd.io.lite import decode_example, frames, inflate, sniff_shard, value_off
 from augd.io.limits import ReadLimits
 from augd.io.scratch import Scratch
 
-__all__ = ["FORMAT", "RecordsJob", "Scratch", "find_shards", "read_records_job", "shard_split"]
+__all__ = ["DETECTION_KEYS", "FORMAT", "RecordsJob", "Scratch", "find_shards", "read_records_job", "shard_split"]
 
 FORMAT = "tfrecord"
 #: Files a records job (an augd output, an OD API folder) holds beside its shards that are no input.
@@ -52,7 +52,8 @@ SIDE_FILES = frozenset({"label_map.pbtxt", "labels.txt", "manifest.json", "check
 #: What names a split in a shard's name, as a word of it ("coco_train.record-00000-of-00100", "job-val-00000-...")
 _SPLIT_WORDS = {**SPLIT_NAMES, "trainval": "train"}
 _WORD = re.compile(r"[a-z0-9]+")
-_DETECTION_KEYS = (*BOX_KEYS, MASK_KEY)
+#: The keys that make a records job a detection job (a classification one without any of them).
+DETECTION_KEYS = (*BOX_KEYS, MASK_KEY)
 #: The largest image/class/label id a classification record may carry (its classes are listed 0..id).
 MAX_LABEL = 100_000
 
@@ -298,7 +299,7 @@ class _Reader:
                               isinstance(ex.get("image/class/text"), str) else "")
         if self.classify:
             return
-        self.detection = self.detection or any(k in ex for k in _DETECTION_KEYS)
+        self.detection = self.detection or any(k in ex for k in DETECTION_KEYS)
         self.reading.sizes.known(ident, header)
         if split:
             self.reading.splits[ident] = split

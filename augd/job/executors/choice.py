@@ -67,6 +67,8 @@ TILE_HEADERS = 32
 #: Images a planned tiled job's cost counts the tiles of (spread over the plan): tiles_of costs ~50 us for a 12 MP
 #: image in 640 px tiles, so every image of a 100k-image job would cost seconds before its first record.
 TILE_SAMPLE = 1000
+#: The largest first record a records job's estimate reads for its keys (an image's record: a few MB at most).
+RECORD_PEEK_BYTES = 64 << 20
 #: A worker process' resident memory with TensorFlow loaded and a graph built (~600 MB measured) plus headroom.
 WORKER_BYTES = 700 * 1024 * 1024
 
@@ -352,13 +354,31 @@ def estimate_folder(path: str, spec, sample: int = 1000) -> JobCost:
     sizes = [upright(h)[:2] for h in (read_image_header(path, f) for f in heads) if h is not None and h.width]
     if shards:   # a records job: its records are its images
         records, record_bytes = _shard_records(shards, sample)
-        annotated = annotated or bool(records)   # the API's records carry boxes; a slim one costs less, not more
+        annotated = annotated or (bool(records) and _records_annotated(shards))
         if records:
             mean = (mean * images + record_bytes) / (images + records)
             images += records
             plain = [s for s in shards if not spec.augments(shard_split(os.path.basename(s[0])))]
             originals += _shard_records(plain, sample)[0] if plain else 0
     return job_cost(spec, images, mean, annotated=annotated, originals=originals, sizes=sizes)
+
+
+def _records_annotated(shards: list[tuple[str, str]]) -> bool:
+    """Whether a records job moves objects, by its first plain shard's first record: the keys that make it a
+    detection job (the OD API's boxes, masks; augd.annotations.tfrecords). A classification shard (TF-slim's, an
+    augd classification output) moves none, and its threads hold the GIL far less. Where the first record cannot be
+    read (compressed shards only, a broken frame, one over RECORD_PEEK_BYTES), as the OD API's records are: yes."""
+    from augd.annotations.tfrecords import DETECTION_KEYS
+    from augd.io.lite import decode_example, frames
+    path = next((p for p, kind in shards if kind == "none"), None)
+    if path is None:
+        return True
+    try:
+        first = next(frames(path, RECORD_PEEK_BYTES), None)
+        keys = decode_example(first.data) if first is not None and first.data is not None else None
+    except (OSError, ValueError):
+        keys = None
+    return keys is None or any(k in keys for k in DETECTION_KEYS)
 
 
 def _shard_records(shards: list[tuple[str, str]], sample: int) -> tuple[int, float]:
