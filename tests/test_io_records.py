@@ -196,8 +196,9 @@ def test_detection_records_refuse_what_would_misstate_the_annotations(objects, m
 
 def test_protobufs_parser_and_the_readers_own_agree_and_the_reader_decides_what_is_not_canonical(monkeypatch):
     """decode_example and value_offsets take protobuf's C parser's answer for a record it writes back byte for
-    byte (augd's own); a record with unknown, repeated or unpacked fields gets the reader's own answer (the same
-    dict, or its error)."""
+    byte, its features in any order (augd's own sorted, TensorFlow's Python in an order of its own); a record with
+    unknown, repeated or unpacked fields, or a key twice, gets the reader's own answer (the same dict, or its
+    error)."""
     from augd.io import lite
     keys = ("image/encoded", "image/segmentation/class/encoded", "image/missing")
     data = encode("JPEG")
@@ -206,13 +207,21 @@ def test_protobufs_parser_and_the_readers_own_agree_and_the_reader_decides_what_
     entry = b"\x0a\x05image\x12\x04\x1a\x02\x08\x07"      # "image": an int64 list of 7, unpacked
     repeated = s + b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry   # features again
     bad = s[:-3]                                          # cut inside a field
-    canonical = (s, tf.train.Example.FromString(s).SerializeToString())   # sorted (augd's), and TF's own order
-    assert lite._parsed(s) is not None and all(lite._parsed(r) is None for r in (unknown, repeated, bad))
-    fast = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated)]
+    parsed = tf.train.Example.FromString(s)
+    shuffled = tf.train.Example(features=tf.train.Features(feature={   # as the OD API's scripts write theirs
+        k: parsed.features.feature[k] for k in sorted(parsed.features.feature, key=lambda k: (len(k), k[::-1]))}))
+    canonical = (s, parsed.SerializeToString(), shuffled.SerializeToString())   # sorted (augd's), TF's orders
+    assert len(set(canonical)) == 3
+    two = tf.train.Example(features=tf.train.Features(feature={k: tf.train.Feature(int64_list=tf.train.Int64List(
+        value=[v])) for k, v in (("a", 1), ("b", 2))})).SerializeToString()
+    twice = two.replace(b"\x0a\x01b", b"\x0a\x01a")    # the key "a" twice: the parser keeps one, the bytes hold two
+    assert lite._parsed(s) is not None and all(lite._parsed(r) is None for r in (unknown, repeated, bad, twice))
+    assert all(lite._parsed(r) is not None for r in canonical)
+    fast = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated, twice)]
     with pytest.raises(ValueError) as fast_error:
         lite.decode_example(bad)
     monkeypatch.setattr(lite, "_example_class", lambda: None)
-    slow = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated)]
+    slow = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated, twice)]
     with pytest.raises(ValueError) as slow_error:
         lite.decode_example(bad)
     assert fast == slow and str(fast_error.value) == str(slow_error.value)
