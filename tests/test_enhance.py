@@ -67,6 +67,24 @@ def test_autocontrast_s_cpu_kernel_stretches_a_view_of_any_layout():
         assert np.allclose(got, want) and got.min() == 0.0 and got.max() == 1.0
 
 
+def test_a_colour_op_alone_runs_on_uint8_and_gives_the_float_runs_pixels():
+    """One colour op on alone (a policy's draw) skips the float passes: a table of levels (autocontrast,
+    solarize_add) gives the float run's pixels exactly, a matrix pass (colour, contrast, brightness) within a level;
+    the policies' identity leaves the image as it is. The float run is forced by a second op on (gamma 1)."""
+    img = make_image(96, 128)
+    assert np.array_equal(run([{"identity": {}}], img), img)
+    gamma1 = {"random_gamma": {"gamma": [1.0, 1.0]}}
+    assert np.array_equal(run([{"identity": {}}, gamma1], img), img)
+    for op, exact in (({"autocontrast": {"p": 1.0}}, True), ({"solarize_add": {"addition": 60}}, True),
+                      ({"random_color": {"lower": 1.4, "upper": 1.4}}, False),
+                      ({"random_contrast": {"lower": 0.6, "upper": 0.6}}, False),
+                      ({"random_brightness": {"max_delta": 0.2}}, False)):
+        alone, floats = run([op], img).astype(int), run([op, gamma1], img).astype(int)
+        assert not np.array_equal(alone, img), op
+        diff = np.abs(alone - floats)
+        assert diff.max() == 0 if exact else diff.max() <= 1, (op, int(diff.max()))
+
+
 def test_solarize_add_adds_below_the_threshold_only():
     img = np.zeros((8, 256, 3), np.uint8)
     img[:] = np.arange(256, dtype=np.uint8)[None, :, None]        # every level once per row

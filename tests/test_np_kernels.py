@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from augd.ops import REGISTRY, SeededOp
+from augd.ops import REGISTRY, ColourOp, SeededOp
 from augd.ops.boxes import OPERATIONS
 from augd.ops.sampling import generator
 from tests.test_ops import OP_CASES
@@ -75,3 +75,36 @@ def test_the_cpu_kernel_gives_the_tf_kernels_pixels(case):
             else:   # OpenCV's fixed-point bilinear weights against TF's float ones
                 diff = np.abs(got - want)
                 assert diff.mean() <= 1.0 and (diff > 2).mean() <= 0.02, (case, i, draw, diff.mean())
+
+
+U8_CASES = {name: OP_CASES[name][0] for name, cls in sorted(REGISTRY.items())
+            if issubclass(cls, ColourOp) and cls.apply_u8 is not None}
+
+
+def test_the_colour_ops_with_a_uint8_kernel_are_cases():
+    assert {"autocontrast", "solarize_add"} <= set(U8_CASES)
+    assert {n for n, cls in REGISTRY.items() if issubclass(cls, ColourOp) and cls.affine_exact} >= {
+        "identity", "random_brightness", "random_contrast", "random_color", "random_grayscale"}
+    assert not REGISTRY["random_saturation"].affine_exact and not REGISTRY["random_hue"].affine_exact   # models
+
+
+@pytest.mark.parametrize("name", sorted(U8_CASES))
+def test_a_colour_op_s_uint8_kernel_is_its_float_kernel_then_the_round_bit_for_bit(name):
+    """apply_u8 (a table of levels) gives what the colour run's float path gives for the op alone (the image to
+    float32, apply_np, cv2.convertScaleAbs): the same pixels, on random images, narrow ones and flat channels."""
+    import cv2
+    cls = REGISTRY[name]
+    op = cls(cls.Params(**U8_CASES[name]))
+    rng = np.random.default_rng(61)
+    for k in range(40):
+        h, w = (int(v) for v in rng.integers(1, 200, 2))
+        img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        if k % 3 == 0:
+            img = (img // 4 + rng.integers(0, 190)).astype(np.uint8)   # a narrow range of levels
+        if k % 4 == 0:
+            img[..., k % 3] = 77
+        params = list(op.draw(generator((k, 0))))
+        x = img.astype(np.float32)
+        x *= np.float32(1.0 / 255.0)
+        want = cv2.convertScaleAbs(op.apply_np(x, params), alpha=255.0)
+        assert np.array_equal(op.apply_u8(img, params), want), (name, k)

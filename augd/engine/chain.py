@@ -69,25 +69,37 @@ def _geo_np(step: Geo, img, floats, ints):
     return warp_np(img, m, round(floats[step.out_h]), round(floats[step.out_w]), step.fill, step.interp)
 
 
+_NO_CHANGE = np.hstack([np.eye(3), np.zeros((3, 1))])
+
+
 def _colour_np(groups, img, floats, ints):
-    """groups: the step's ops as (foldable, ops) runs (_fast_groups, or one exact run)."""
+    """groups: the step's ops as (foldable, ops) runs (_fast_groups, or one exact run). One op on alone (a policy's
+    draw, a `p`) rounds once either way: one whose matrix is its meaning runs as a matrix pass, one with a uint8
+    kernel (a table of levels) as that, not as float passes over the image."""
+    groups = [(f, on) for f, ops in groups if (on := [s for s in ops if ints[s[2]]])]
+    if len(groups) == 1 and len(groups[0][1]) == 1 and not groups[0][0]:
+        op, params, _ = groups[0][1][0]
+        if op.affine_exact:
+            groups = [(True, groups[0][1])]
+        elif op.apply_u8 is not None:
+            return op.apply_u8(img, floats[params])
     x = None  # float32 image in [0, 1] while exact ops run
     for foldable, ops in groups:
-        if not any(ints[on] for _, _, on in ops):
-            continue
         if foldable:
             if x is not None:
                 img, x = cv2.convertScaleAbs(x, alpha=255.0), None
-            m = fold_colour(ops, floats, ints, np.array(cv2.mean(img)[:3]) / 255.0)
+            mean = np.array(cv2.mean(img)[:3]) / 255.0 if any(op.needs_mean for op, _, _ in ops) else _NO_CHANGE[:, 3]
+            m = fold_colour(ops, floats, ints, mean)
+            if np.array_equal(m, _NO_CHANGE):   # the policies' identity; a brightness of 0
+                continue
             m[:, 3] *= 255.0
             img = cv2.transform(img, m.astype(np.float32))  # rounds and saturates to uint8
             continue
         if x is None:
             x = img.astype(np.float32)
             x *= np.float32(1.0 / 255.0)
-        for op, params, on in ops:
-            if ints[on]:
-                x = op.apply_np(x, floats[params])
+        for op, params, _ in ops:
+            x = op.apply_np(x, floats[params])
     return img if x is None else cv2.convertScaleAbs(x, alpha=255.0)  # rounds and saturates
 
 

@@ -220,6 +220,10 @@ class ColourOp(Op):
     n_params: ClassVar[int] = 0
     #: whether affine() reads the image mean (the fold computes it only for those)
     needs_mean: ClassVar[bool] = False
+    #: whether affine() is the op's own meaning too, not only `colour: fast`'s model of it (saturation's and hue's
+    #: are models): the op alone in its run on a uint8 image then runs as one matrix pass under `colour: exact`
+    #: too, clipped and rounded once, as its float kernel would (within float rounding)
+    affine_exact: ClassVar[bool] = False
 
     def draw(self, rng) -> tuple[float, ...]:
         return ()
@@ -237,6 +241,11 @@ class ColourOp(Op):
     #: kernel-parity cases, tests/kernel_parity.py, compare them for every op). None when the op has no such
     #: kernel (the engine then keeps it in TF).
     apply_np = None
+
+    #: `apply_u8(img, params) -> img`, or None: the op alone on a uint8 HxWx3 image, as its float kernel then a round
+    #: would give it, bit for bit (a per-channel table of levels built by the same float32 arithmetic); the engine
+    #: uses it for an op alone in its run, where no other op sees its float values unrounded.
+    apply_u8 = None
 
     def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
         """(A, b) with out = A @ rgb + b in [0, 1] units, for `colour: fast`; `mean` is the image's

@@ -95,6 +95,7 @@ class RandomBrightness(DeltaOp):
         max_delta: float = Field(0.125, ge=0.0, le=1.0, description="largest brightness shift, in [0, 1] units")
 
     label = "brightness"
+    affine_exact = True
 
     def apply_tf(self, image, params):
         return _clip(image + params[0])
@@ -131,7 +132,7 @@ class FactorOp(ColourOp):
 class RandomContrast(FactorOp):
     """Scale each channel's distance from its mean by a factor in [lower, upper] (tf.image.random_contrast)."""
     label = "contrast"
-    needs_mean = True
+    needs_mean = affine_exact = True
 
     def apply_tf(self, image, params):
         mean = tf.reduce_mean(image, axis=[0, 1], keepdims=True)
@@ -216,6 +217,7 @@ class RandomGamma(ColourOp):
 class RandomGrayscale(ColourOp):
     """Replace the image by its luma (ITU-R 601) in all three channels; use p for how often."""
     label = "grayscale"
+    affine_exact = True
 
     class Params(OpParams):
         pass

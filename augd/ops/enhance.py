@@ -19,11 +19,32 @@ from augd.ops.sampling import uniform
 _SMOOTH = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0
 
 
+def _extremes(x) -> tuple[np.ndarray, np.ndarray]:
+    """Each channel's least and greatest value, float32, by OpenCV (NumPy's min over the pixel axis walks 3 values a
+    step: 10x slower)."""
+    lo, hi = (np.array(v, np.float32) for v in zip(*(cv2.minMaxLoc(c)[:2] for c in cv2.split(x))))
+    return lo, hi
+
+
+def _levels() -> np.ndarray:
+    """Every uint8 level as the colour run's float image holds it (level * float32(1/255)), 256 x 1 x 3."""
+    x = np.repeat(np.arange(256, dtype=np.float32)[:, None, None], 3, axis=2)
+    x *= np.float32(1.0 / 255.0)
+    return x
+
+
+def _by_table(img, table):
+    """A uint8 image through `table` (_levels() as an op left them), rounded as the colour run rounds its float
+    image (augd.engine.chain: cv2.convertScaleAbs): an op on each value alone, as one table lookup."""
+    return cv2.LUT(img, cv2.convertScaleAbs(table, alpha=255.0))
+
+
 @register_op("random_color", Kind.COLOUR)
 class RandomColor(FactorOp):
     """Blend with the image's own grey (luma) by a factor in [lower, upper]: 0 grey, 1 unchanged, above 1 more
     colourful (PIL.ImageEnhance.Color; AutoAugment's Color)."""
     label = "color"
+    affine_exact = True
 
     def apply_tf(self, image, params):
         grey = tf.image.rgb_to_grayscale(image)
@@ -44,6 +65,7 @@ class RandomBrightnessScale(FactorOp):
     """Multiply every value by a factor in [lower, upper]: 0 black, 1 unchanged (PIL.ImageEnhance.Brightness;
     AutoAugment's Brightness). random_brightness adds instead, as tf.image does."""
     label = "brightness"
+    affine_exact = True
 
     def apply_tf(self, image, params):
         return _clip(image * params[0])
@@ -103,8 +125,15 @@ class AutoContrast(ColourOp):
         # in place on rows below: a view of another layout (a flip's, a crop's) would reshape to a copy and come back
         # unstretched, so such an input is copied once; the colour run's own float image is contiguous already
         x = np.ascontiguousarray(x)
-        # each channel's extremes by OpenCV (NumPy's min over the pixel axis walks 3 values a step: 10x slower)
-        lo, hi = (np.array(v, np.float32) for v in zip(*(cv2.minMaxLoc(c)[:2] for c in cv2.split(x))))
+        return self._stretch(x, *_extremes(x))
+
+    def apply_u8(self, img, params):
+        # the float image's extremes are its levels' (x = level * 1/255 is monotone): one table of levels
+        lo, hi = (v * np.float32(1.0 / 255.0) for v in _extremes(img))
+        return _by_table(img, self._stretch(_levels(), lo, hi))
+
+    @staticmethod
+    def _stretch(x, lo, hi):
         span = hi - lo
         live = span > 0
         lo, span = np.where(live, lo, np.float32(0.0)), np.where(live, span, np.float32(1.0))   # (x - 0) / 1 is x
@@ -142,6 +171,9 @@ class SolarizeAdd(ColourOp):
     def apply_np(self, x, params):
         np.add(x, np.float32(float(params[0]) / 255.0), out=x, where=x < np.float32(self._cut()))
         return _np_clip(x)
+
+    def apply_u8(self, img, params):
+        return _by_table(img, self.apply_np(_levels(), params))
 
 
 @register_op("median_blur", Kind.COLOUR)

@@ -33,6 +33,8 @@ class Identity(ColourOp):
     def describe(self, drawn):
         return [self.label]
 
+    affine_exact = True
+
     def apply_tf(self, image, params):
         return image
 
