@@ -277,3 +277,20 @@ def test_random_affine_describes_the_scale_shears_and_rotation_its_matrix_holds(
     op = REGISTRY["random_affine"](REGISTRY["random_affine"].Params(shear=20, shear_y=30, rotate=90))
     lines = op.describe(SimpleNamespace(matrix=np.linalg.inv(fwd), in_size=(H, W)))
     assert lines == [f"affine ×{scale:.2f} rot {rot:+.1f}°", f"  shear {shx:+.1f}°,{shy:+.1f}° shift +0,+0"], lines
+
+
+@pytest.mark.parametrize("name", sorted(n for n, cls in REGISTRY.items() if cls.kind is Kind.GEOMETRY))
+def test_a_geometry_op_skipped_draws_what_it_would_have_drawn(name):
+    """An op that does not apply (its p, an unchosen child) takes the same numbers from the image's generator
+    without making its matrix (GeometryOp.skip): every later op draws what it would have."""
+    from augd.ops.sampling import generator
+    cls = REGISTRY[name]
+    op = cls(cls.Params(**OP_CASES[name][0]))
+    extra = {"boxes": None} if op.uses_boxes else {}
+    if op.uses_source:
+        extra["source"] = (float(H), float(W))
+    for seed in range(20):
+        a, b = generator((seed, 1)), generator((seed, 1))
+        op.skip(a, float(H), float(W), **extra)
+        op.sample(b, float(H), float(W), **extra)
+        assert a.random() == b.random(), (name, seed)

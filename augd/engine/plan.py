@@ -296,18 +296,22 @@ class Program:
                 continue
             step = self.steps[leaf.step]
             if isinstance(step, Geo):
-                g = geo.setdefault(leaf.step, [np.eye(3), size[0], size[1], size[0], size[1]])
-                m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if on and boxes is not None else None)
-                if on:
-                    g[0] = g[0] @ m
-                    if least is not None:
-                        least[0] = max(least[0], leaf.op.min_visibility)
-                        mirror = m[0, 0] * m[1, 1] < m[0, 1] * m[1, 0]   # a negative determinant
-                        if leaf.op.quarter_turn or mirror:   # kept in order: flips and turns need not commute
-                            least[1].append("turn" if leaf.op.quarter_turn else "mirror")
-                    size[0], size[1] = g[3], g[4] = float(oh), float(ow)
-                    if boxes is not None:
-                        boxes[0] = _moved(boxes[0], m, size[0], size[1])
+                g = geo.get(leaf.step)
+                if g is None:   # not setdefault: its default, made for every op drawn, cost ~1 us each
+                    g = geo[leaf.step] = [np.eye(3), size[0], size[1], size[0], size[1]]
+                if not on:
+                    _sample(leaf.op, rng, size, None, skip=True)
+                    continue
+                m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if boxes is not None else None)
+                g[0] = g[0] @ m
+                if least is not None:
+                    least[0] = max(least[0], leaf.op.min_visibility)
+                    mirror = m[0, 0] * m[1, 1] < m[0, 1] * m[1, 0]   # a negative determinant
+                    if leaf.op.quarter_turn or mirror:   # kept in order: flips and turns need not commute
+                        least[1].append("turn" if leaf.op.quarter_turn else "mirror")
+                size[0], size[1] = g[3], g[4] = float(oh), float(ow)
+                if boxes is not None:
+                    boxes[0] = _moved(boxes[0], m, size[0], size[1])
             elif isinstance(step, Colour):
                 slot = leaf.slot
                 floats[slot.params] = leaf.op.draw(rng)
@@ -415,13 +419,13 @@ def _leaves(tree):
             yield from _leaves(leaf.children)
 
 
-def _sample(op: GeometryOp, rng, size, boxes):
+def _sample(op: GeometryOp, rng, size, boxes, skip: bool = False):
     """op.sample for the current (h, w) (size: [h, w, source h, source w]); a box-aware op also gets the boxes
-    (None where it does not apply), one sized by the source the source's size."""
+    (None where it does not apply), one sized by the source the source's size. skip: op.skip, its draws alone."""
     extra = {"boxes": boxes} if op.uses_boxes else {}
     if op.uses_source:
         extra["source"] = (size[2], size[3])
-    return op.sample(rng, size[0], size[1], **extra)
+    return (op.skip if skip else op.sample)(rng, size[0], size[1], **extra)
 
 
 def _region(op: SeededOp, rng, size, boxes, on: bool):

@@ -212,6 +212,13 @@ class GeometryOp(Op):
         must then draw exactly as without boxes). An op with uses_source also gets `source=(h, w)`."""
         raise NotImplementedError
 
+    def skip(self, rng, h: float, w: float, **extra) -> None:
+        """sample's draws for an image the op does not apply to (its p, an unchosen child of a one_of or a
+        policy): the same numbers taken from `rng`, in the same order, so that every later op draws what it would
+        have, and no matrix made. An op whose matrix costs more than its draws (random_affine: ~20 us, ~15 of them
+        unchosen in each image of randaugment) overrides it; tests/test_ops.py holds each to sample's draws."""
+        self.sample(rng, h, w, **extra)
+
 
 class ColourOp(Op):
     """Changes values, with a NumPy parameter draw shared by its TF and NumPy/OpenCV kernels (float32 in

@@ -181,7 +181,7 @@ class RandomAffine(GeometryOp):
     def fill(self):
         return self.params.fill
 
-    def sample(self, rng, h, w):
+    def _draws(self, rng, h, w):
         pr = self.params
         sc = log_uniform(rng, *pr.scale)
         sh = math.tan(uniform(rng, *pr.shear) * (math.pi / 180.0))
@@ -192,6 +192,13 @@ class RandomAffine(GeometryOp):
         shy = math.tan(uniform(rng, *pr.shear_y) * (math.pi / 180.0)) if tuple(pr.shear_y) != (0.0, 0.0) else 0.0
         tx += pr.pixels(uniform(rng, *pr.shift_x), h, w) if tuple(pr.shift_x) != (0.0, 0.0) else 0.0
         ty += pr.pixels(uniform(rng, *pr.shift_y), h, w) if tuple(pr.shift_y) != (0.0, 0.0) else 0.0
+        return sc, sh, rot, tx, ty, shy
+
+    def skip(self, rng, h, w):
+        self._draws(rng, h, w)
+
+    def sample(self, rng, h, w):
+        sc, sh, rot, tx, ty, shy = self._draws(rng, h, w)
         fwd = translate(tx, ty) @ about_centre(rotation(rot) @ mat([[1, 0, 0], [shy, 1, 0], [0, 0, 1]])
                                                @ mat([[1, sh, 0], [0, 1, 0], [0, 0, 1]])
                                                @ mat([[sc, 0, 0], [0, sc, 0], [0, 0, 1]]), h, w)
