@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import math
 import json
 import os
 import resource
@@ -26,7 +27,8 @@ import cv2
 import numpy as np
 
 #: name -> (augd's op at p 1, OpenCV's nearest: img (BGR uint8), rng -> img)
-SHEAR, ROT, SHIFT, ENH = 15.07, 9.0, 150.0 / 331.0 * 9 / 30, 0.27   # randaugment_ops(9)'s magnitudes
+F = 9 / 30   # randaugment_ops(9)'s magnitudes: shear atan(0.3 f), rotate 30 f, shift 150/331 f, enhance 0.9 f
+SHEAR, ROT, SHIFT, ENH, SOLARIZE = math.degrees(math.atan(0.3 * F)), 30.0 * F, 150.0 / 331.0 * F, 0.9 * F, 178
 
 
 def _affine(img, m):
@@ -62,6 +64,12 @@ def _sharpness(img, f):
     return _blend(img, smooth, f)
 
 
+def _contrast(img, f):   # each channel's distance from its own mean, scaled, saturated
+    mean = cv2.mean(img)[:3]
+    m = np.hstack([f * np.eye(3), (1 - f) * np.array(mean)[:, None]]).astype(np.float32)
+    return cv2.transform(img, m)
+
+
 def _lut(img, table):
     return cv2.LUT(img, table.astype(np.uint8))
 
@@ -73,14 +81,14 @@ OPS = {
     "equalize": ({"equalize": {}}, lambda img, rng: _equalize(img)),
     "rotate 9": ({"random_affine": {"scale": [1.0, 1.0], "rotate": [ROT, ROT]}},
                  lambda img, rng: _affine(img, cv2.getRotationMatrix2D((img.shape[1] / 2, img.shape[0] / 2), ROT, 1))),
-    "solarize": ({"solarize": {"threshold": 179}}, lambda img, rng: _lut(img, np.where(np.arange(256) < 179,
-                                                                                        np.arange(256), 255 - np.arange(256)))),
+    "solarize": ({"solarize": {"threshold": SOLARIZE}}, lambda img, rng: _lut(img, np.where(
+        np.arange(256) < SOLARIZE, np.arange(256), 255 - np.arange(256)))),
     "color": ({"random_color": {"lower": 1 + ENH, "upper": 1 + ENH}},
               lambda img, rng: _blend(img, cv2.cvtColor(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR),
                                       1 + ENH)),
     "posterize": ({"posterize": {"bits": 7}}, lambda img, rng: _lut(img, np.arange(256) & 0xFE)),
     "contrast": ({"random_contrast": {"lower": 1 + ENH, "upper": 1 + ENH}},
-                 lambda img, rng: cv2.convertScaleAbs(img, alpha=1 + ENH, beta=-ENH * cv2.mean(img)[0])),
+                 lambda img, rng: _contrast(img, 1 + ENH)),
     "brightness": ({"random_brightness": {"max_delta": ENH / 2}},
                    lambda img, rng: cv2.add(img, (float(rng.uniform(0, ENH / 2 * 255)),) * 3 + (0,))),
     "sharpness": ({"random_sharpness": {"lower": 1 + ENH, "upper": 1 + ENH}}, lambda img, rng: _sharpness(img, 1 + ENH)),

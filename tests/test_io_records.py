@@ -227,3 +227,25 @@ def test_protobufs_parser_and_the_readers_own_agree_and_the_reader_decides_what_
     assert fast == slow and str(fast_error.value) == str(slow_error.value)
     (start, size), = fast[0][1]["image/encoded"]
     assert s[start:start + size] == data and "image/missing" not in fast[0][1]
+
+
+def test_protobufs_parser_answers_only_within_the_readers_bound(monkeypatch):
+    """A record of more fields and values than the reader holds (MAX_RECORD_FIELDS) gets the reader's error from
+    decode_example whether protobuf's parser could read it or not; one well within the bound, the parser's answer
+    (the same dict), in either feature order."""
+    from augd.io import lite
+    ex = tf.train.Example(features=tf.train.Features(feature={f"k{i:02d}": tf.train.Feature(
+        int64_list=tf.train.Int64List(value=[i, i + 1])) for i in range(20)}))
+    records = (ex.SerializeToString(deterministic=True), ex.SerializeToString())
+    upb = lite._example_class
+    for bound, over in ((40, True), (140, True), (141, False), (1000, False)):   # the reader: 1 + 20 x 7
+        monkeypatch.setattr(lite, "MAX_RECORD_FIELDS", bound)
+        for r in records:
+            answers = []
+            for cls in (upb, lambda: None):
+                monkeypatch.setattr(lite, "_example_class", cls)
+                try:
+                    answers.append(lite.decode_example(r))
+                except ValueError as exc:
+                    answers.append(str(exc))
+            assert answers[0] == answers[1] and isinstance(answers[0], str) == over, (bound, answers[0])

@@ -211,17 +211,22 @@ def value_offsets(serialized: bytes, keys) -> dict[str, list[tuple[int, int]]]:
     `keys` (a key absent: not in the dict): where image/encoded's bytes lie in a record, so a worker reads them in
     place."""
     message = _parsed(serialized)
+    _forget(serialized)   # its last use: the slot no longer holds a record that may be large
     if message is not None:
+        # counted as the reader below counts at least (3 fields an entry, a wanted one's list and values more)
         out, features = {}, message.features.feature
+        left = MAX_RECORD_FIELDS - 1 - 3 * len(features)
         for key in keys:
             if key in features:
                 kind = features[key].WhichOneof("kind")
                 values = features[key].bytes_list.value if kind == "bytes_list" else []
-                if len(values) > MAX_RECORD_FIELDS // 2:
+                left -= 2 + len(values)
+                if left < 0:
                     break
                 out[key] = [(_find(serialized, v), len(v)) for v in values]
         else:
-            return out
+            if left >= 0:
+                return out
     want = {k.encode("utf-8"): k for k in keys}
     buf, out, budget = memoryview(serialized), {}, _Budget()
     for number, wire, features, at in _fields(buf, 0, len(buf), budget):
@@ -258,8 +263,8 @@ class _Budget:
     """What is left of MAX_RECORD_FIELDS for one record."""
     __slots__ = ("left",)
 
-    def __init__(self, n: int = MAX_RECORD_FIELDS):
-        self.left = n
+    def __init__(self, n: int | None = None):
+        self.left = MAX_RECORD_FIELDS if n is None else n
 
     def take(self, n: int = 1) -> None:
         self.left -= n
@@ -387,15 +392,27 @@ def _parsed(serialized: bytes):
         message = cls.FromString(serialized)
     except DecodeError:
         return None
+    # more entries than the reader's bound holds (each costs it 5 fields at least): the reader says so, and the
+    # walk below, in Python, is not made over millions of entries first
+    if 5 * len(message.features.feature) + 1 > MAX_RECORD_FIELDS:
+        return None
     message.DiscardUnknownFields()   # kept, they would be written back where the reader reads them as values
     again = message.SerializeToString(deterministic=True)
-    message = message if again == serialized or _same_entries(serialized, again) else None
+    if again != serialized and not _same_entries(serialized, again):
+        return None
     _last = (serialized, message)   # one tuple, swapped whole: a thread sees the old record's or this one's
     return message
 
 
-#: The last record _parsed saw (its bytes, identical object) and its answer.
+#: The last record _parsed took protobuf's answer for (its bytes, the identical object) and that answer, until
+#: value_offsets of that record (its last use by the records reader) clears it.
 _last: tuple = (None, None)
+
+
+def _forget(serialized: bytes) -> None:
+    global _last
+    if _last[0] is serialized:
+        _last = (None, None)
 
 
 def _same_entries(serialized: bytes, again: bytes) -> bool:
@@ -491,10 +508,14 @@ def decode_example(serialized: bytes) -> dict:
 def _decode_example(serialized: bytes) -> dict:
     message = _parsed(serialized)
     if message is not None:
-        out, left = {}, MAX_RECORD_FIELDS // 2
+        # counted as the reader counts, or more (the message 1; an entry, its key, its value and its kind 4; each
+        # bytes value, a packed int list and each int, a packed float list): a record near the bound goes to the
+        # reader, which says whether it is over
+        out, left = {}, MAX_RECORD_FIELDS - 1
         for key, feature in message.features.feature.items():
             values = _values(feature)
-            left -= 1 + len(values)
+            kind = feature.WhichOneof("kind")
+            left -= 4 + (len(values) if kind == "bytes_list" else 1 + len(values) if kind == "int64_list" else 1)
             if left < 0:
                 break
             out[key] = feature_value(key, values)

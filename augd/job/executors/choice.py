@@ -370,7 +370,7 @@ def _records_annotated(shards: list[tuple[str, str]]) -> bool:
     read (compressed shards only, a broken frame, one over RECORD_PEEK_BYTES), as the OD API's records are: yes."""
     from augd.annotations.tfrecords import DETECTION_KEYS
     from augd.io.lite import decode_example, frames
-    path = next((p for p, kind in shards if kind == "none"), None)
+    path = next((p for p, kind in sorted(shards) if kind == "none"), None)   # the same on every file system
     if path is None:
         return True
     try:
