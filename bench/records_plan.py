@@ -75,23 +75,23 @@ def main(argv=None) -> int:
 
 def _time(root: str, rounds: int) -> int:
     from augd.annotations.tfrecords import read_records_job
-    from augd.io import lite
-    upb = lite._example_class
+    from augd.io import upb as fast
+    upb = fast.example_class
     times: dict[str, list[float]] = {"reader": [], "upb": []}
     taken = 0
     for _ in range(rounds):
         for mode in times:
-            lite._example_class = upb if mode == "upb" else (lambda: None)
+            fast.example_class = upb if mode == "upb" else (lambda: None)
             t = time.perf_counter()
             job = read_records_job(root, max_pixels=1 << 28)
             times[mode].append(time.perf_counter() - t)
-    lite._example_class = upb
+    fast.example_class = upb
     from augd.io.lite import frames
     for shard in sorted(os.listdir(root)):   # how many of the records upb's answer is taken for
         if not os.path.isfile(os.path.join(root, shard)):
             continue
         for fr in frames(os.path.join(root, shard)):
-            taken += fr.data is not None and lite._parsed(fr.data) is not None
+            taken += fr.data is not None and fast.parsed(fr.data) is not None
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"{len(job.scan.images)} records: the reader's own {med['reader']:.3f} s, upb {med['upb']:.3f} s "
           f"({med['reader'] / med['upb']:.2f}x); upb's answer taken for {taken} of them")

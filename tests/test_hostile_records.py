@@ -18,7 +18,7 @@ import pytest
 from augd import defaults
 from augd.checkcmd import check_dataset
 from augd.errors import JobFailed
-from augd.io import lite
+from augd.io import lite, wire
 from augd.io.limits import ReadLimits
 from augd.io.scratch import PREFIX, sweep_scratch
 from augd.job.units import plan_job
@@ -60,7 +60,7 @@ RECORDS = {
                                               "a varint runs past 10 bytes"),
     "900 KB of zeros": (bytes(900_000), "data.tfrecord#6", "bad_record", "a field numbered 0"),
     "1.1 million 2-byte fields": (b"\x10\x01" * 1_100_000, "data.tfrecord#6", "bad_record",
-                                  f"more than {lite.MAX_RECORD_FIELDS} fields and values (MAX_RECORD_FIELDS)"),
+                                  f"more than {wire.MAX_RECORD_FIELDS} fields and values (MAX_RECORD_FIELDS)"),
     "a 10**6-element label list": (det_record(97, label=i_raw(b"\x01" * 1_000_001)), "data.tfrecord#6",
                                    "bad_record", "MAX_RECORD_FIELDS"),
 }
@@ -143,9 +143,9 @@ class _Counting:
 def test_a_varint_is_read_to_10_bytes_at_most():
     buf = _Counting(b"\xff" * 1_000_000)
     with pytest.raises(ValueError, match="a varint runs past 10 bytes"):
-        lite._varint(buf, 0)
-    assert buf.reads == lite.MAX_VARINT_BYTES
-    assert lite._varint(varint(2**64 - 1), 0) == (2**64 - 1, 10)
+        wire.varint(buf, 0)
+    assert buf.reads == wire.MAX_VARINT_BYTES
+    assert wire.varint(varint(2**64 - 1), 0) == (2**64 - 1, 10)
 
 
 def _bytes_read() -> int:

@@ -199,7 +199,7 @@ def test_protobufs_parser_and_the_readers_own_agree_and_the_reader_decides_what_
     byte, its features in any order (augd's own sorted, TensorFlow's Python in an order of its own); a record with
     unknown, repeated or unpacked fields, or a key twice, gets the reader's own answer (the same dict, or its
     error)."""
-    from augd.io import lite
+    from augd.io import lite, upb
     keys = ("image/encoded", "image/segmentation/class/encoded", "image/missing")
     data = encode("JPEG")
     s = example(data, "jpeg", objects=detection())
@@ -215,12 +215,12 @@ def test_protobufs_parser_and_the_readers_own_agree_and_the_reader_decides_what_
     two = tf.train.Example(features=tf.train.Features(feature={k: tf.train.Feature(int64_list=tf.train.Int64List(
         value=[v])) for k, v in (("a", 1), ("b", 2))})).SerializeToString()
     twice = two.replace(b"\x0a\x01b", b"\x0a\x01a")    # the key "a" twice: the parser keeps one, the bytes hold two
-    assert lite._parsed(s) is not None and all(lite._parsed(r) is None for r in (unknown, repeated, bad, twice))
-    assert all(lite._parsed(r) is not None for r in canonical)
+    assert upb.parsed(s) is not None and all(upb.parsed(r) is None for r in (unknown, repeated, bad, twice))
+    assert all(upb.parsed(r) is not None for r in canonical)
     fast = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated, twice)]
     with pytest.raises(ValueError) as fast_error:
         lite.decode_example(bad)
-    monkeypatch.setattr(lite, "_example_class", lambda: None)
+    monkeypatch.setattr(upb, "example_class", lambda: None)
     slow = [(lite.decode_example(r), lite.value_offsets(r, keys)) for r in (*canonical, unknown, repeated, twice)]
     with pytest.raises(ValueError) as slow_error:
         lite.decode_example(bad)
@@ -233,17 +233,17 @@ def test_protobufs_parser_answers_only_within_the_readers_bound(monkeypatch):
     """A record of more fields and values than the reader holds (MAX_RECORD_FIELDS) gets the reader's error from
     decode_example whether protobuf's parser could read it or not; one well within the bound, the parser's answer
     (the same dict), in either feature order."""
-    from augd.io import lite
+    from augd.io import lite, upb, wire
     ex = tf.train.Example(features=tf.train.Features(feature={f"k{i:02d}": tf.train.Feature(
         int64_list=tf.train.Int64List(value=[i, i + 1])) for i in range(20)}))
     records = (ex.SerializeToString(deterministic=True), ex.SerializeToString())
-    upb = lite._example_class
+    fast = upb.example_class
     for bound, over in ((40, True), (140, True), (141, False), (1000, False)):   # the reader: 1 + 20 x 7
-        monkeypatch.setattr(lite, "MAX_RECORD_FIELDS", bound)
+        monkeypatch.setattr(wire, "MAX_RECORD_FIELDS", bound)
         for r in records:
             answers = []
-            for cls in (upb, lambda: None):
-                monkeypatch.setattr(lite, "_example_class", cls)
+            for cls in (fast, lambda: None):
+                monkeypatch.setattr(upb, "example_class", cls)
                 try:
                     answers.append(lite.decode_example(r))
                 except ValueError as exc:

@@ -4,7 +4,6 @@ framing (length, crc, data, crc) and the Example's protobuf wire format are both
 """
 from __future__ import annotations
 
-import functools
 import gzip
 import os
 import struct
@@ -13,7 +12,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import google_crc32c
-from google.protobuf.message import DecodeError   # 0.5 ms: protobuf's parser is built on first use (_example_class)
+from augd.io import upb, wire as protowire   # "wire" names wire types below
+from augd.io.wire import Budget as _Budget, fields as _fields, length_delimited as _len, signed as _signed, \
+    varint as _varint
 
 __all__ = ["KEYPOINT_KEYS", "MIX_KEYS", "OBB_KEYS", "OBJECT_KEYS", "POLYGON_KEYS", "SEGMENTATION_KEYS", "TEXT_KEYS",
            "TILE_KEYS", "Frame", "decode_example", "feature_value", "frames", "iter_records", "masked_crc",
@@ -210,12 +211,12 @@ def value_offsets(serialized: bytes, keys) -> dict[str, list[tuple[int, int]]]:
     """{key: [(offset, length) in `serialized`, a tf.train.Example, of each value of its bytes feature]} for
     `keys` (a key absent: not in the dict): where image/encoded's bytes lie in a record, so a worker reads them in
     place."""
-    message = _parsed(serialized)
-    _forget(serialized)   # its last use: the slot no longer holds a record that may be large
+    message = upb.parsed(serialized)
+    upb.forget(serialized)   # its last use: the slot no longer holds a record that may be large
     if message is not None:
         # counted as the reader below counts at least (3 fields an entry, a wanted one's list and values more)
         out, features = {}, message.features.feature
-        left = MAX_RECORD_FIELDS - 1 - 3 * len(features)
+        left = protowire.MAX_RECORD_FIELDS - 1 - 3 * len(features)
         for key in keys:
             if key in features:
                 kind = features[key].WhichOneof("kind")
@@ -245,219 +246,6 @@ def value_offsets(serialized: bytes, keys) -> dict[str, list[tuple[int, int]]]:
                     if kind == 1:
                         spans += [(v_at, len(_len(w, v))) for _, w, v, v_at in
                                   _fields(buf, b_at, b_at + len(_len(k_wire, body)), budget)]
-    return out
-
-
-#: The most bytes of one varint, as protobuf's own parser reads them (64 bits): past them a record is malformed,
-#: and each byte costs the same (an unbounded shift made 320 KB of 0xFF take seconds, quadratically).
-MAX_VARINT_BYTES = 10
-
-
-#: The most fields and values one record may hold, counted as they are read (packed floats, masks included, are
-#: read in one piece and count once). A real record holds a few dozen fields and a value or a few per object; a
-#: hostile one of nothing but 2-byte fields would cost ~0.5 s of Python per MB, and ~20x its size in objects.
-MAX_RECORD_FIELDS = 1_000_000
-
-
-class _Budget:
-    """What is left of MAX_RECORD_FIELDS for one record."""
-    __slots__ = ("left",)
-
-    def __init__(self, n: int | None = None):
-        self.left = MAX_RECORD_FIELDS if n is None else n
-
-    def take(self, n: int = 1) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise ValueError(f"it holds more than {MAX_RECORD_FIELDS} fields and values (MAX_RECORD_FIELDS)")
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    for k in range(MAX_VARINT_BYTES):
-        if pos >= len(buf):
-            raise ValueError("the message ends inside a varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << (7 * k)
-        if b < 0x80:
-            if result >> 64:
-                raise ValueError(f"a varint of {result} does not fit 64 bits")
-            return result, pos
-    raise ValueError(f"a varint runs past {MAX_VARINT_BYTES} bytes")
-
-
-def _fields(buf, pos: int = 0, end: int | None = None, budget: _Budget | None = None) \
-        -> Iterator[tuple[int, int, object, int]]:
-    """(field number, wire type, value, where the value starts in `buf`) of the protobuf message in buf[pos:end]:
-    ints for varints, bytes (memoryview slices of a memoryview) for the rest; each field taken from `budget`."""
-    end = len(buf) if end is None else end
-    while pos < end:
-        if budget is not None:
-            budget.take()
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ValueError("a field numbered 0 (protobuf numbers fields from 1)")
-        if wire == 0:
-            at = pos
-            value, pos = _varint(buf, pos)
-        elif wire == 2:
-            n, pos = _varint(buf, pos)
-            if pos + n > end:
-                raise ValueError("a field runs past the end of its message")
-            at, value, pos = pos, buf[pos:pos + n], pos + n
-        elif wire == 5:
-            at, value, pos = pos, buf[pos:pos + 4], pos + 4
-        elif wire == 1:
-            at, value, pos = pos, buf[pos:pos + 8], pos + 8
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        if pos > end:
-            raise ValueError("a field runs past the end of its message")
-        yield number, wire, value, at
-
-
-def _len(wire: int, v):
-    """`v`, a length-delimited field's bytes; ValueError for a field of another wire type where a message or
-    bytes must be (a varint there is no length: taken as one, it could ask for gigabytes)."""
-    if wire != 2:
-        raise ValueError(f"wire type {wire} where a message or bytes field must be")
-    return v
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-@functools.lru_cache(maxsize=None)
-def _example_class():
-    """tf.train.Example's schema as a message class of protobuf's own parser (upb, C), built here from its
-    fields (example.proto's, in a pool of augd's own) so that nothing imports TensorFlow; None where protobuf's
-    parser is not upb (its pure-Python one is no faster than the reader below)."""
-    try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-        from google.protobuf.internal import api_implementation
-    except ImportError:  # pragma: no cover - protobuf comes with TensorFlow
-        return None
-    if api_implementation.Type() != "upb":
-        return None
-    F = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="augd/lite/example.proto", package="augd.lite", syntax="proto3")
-
-    def message(name: str, *fields: tuple) -> descriptor_pb2.DescriptorProto:
-        m = file.message_type.add(name=name)
-        for name_, number, kind, type_name, oneof in fields:
-            f = m.field.add(name=name_, number=number, type=kind, label=F.LABEL_REPEATED if not type_name and
-                            name_ == "value" else F.LABEL_OPTIONAL)
-            if type_name:
-                f.type_name = f".augd.lite.{type_name}"
-            if oneof:
-                f.oneof_index = 0
-        return m
-
-    message("BytesList", ("value", 1, F.TYPE_BYTES, "", False))
-    message("FloatList", ("value", 1, F.TYPE_FLOAT, "", False))      # proto3: packed
-    message("Int64List", ("value", 1, F.TYPE_INT64, "", False))
-    message("Feature", ("bytes_list", 1, F.TYPE_MESSAGE, "BytesList", True),
-            ("float_list", 2, F.TYPE_MESSAGE, "FloatList", True),
-            ("int64_list", 3, F.TYPE_MESSAGE, "Int64List", True)).oneof_decl.add(name="kind")
-    features = message("Features", ("feature", 1, F.TYPE_MESSAGE, "Features.FeatureEntry", False))
-    features.field[0].label = F.LABEL_REPEATED
-    entry = features.nested_type.add(name="FeatureEntry", options=descriptor_pb2.MessageOptions(map_entry=True))
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, type_name=".augd.lite.Feature",
-                    label=F.LABEL_OPTIONAL)
-    message("Example", ("features", 1, F.TYPE_MESSAGE, "Features", False))
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("augd.lite.Example"))
-
-
-def _parsed(serialized: bytes):
-    """The record parsed by protobuf's C parser (~10x this module's reader), or None: the reader below then
-    decides, with its own limits and errors. Its answer is taken only for a record it writes back byte for byte,
-    its feature map's entries in any order: no unknown, repeated or unpacked fields, no varint written long, no key
-    twice (the callers also leave a record of more values than the reader's budget to it). The reader's verdict on
-    anything else is unchanged. A map's order is no part of its meaning, and writers keep none: TensorFlow's Python
-    writes the OD API's features in an order of its own, which no parse writes back as it was."""
-    global _last
-    cls = _example_class()
-    if cls is None or not isinstance(serialized, bytes):
-        return None
-    last = _last
-    if last[0] is serialized:   # decode_example, then value_offsets of the same record
-        return last[1]
-    try:
-        message = cls.FromString(serialized)
-    except DecodeError:
-        return None
-    # more entries than the reader's bound holds (each costs it 5 fields at least): the reader says so, and the
-    # walk below, in Python, is not made over millions of entries first
-    if 5 * len(message.features.feature) + 1 > MAX_RECORD_FIELDS:
-        return None
-    message.DiscardUnknownFields()   # kept, they would be written back where the reader reads them as values
-    again = message.SerializeToString(deterministic=True)
-    if again != serialized and not _same_entries(serialized, again):
-        return None
-    _last = (serialized, message)   # one tuple, swapped whole: a thread sees the old record's or this one's
-    return message
-
-
-#: The last record _parsed took protobuf's answer for (its bytes, the identical object) and that answer, until
-#: value_offsets of that record (its last use by the records reader) clears it.
-_last: tuple = (None, None)
-
-
-def _forget(serialized: bytes) -> None:
-    global _last
-    if _last[0] is serialized:
-        _last = (None, None)
-
-
-def _same_entries(serialized: bytes, again: bytes) -> bool:
-    """Whether `again` holds `serialized`'s feature map entries, each as written, in another order (upb writes a
-    map in an order of its own): the same framing, the same keys once each, each entry the same bytes. Only
-    framing is read here, a few varints an entry; anything else is not the same (False)."""
-    if len(serialized) != len(again):
-        return False
-    mine, theirs = _entries(serialized), _entries(again)
-    if mine is None or theirs is None or len(mine) != len(theirs):
-        return False
-    # slices of bytes compare by memcmp (a memoryview's compare item by item: ~1 us a KB)
-    return all(key in theirs and serialized[i:j] == again[theirs[key][0]:theirs[key][1]]
-               for key, (i, j) in mine.items())
-
-
-def _entries(buf: bytes) -> dict | None:
-    """{key: (start, end) of its map entry in buf} of an Example framed as one features field of map entries, each
-    key first; None for any other framing or a key written twice. (A length under 128 is one byte: read inline, the
-    walk costs ~0.3 us an entry.)"""
-    try:
-        if buf[0] != 0x0A:   # Example.features (1, length-delimited), the message's one field
-            return None
-        size, pos = _varint(buf, 1)
-        end = len(buf)
-        if pos + size != end:
-            return None
-        out: dict = {}
-        while pos < end:   # Features.feature (1): map entries, their key (1) first
-            n = buf[pos + 1]
-            at = pos + 2
-            if n >= 0x80:
-                n, at = _varint(buf, pos + 1)
-            k = buf[at + 1]
-            key_at = at + 2
-            if k >= 0x80:
-                k, key_at = _varint(buf, at + 1)
-            if buf[pos] != 0x0A or buf[at] != 0x0A or at + n > end:
-                return None
-            key = buf[key_at:key_at + k]
-            if key in out:
-                return None
-            out[key], pos = (pos, at + n), at + n
-    except (IndexError, ValueError):
-        return None
     return out
 
 
@@ -506,12 +294,12 @@ def decode_example(serialized: bytes) -> dict:
 
 
 def _decode_example(serialized: bytes) -> dict:
-    message = _parsed(serialized)
+    message = upb.parsed(serialized)
     if message is not None:
         # counted as the reader counts, or more (the message 1; an entry, its key, its value and its kind 4; each
         # bytes value, a packed int list and each int, a packed float list): a record near the bound goes to the
         # reader, which says whether it is over
-        out, left = {}, MAX_RECORD_FIELDS - 1
+        out, left = {}, protowire.MAX_RECORD_FIELDS - 1
         for key, feature in message.features.feature.items():
             values = _values(feature)
             kind = feature.WhichOneof("kind")
