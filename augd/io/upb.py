@@ -57,7 +57,7 @@ def example_class():
 
 
 def parsed(serialized: bytes):
-    """The record parsed by protobuf's C parser (~10x this module's reader), or None: the reader below then
+    """The record parsed by protobuf's C parser (~10x augd.io.lite's own reader), or None: that reader then
     decides, with its own limits and errors. Its answer is taken only for a record it writes back byte for byte,
     its feature map's entries in any order: no unknown, repeated or unpacked fields, no varint written long, no key
     twice (the callers also leave a record of more values than the reader's budget to it). The reader's verdict on
@@ -74,8 +74,9 @@ def parsed(serialized: bytes):
         message = cls.FromString(serialized)
     except DecodeError:
         return None
-    # more entries than the reader's bound holds (each costs it 5 fields at least): the reader says so, and the
-    # walk below, in Python, is not made over millions of entries first
+    # more entries than the bound holds at 5 fields each (an entry, its key, its value, its kind, a value: a real
+    # entry's least): left to the reader, which says whether it is over, and the walk below, in Python, is not
+    # made over millions of entries first
     if 5 * len(message.features.feature) + 1 > wire.MAX_RECORD_FIELDS:
         return None
     message.DiscardUnknownFields()   # kept, they would be written back where the reader reads them as values
