@@ -18,6 +18,20 @@ import statistics
 import tempfile
 
 
+def cpu_ms(voc: str, ops: list, n: int, out: str, engine, colour: str | None = None) -> float:
+    """One job of `ops` over the VOC folder through run_job in this process (one worker thread, one record an
+    image): the process's CPU milliseconds an image."""
+    from augd.job import JobOptions, run_job
+    from augd.schema import parse_pipeline
+    doc = {"name": "box-ops", "seed": 60, "variants": 1, "keep_original": False,
+           "output": {"format": "jpeg", "quality": 90}, "ops": ops, **({"colour": colour} if colour else {})}
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    run_job(voc, parse_pipeline(json.dumps(doc)), out, JobOptions(name="p", workers=1, overwrite=True,
+                                                                   executor="threads"), engine=engine)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n * 1e3
+
+
 def main(argv=None) -> int:
     from bench.box_ops import PIPELINES, _voc_boxes_only
     from bench.data import build_dataset, build_voc
@@ -29,8 +43,6 @@ def main(argv=None) -> int:
     names = ["plain", *([s.strip() for s in args.only.split(",") if s.strip()] or
                         [n for n in PIPELINES if n != "plain"])]
     from augd.engine import Engine, EngineOptions
-    from augd.job import JobOptions, run_job
-    from augd.schema import parse_pipeline
     engine = Engine(EngineOptions.from_env())
     ms: dict[str, list[float]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
@@ -38,13 +50,7 @@ def main(argv=None) -> int:
         voc = _voc_boxes_only(build_voc(build_dataset(args.n)), os.path.join(tmp, "voc"))
         for _ in range(args.rounds):
             for name in names:
-                doc = {"name": "box-ops", "seed": 60, "variants": 1, "keep_original": False,
-                       "output": {"format": "jpeg", "quality": 90}, "ops": PIPELINES[name]}
-                r0 = resource.getrusage(resource.RUSAGE_SELF)
-                run_job(voc, parse_pipeline(json.dumps(doc)), os.path.join(tmp, "out"),
-                        JobOptions(name="p", workers=1, overwrite=True, executor="threads"), engine=engine)
-                r1 = resource.getrusage(resource.RUSAGE_SELF)
-                ms[name].append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / args.n * 1e3)
+                ms[name].append(cpu_ms(voc, PIPELINES[name], args.n, os.path.join(tmp, "out"), engine))
             for name in names:
                 ratios[name].append(ms[name][-1] / ms["plain"][-1])
     print(f"| pipeline ({args.n} photos, 1 thread) | CPU ms an image (median of {args.rounds}) | / plain |\n"

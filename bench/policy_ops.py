@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import glob
 import math
-import json
 import os
-import resource
 import statistics
 import tempfile
 import time
@@ -127,8 +125,7 @@ def main(argv=None) -> int:
     names = ["flip", *([s.strip() for s in args.only.split(",") if s.strip()] or RANDAUGMENT)]
     cv2.setNumThreads(1)
     from augd.engine import Engine, EngineOptions
-    from augd.job import JobOptions, run_job
-    from augd.schema import parse_pipeline
+    from bench.box_ops_cpu import cpu_ms
     engine = Engine(EngineOptions.from_env())
     augd_ms: dict[str, list[float]] = {n: [] for n in names + ["randaugment n2 m9"] * args.randaugment}
     cv_ms: dict[str, list[float]] = {n: [] for n in names}
@@ -138,13 +135,7 @@ def main(argv=None) -> int:
         for _ in range(args.rounds):
             for name in augd_ms:
                 ops = [{"randaugment": {"n": 2, "m": 9}}] if name.startswith("randaugment") else [OPS[name][0]]
-                doc = {"name": "policy-ops", "seed": 60, "variants": 1, "keep_original": False, "colour": args.colour,
-                       "output": {"format": "jpeg", "quality": 90}, "ops": ops}
-                r0 = resource.getrusage(resource.RUSAGE_SELF)
-                run_job(voc, parse_pipeline(json.dumps(doc)), os.path.join(tmp, "out"),
-                        JobOptions(name="p", workers=1, overwrite=True, executor="threads"), engine=engine)
-                r1 = resource.getrusage(resource.RUSAGE_SELF)
-                augd_ms[name].append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / args.n * 1e3)
+                augd_ms[name].append(cpu_ms(voc, ops, args.n, os.path.join(tmp, "out"), engine, args.colour))
             for name in names:
                 cv_ms[name].append(_opencv(files, OPS[name][1]))
     a = {k: statistics.median(v) for k, v in augd_ms.items()}
