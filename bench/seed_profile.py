@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     f = _floors(files)
     warp = f["decode"] + f["warp"] + f["encode"]
     print("floors, CPU ms an image: " + ", ".join(f"{k} {v:.2f}" for k, v in f.items())
-          + f"; warp floor {warp:.2f}, colour floor {sum(f.values()):.2f}")
+          + f"; warp floor {warp:.2f}, colour floor {sum(f.values()):.2f}, the same with the flip in the warp's matrix"
+          f" (bench.workloads' colour pool) {sum(f.values()) - f['flip']:.2f}")
 
     from augd.engine import Engine, EngineOptions, chain
     from augd.job import JobOptions, run_job

@@ -102,6 +102,27 @@ def _warp(path: str) -> tuple[int, int]:
     return n_in, _encode(out)
 
 
+def _colour(path: str) -> tuple[int, int]:
+    # The seed chain's work in the fewest OpenCV passes: its colour ops as one 3x4 matrix (drawn near the
+    # identity, as ColorJitter's are; contrast needs the image mean), then one warp that turns by up to 10
+    # degrees and carries the chain's one_of flip in its matrix (a flip folded into a warp costs nothing).
+    img, n_in = _decode(path)
+    h, w = img.shape[:2]
+    rng = _state["rng"]
+    mean = cv2.mean(img)[:3]
+    m3 = (np.eye(3) + rng.uniform(-0.1, 0.1, (3, 3))).astype(np.float32)
+    offset = rng.uniform(-0.1, 0.1, 3) * 255.0 + 0.05 * np.asarray(mean)
+    img = cv2.transform(img, np.hstack([m3, offset[:, None].astype(np.float32)]))
+    m = np.vstack([cv2.getRotationMatrix2D((w / 2.0, h / 2.0), float(rng.uniform(-10.0, 10.0)), 1.0), [0, 0, 1]])
+    flip = np.eye(3)
+    if rng.random() < 0.5:
+        flip[0] = (-1, 0, w - 1)
+    else:
+        flip[1] = (0, -1, h - 1)
+    out = cv2.warpAffine(img, (flip @ m)[:2], (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    return n_in, _encode(out)
+
+
 def _crop(path: str) -> tuple[int, int]:
     # The whole image decoded at half scale (libjpeg's DCT scaling), the heavy chain's window drawn on it, one
     # bilinear resize to 224x224: no rotation, flip or colour work.
@@ -122,6 +143,7 @@ def _albu(path: str) -> tuple[int, int]:
 WORKLOADS = {
     "codec": (_codec, None),
     "warp": (_warp, None),
+    "colour": (_colour, None),
     "crop": (_crop, None),
     "albu_seed": (_albu, _seed_chain),
     "albu_heavy": (_albu, _heavy_chain),
