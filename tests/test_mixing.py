@@ -327,7 +327,7 @@ def test_a_partner_op_anywhere_but_first_is_refused_naming_where(yaml, where):
     assert where in str(err.value) and "must be the first op" in str(err.value)
 
 
-# --- classification: both labels and their shares, and the loader's soft targets --------------------------------
+# --- a classification job (tests/test_mixing_classes.py mixes it; tests/test_copy_paste.py is refused on it) -----
 
 CLASS_COLOURS = {"red": (235, 20, 20), "blue": (20, 20, 235), "green": (20, 235, 20)}
 
@@ -344,197 +344,12 @@ def classes_job(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("op", ["mosaic", "cutmix", "mixup"])
-def test_classification_records_name_both_labels_with_the_shares_the_pixels_show(classes_job, tmp_path, op):
-    out = run(classes_job, pipeline(op, variants=2), tmp_path / "out", executor="threads")
-    names = sorted(CLASS_COLOURS)                  # labels.txt: class folders in sorted order
-    checked = 0
-    for r in records(out):
-        if r["augd/variant"] == 0:
-            assert "augd/mix/label" not in r
-            continue
-        labels, texts, shares = r["augd/mix/label"], r["augd/mix/text"], r["augd/mix/weight"]
-        assert labels[0] == r["image/class/label"] and [names[k] for k in labels] == texts
-        assert len(r["augd/partners"]) == len(labels) - 1 and abs(sum(shares) - 1.0) < 1e-5
-        px = r["pixels"].astype(float)
-        per_class = {}
-        for name, share in zip(texts, shares):
-            per_class[name] = per_class.get(name, 0.0) + share
-        if op == "mixup":   # every pixel is the blend of the two colours by their shares
-            want = sum(share * np.array(CLASS_COLOURS[t]) for t, share in zip(texts, shares))
-            assert np.abs(px - want).max() <= 2.0
-        else:               # each class's share is its share of the (non-fill) pixels
-            counts = {n: np.all(np.abs(px - c) <= TOL, axis=2).sum() for n, c in CLASS_COLOURS.items()}
-            total = sum(counts.values())
-            for name in CLASS_COLOURS:
-                assert abs(counts[name] / total - per_class.get(name, 0.0)) <= 0.04, (name, counts, per_class)
-        checked += 1
-    assert checked == 9 * 2
-
-
-def test_the_loader_turns_mixed_labels_into_soft_one_hot_targets(classes_job, tmp_path):
-    import augd.data
-    out = run(classes_job, pipeline("cutmix", variants=2), tmp_path / "out", executor="threads")
-    want = []
-    for r in records(out):
-        row = np.zeros(3, np.float32)
-        if r["augd/variant"] == 0:
-            row[r["image/class/label"]] = 1.0
-        else:
-            for k, share in zip(r["augd/mix/label"], r["augd/mix/weight"]):
-                row[k] += share
-        want.append(row)
-    ds = augd.data.load(str(out), image_size=(32, 32), batch_size=None, labels="one_hot")
-    got = [y.numpy() for _, y in ds]
-    assert len(got) == len(want) and sum(np.max(g) < 1.0 for g in got) >= 9
-    assert sorted(map(tuple, np.round(got, 5))) == sorted(map(tuple, np.round(want, 5)))
-    ints = [int(y) for _, y in augd.data.load(str(out), image_size=(32, 32), batch_size=None, labels="int")]
-    assert sorted(ints) == sorted(int(r["image/class/label"]) for r in records(out))
-
-
-def test_rare_partners_draw_the_rare_class_more_often(tmp_path):
-    """partners: rare weighs each image by 1 / its split's count of its rarest class: with 7 red images to 1
-    blue, the blue one partners far more often than a uniform draw gives it."""
-    root = tmp_path / "job"
-    for name, colour, n in (("red", (235, 20, 20), 7), ("blue", (20, 20, 235), 1)):
-        (root / name).mkdir(parents=True)
-        for i in range(n):
-            rgb = np.full((32, 32, 3), colour, np.uint8)
-            cv2.imwrite(str(root / name / f"{name}{i}.png"), rgb[..., ::-1])
-    blue = hashlib.sha256((root / "blue" / "blue0.png").read_bytes()).hexdigest()
-    counts = {}
-    for how in ("uniform", "rare"):
-        spec = parse_pipeline(f"name: t\nseed: 1\nvariants: 6\nkeep_original: false\nops:\n"
-                              f"  - mixup: {{partners: {how}}}\n")
-        out = run(root, spec, tmp_path / how, executor="threads")
-        counts[how] = sum(r["augd/partners"].count(blue) for r in records(out))
-    assert counts["rare"] >= 2 * counts["uniform"] and counts["rare"] >= 15, counts
-
-
-# --- copy_paste: objects of partners pasted by their masks ------------------------------------------------------
-
-def polygon_scenes() -> list[Img]:
-    """The scenes with each image's second object a pentagon (its instance mask is not its box)."""
-    out = []
-    for img in scenes():
-        first, second = img.objects()
-        x0, y0, x1, y1 = second.geom
-        w, h = x1 - x0, y1 - y0     # a blunt pentagon: no vertex so sharp that its tip is all edge pixels
-        quad = ((x0, y0 + h // 3), (x0 + w // 3, y0), (x1, y0 + h // 4), (x1 - w // 4, y1), (x0, y1 - h // 5))
-        out.append(dataclasses.replace(img, split="", shapes=(first, dataclasses.replace(second, geom=quad))))
-    return out
-
+# --- the scenes as PNGs (tests/test_copy_paste.py pastes them too) ---------------------------------------------
 
 def png_scenes(imgs) -> list[Img]:
     """The scenes as PNGs in one split: a paste can leave a 1-px strip of an object showing, which JPEG's
     subsampled chroma would blur past the colour tolerance."""
     return [dataclasses.replace(i, name=i.name.replace(".jpg", ".png"), split="") for i in imgs]
-
-
-@pytest.mark.parametrize("layout", ["coco", "voc"])
-def test_copy_paste_boxes_and_masks_agree_with_the_pixels(tmp_path, layout):
-    """COCO polygons paste by their masks, VOC boxes by their crops: every box (pasted or under a paste) is its
-    object's visible pixels; each instance mask covers its object's pixels."""
-    import tensorflow as tf
-    imgs = png_scenes(polygon_scenes() if layout == "coco" else scenes())
-    (coco_job if layout == "coco" else voc_job)(str(tmp_path / "job"), imgs)
-    spec = parse_pipeline("name: cp\nseed: 3\nvariants: 3\noutput: {format: png}\nops:\n"
-                          "  - copy_paste: {objects: [2, 3], scale: [0.6, 1.2]}\n  - random_flip_left_right: {}\n"
-                          + KEEP_REMNANTS)
-    out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
-    recs = [r for r in records(out) if r["augd/variant"] > 0]
-    # a polygon's vertex shows as a few edge pixels, blended: its box (the polygon's extent) may lie 3 px out
-    assert check_boxes(recs, colours_of(imgs), 3.0 if layout == "coco" else SLACK) >= len(recs) * 2
-    own = {img.name: len(img.objects()) for img in imgs}
-    pasted = [len(r["image/object/class/text"]) - own[r["image/filename"].rsplit("/", 1)[-1]] for r in recs]
-    # 2 or 3 drawn; one that fits nowhere without overlapping another paste is left out (and not read)
-    assert sum(pasted) >= len(recs) and all(len(r["augd/partners"]) <= 3 for r in recs)
-    assert sum(len(r["augd/partners"]) for r in recs) >= len(recs) * 1.5
-    if layout == "coco":
-        for r in recs:
-            px = r["pixels"].astype(int)
-            masks = [tf.io.decode_png(m, channels=1).numpy()[..., 0] for m in r["image/object/mask"]]
-            assert len(masks) == len(r["image/object/class/text"])
-            for colour in colours_of(imgs):
-                hit = np.all(np.abs(px - colour) <= TOL, axis=2).astype(np.uint8)
-                n, parts = cv2.connectedComponents(cv2.erode(hit, np.ones((3, 3), np.uint8)))
-                for k in range(1, n):
-                    core = parts == k
-                    if core.sum() >= 9:
-                        assert max(float(np.mean(m[core] > 0)) for m in masks) >= 0.98
-
-
-def test_copy_paste_feathers_edges_and_refuses_a_job_without_annotations(voc, classes_job, tmp_path):
-    from augd.errors import FailureReason, JobFailed
-    spec = parse_pipeline("name: cp\nseed: 3\nvariants: 1\nkeep_original: false\noutput: {format: png}\nops:\n"
-                          "  - copy_paste: {objects: [1, 1], scale: [2.0, 2.0], feather: 2}\n")
-    out = run(voc, spec, tmp_path / "out", executor="threads")
-    soft = 0
-    for r in records(out):
-        px = r["pixels"].astype(int)
-        for colour in colours_of(scenes()):
-            if np.all(np.abs(px - colour) <= TOL, axis=2).sum() < 9:
-                continue
-            d = np.abs(px - colour).max(axis=2)
-            soft += int(((d > TOL) & (d < 80) & (np.abs(px - GREY).max(axis=2) > 20)).sum())   # blended edges
-    assert soft > 100
-    with pytest.raises(JobFailed) as err:
-        run(classes_job, spec, tmp_path / "cls", executor="threads")
-    assert err.value.reason is FailureReason.BAD_PIPELINE and "copy_paste" in str(err.value)
-
-
-# --- class balance ------------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def skewed(tmp_path_factory) -> Path:
-    """14 red images to 2 blue (7:1), in class folders."""
-    root = tmp_path_factory.mktemp("skew") / "job"
-    for name, colour, n in (("red", (235, 20, 20), 14), ("blue", (20, 20, 235), 2)):
-        (root / name).mkdir(parents=True)
-        for i in range(n):
-            cv2.imwrite(str(root / name / f"{name}{i}.png"), np.full((24, 32 + i, 3), colour[::-1], np.uint8))
-    return root
-
-
-def test_balance_brings_a_seven_to_one_ratio_within_two_to_one(skewed, tmp_path):
-    import json
-    import subprocess
-    import sys
-    spec = parse_pipeline("name: b\nseed: 2\nvariants: 2\nbalance: {max_variants: 20}\noutput: {format: png}\n"
-                          "ops:\n  - random_flip_left_right: {}\n")
-    out = run(skewed, spec, tmp_path / "a", executor="threads")
-    per = {}
-    for r in records(out):
-        per[r["image/class/text"]] = per.get(r["image/class/text"], 0) + 1
-    assert per == {"red": 14 * 3, "blue": 2 * 15}                     # blue: 2 x 14 / 2 = 14 variants each
-    assert max(per.values()) / min(per.values()) <= 2.0
-    m = json.loads((out / "manifest.json").read_text())
-    assert m["balance"]["all"]["before"] == {"blue": 6, "red": 42} and m["balance"]["all"]["after"] == per
-    assert m["records"]["written"] == sum(per.values())
-    blue = {r["augd/variant"] for r in records(out) if r["image/class/text"] == "blue"}
-    assert blue == set(range(15))                                      # variants 0..14, each seeded as any
-    # the same bytes on worker processes and on a rerun; inspect prints the counts
-    assert _files(run(skewed, spec, tmp_path / "b", executor="processes", workers=2)) == _files(out)
-    shown = subprocess.run([sys.executable, "-m", "augd", "inspect", str(out)], capture_output=True, text=True,
-                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert "balance (all): before blue=6, red=42; after blue=30, red=42" in shown.stdout, shown.stdout + shown.stderr
-
-
-def test_balance_counts_objects_in_a_detection_job(tmp_path):
-    """6 images with a cat each, one of them with an owl too: the owl's image gets max_variants (4, below the
-    6 its 1:6 ratio asks), the others `variants`; the boxes of every variant still match the pixels."""
-    import json
-    imgs = [Img(f"im{i}.png", 64, 80, (Shape("cat", (6 + i, 8, 30 + i, 30), PALETTE[i]),)
-                + ((Shape("owl", (40, 30, 70, 56), PALETTE[10]),) if i == 3 else ()), background=GREY)
-            for i in range(6)]
-    voc_job(str(tmp_path / "job"), imgs)
-    spec = parse_pipeline("name: b\nseed: 2\nvariants: 1\nkeep_original: false\nbalance: {max_variants: 4}\n"
-                          "output: {format: png}\nops:\n  - random_rotation: {degrees: 10}\n")
-    out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
-    b = json.loads((out / "manifest.json").read_text())["balance"]["all"]
-    assert b == {"before": {"cat": 6, "owl": 1}, "after": {"cat": 9, "owl": 4}, "images_with_more_variants": 1}
-    recs = records(out)
-    assert len(recs) == 9 and check_boxes(recs, colours_of(imgs)) >= 13
 
 
 def test_preview_with_root_shows_the_records_the_job_writes(voc, tmp_path):
@@ -619,28 +434,6 @@ def test_a_reduced_partner_decode_lands_where_the_full_decode_does(orientation):
     full = warp_np(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), m, uh // 8, uw // 8, "nearest",
                    "bilinear").astype(float)
     assert np.abs(reduced - full)[1:-1, 1:-1].mean() < 1.0
-
-
-def test_copy_paste_mixes_objects_with_and_without_masks(tmp_path):
-    """A COCO set where one class has polygons and the other none (box-only annotations): pasting either kind
-    onto either gives every object an instance mask (a box-only one its rectangle), and boxes match pixels."""
-    import json
-    imgs = png_scenes(polygon_scenes())
-    coco_job(str(tmp_path / "job"), imgs)
-    path = tmp_path / "job" / "instances.json"
-    data = json.loads(path.read_text())
-    cat = next(c["id"] for c in data["categories"] if c["name"] == "cat")
-    for a in data["annotations"]:
-        if a["category_id"] == cat:
-            a.pop("segmentation")
-    path.write_text(json.dumps(data))
-    spec = parse_pipeline("name: cp\nseed: 5\nvariants: 3\nkeep_original: false\noutput: {format: png}\nops:\n"
-                          "  - copy_paste: {objects: [2, 3]}\n" + KEEP_REMNANTS)
-    out = run(tmp_path / "job", spec, tmp_path / "out", executor="threads")
-    recs = records(out)
-    assert len(recs) == 8 * 3
-    assert all(len(r["image/object/mask"]) == len(r["image/object/class/text"]) for r in recs)
-    assert check_boxes(recs, colours_of(imgs), 3.0) >= len(recs) * 2
 
 
 def test_a_mosaic_needs_two_pixels_a_side():
