@@ -6,7 +6,7 @@ that fits wins; nothing fits: a classification job); docs/pipelines.md#annotatio
 
 A new format: its module (its layouts, how it reads, what it expects, how prose names it, the files that mark it;
 a format of one file per image is a `Paired` of augd.annotations.paired, which does the rest), its FORMAT in
-REGISTRY below, and a row per layout in the docs' table (tests/test_annotations_read.py holds the table and the
+REGISTRY below, and a row per layout in the docs' table (tests/test_annotation_layouts.py holds the table and the
 docs' lists to the registry). Nothing else names a format: help texts, the schema, `augd check` and the executor's
 estimate (`marks_annotated`) ask the registry. Local folders only. TensorFlow-free.
 """
