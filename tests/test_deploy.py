@@ -176,7 +176,7 @@ def test_dockerfile_pins_base_runs_as_non_root_with_init_and_healthcheck():
 def test_the_http_server_takes_at_most_a_quarter_of_the_open_files_limit(limit):
     """Under systemd's default soft limit (1024) and the shipped LimitNOFILE (65536): the default
     http_max_connections fits, and a larger one is capped at a quarter; the jobs keep the rest. (A real daemon
-    under `prlimit --nofile=1024`: tests/test_peers.py.)"""
+    under `prlimit --nofile=1024`: tests/test_peers_http.py.)"""
     from augd import defaults
     from augd.daemon.httpconn import descriptor_share
     assert descriptor_share(defaults.HTTP_MAX_CONNECTIONS, limit) == 128
