@@ -84,27 +84,39 @@ def main(argv=None) -> int:
     with open(os.path.join(here, "..", "pipelines", "seed-classifier.yaml"), encoding="utf-8") as fh:
         doc = fh.read().replace("variants: 4", "variants: 1").replace("keep_original: true", "keep_original: false")
     spec = parse_pipeline(doc.replace("colour: exact", f"colour: {args.colour}"), "seed")
-    job, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+    job, tiny, out = tempfile.mkdtemp(), tempfile.mkdtemp(), tempfile.mkdtemp()
     try:
-        for p in files:
+        for k, p in enumerate(files):
             d = os.path.join(job, os.path.basename(os.path.dirname(p)))
             os.makedirs(d, exist_ok=True)
             os.link(p, os.path.join(d, os.path.basename(p)))
+            # the same job over 16 x 16 photos: what augd does an image beside its pixels' work
+            os.makedirs(os.path.join(tiny, os.path.basename(d)), exist_ok=True)
+            cv2.imwrite(os.path.join(tiny, os.path.basename(d), f"{k:05d}.jpg"), np.full((16, 16, 3), k % 256, np.uint8))
         engine = Engine(EngineOptions.from_env())
+
+        def cpu_ms(folder) -> float:
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            run_job(folder, spec, out, JobOptions(name="p", workers=1, overwrite=True, executor="threads"),
+                    engine=engine)
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / len(files) * 1e3
         for _ in range(args.rounds):
             parts.clear()
-            r0 = resource.getrusage(resource.RUSAGE_SELF)
-            run_job(job, spec, out, JobOptions(name="p", workers=1, overwrite=True, executor="threads"), engine=engine)
-            r1 = resource.getrusage(resource.RUSAGE_SELF)
-            cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / len(files) * 1e3
+            cpu = cpu_ms(job)
             with open(os.path.join(out, "p", "manifest.json"), encoding="utf-8") as fh:
                 stages = json.load(fh)["timing"].get("stage_seconds", {})
             print(f"augd seed, colour: {args.colour}: CPU {cpu:.2f} ms an image; stages (wall) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in stages.items()) + "; NumPy run (CPU) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in parts.items()))
+            own = cpu_ms(tiny)
+            floor = sum(f.values()) - f["flip"]
+            print(f"  the same job over 16 x 16 photos (its plan, read, hashes, record, graph call, writer): {own:.2f} ms"
+                  f" an image; colour floor (flip in the warp) {floor:.2f} + that = {floor + own:.2f}; augd / colour "
+                  f"floor {floor / cpu:.3f}, / (colour floor + job's own) {(floor + own) / cpu:.3f} (CPU)")
     finally:
-        shutil.rmtree(job)
-        shutil.rmtree(out)
+        for d in (job, tiny, out):
+            shutil.rmtree(d)
     return 0
 
 
