@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from augd.engine import Engine
-from augd.errors import FailureReason, JobFailed
+from augd.engine.explain import explain
 from augd.job import JobOptions, run_job
 from augd.ops.policies import AUTOAUGMENT, autoaugment_op
 from augd.schema import parse_pipeline
@@ -215,7 +215,7 @@ def test_autoaugment_scaled_to_the_image_is_augds_own_option_and_moves_by_the_im
     assert spec.normalized()["ops"] == [{"autoaugment": {"p": 1.0, "policy": "v3", "scale": "image"}}]
     from augd.engine.plan import Program
     from augd.ops import REGISTRY
-    top = Program(spec.ops).explain((1, 7), H, W, [])[0]
+    top = explain(Program(spec.ops), (1, 7), H, W, [])[0]
     assert REGISTRY["autoaugment"](spec.ops[0].params).describe(top)[0].startswith(
         "autoaugment v3 scaled to the image #")
     shift = autoaugment_op("TranslateX_BBox", 1.0, 10, reference=640)["one_of"]["ops"]
@@ -254,7 +254,7 @@ def test_a_policy_expands_serializes_and_the_preview_names_each_sub_policy(polic
     drawn = collections.Counter()
     boxes = [(10.0, 10.0, 60.0, 50.0), (100.0, 40.0, 150.0, 90.0)]
     for seed in range(300):
-        top = program.explain((seed, 7), H, W, boxes)[0]
+        top = explain(program, (seed, 7), H, W, boxes)[0]
         (k,) = top.picked
         drawn[k] += 1
         line = op.describe(top)[0]

@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from augd.engine.explain import explain
 from augd.ops import REGISTRY, Kind, Op, PartnerOp, SeededOp
 from tests.helpers import make_image, run, spec_for
 
@@ -109,7 +110,7 @@ def test_describe_names_the_op_and_reads_the_plan(name):
     from augd.engine.plan import Program
     program = Program(spec_for([_op(name, p=1.0)]).ops)
     for seed in range(6):
-        d = program.explain((seed, 3), H, W)[0]
+        d = explain(program, (seed, 3), H, W)[0]
         assert (d.name, d.applied) == (name, True)
         lines = REGISTRY[name](d.params).describe(d)
         assert lines and all(isinstance(s, str) and s.strip() for s in lines), lines
@@ -294,3 +295,56 @@ def test_a_geometry_op_skipped_draws_what_it_would_have_drawn(name):
         op.skip(a, float(H), float(W), **extra)
         op.sample(b, float(H), float(W), **extra)
         assert a.random() == b.random(), (name, seed)
+
+
+def _plans(program, seed, h, w, boxes):
+    """Everything of one image's plan a kernel, a cover or an annotation reads: the values of the ops that apply
+    (an op off is read by none), every Geo step, the covers, the least visibility, the keypoint events, the moves."""
+    from augd.engine.plan import Colour, Seeded
+    floats, ints = program.plan(seed, h, w, True, boxes)
+    for step in program.steps:
+        for slot in step.ops if isinstance(step, Colour) else [step] if isinstance(step, Seeded) else []:
+            if not ints[slot.on]:   # ColourSlot.params; Seeded.seed and its region
+                for at in (getattr(slot, "params", None), getattr(slot, "region", None)):
+                    if at is not None:
+                        floats[at] = 0.0
+                if isinstance(slot, Seeded):
+                    ints[slot.seed] = 0
+    a = program.annotation_plan(seed, h, w, boxes)
+    return floats.tolist(), ints.tolist(), [(m.tolist(), oh, ow) for m, oh, ow in a.steps], repr(a[1:])
+
+
+CHAINS_WITH_OPS_OFF = {
+    **{f"autoaugment {v}": [{"autoaugment": {"policy": v}}] for v in ("v0", "v1", "v2", "v3")},
+    "randaugment": [{"randaugment": {"n": 2, "m": 9}}],
+    "trivial_augment": [{"trivial_augment": {}}],
+    # every op once, one of them an image, each at p 0.5, then every op at p 0.5 in turn
+    "every op": [{"one_of": {"ops": [{n: c[0]} for n, c in sorted(OP_CASES.items())]}},
+                 *({n: {**c[0], "p": 0.5}} for n, c in sorted(OP_CASES.items()))],
+}
+
+
+@pytest.mark.parametrize("chain", sorted(CHAINS_WITH_OPS_OFF))
+def test_a_plan_that_skips_its_ops_off_plans_what_drawing_them_did(chain):
+    """Program._skips: an op (or a composite with all under it) that does not apply to an image takes its count of
+    numbers from the generator at once. The plan must be what drawing them one by one gives, for every image size
+    and box: the values of the ops that apply, every step's matrix and size, covers, visibility, events and moves."""
+    from augd.engine.plan import Program, _leaves
+    from augd.ops.sampling import image_seed
+    from augd.schema import parse_pipeline
+    import json
+    spec = parse_pipeline(json.dumps({"name": "off", "ops": CHAINS_WITH_OPS_OFF[chain]}))
+    fast, slow = Program(spec.ops), Program(spec.ops)
+    leaves = list(_leaves(slow.tree))
+    assert any(leaf.off is not None for leaf in leaves)   # the skip is in play
+    for leaf in leaves:
+        leaf.off = None
+    rng = np.random.default_rng(5)
+    for k in range(60):
+        h, w = int(rng.integers(8, 900)), int(rng.integers(8, 900))
+        n = int(rng.integers(0, 5))
+        x0, y0 = rng.uniform(0, w - 4, n), rng.uniform(0, h - 4, n)
+        boxes = np.column_stack([x0, y0, x0 + rng.uniform(2, w / 2, n), y0 + rng.uniform(2, h / 2, n)]) if n else None
+        seed = image_seed(7, f"im{k}.jpg", 1)
+        assert _plans(fast, seed, h, w, boxes) == _plans(slow, seed, h, w, boxes), (chain, k, h, w)
+        assert [d.values for d in explain(fast, seed, h, w, boxes)] == [d.values for d in explain(slow, seed, h, w, boxes)]

@@ -18,6 +18,7 @@ import pytest
 from augd.annotations import Annotation, Object
 from augd.annotations.targets import transform
 from augd.engine import image_seed
+from augd.engine.explain import explain
 from augd.engine.plan import Program
 from tests.annotated import Img, Shape, voc_job
 from tests.helpers import compiled, png, spec_for
@@ -227,7 +228,7 @@ def test_boxes_change_the_crop_only_and_deterministically():
     changed = 0
     for k in range(30):
         seed = image_seed(3, f"{k}.png", 1)
-        with_boxes, without = prog.explain(seed, H, W, BOXES), prog.explain(seed, H, W)
+        with_boxes, without = explain(prog, seed, H, W, BOXES), explain(prog, seed, H, W)
         assert [d.values for d in with_boxes] == [d.values for d in without]   # later ops: the same draws
         assert np.array_equal(with_boxes[0].matrix, without[0].matrix)          # earlier ops too
         changed += not np.array_equal(with_boxes[1].matrix, without[1].matrix)

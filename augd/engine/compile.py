@@ -17,6 +17,7 @@ import numpy as np
 from augd.engine.chain import apply_program
 from augd.engine.decode import decode_planned
 from augd.engine.placement import AUGMENT_SCOPE, CPU, GPU, augment_device, stage_devices
+from augd.engine.explain import explain
 from augd.engine.plan import Program
 from augd.errors import Rejected
 from augd.formats import ImageHeader, read_header
@@ -197,13 +198,13 @@ class Compiled:
 
     def explain(self, relpath: str, variant: int, height: int, width: int, boxes=None) -> list:
         """What the plan decided for (relpath, variant) of an upright height x width image: one
-        augd.engine.plan.Decision per planned op, from the seed and plan process() uses (read-only; `augd
+        augd.engine.explain.Decision per planned op, from the seed and plan process() uses (read-only; `augd
         preview` writes it under each tile). Pass the decoded upright size: the graph re-plans from it when a
         header disagrees; and the image's boxes where it has some (box-aware crops draw from them). Variant 0,
         the original, runs no op: []."""
         if variant <= 0:
             return []
-        return self.program.explain(image_seed(self.spec.seed, relpath, variant), height, width, boxes)
+        return explain(self.program, image_seed(self.spec.seed, relpath, variant), height, width, boxes)
 
     @functools.cached_property
     def stage_devices(self) -> dict:

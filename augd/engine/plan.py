@@ -36,7 +36,7 @@ from augd.ops.sampling import coin, generator, tf_seed
 from augd.planar import affine, left_empty, move_shapes, outline, within
 from augd.schema import OpNode
 
-__all__ = ["AnnotationPlan", "Colour", "ColourSlot", "Decision", "Geo", "Program", "Seeded", "DECODE_MODE",
+__all__ = ["AnnotationPlan", "Colour", "ColourSlot", "Geo", "Program", "Seeded", "DECODE_MODE",
            "DECODE_RATIOS", "SOURCE_SIZE", "WINDOW", "IDENTITY", "FLIP_X", "FLIP_Y", "FLIP_XY", "GENERAL"]
 
 #: DCT scale denominators libjpeg decodes at.
@@ -114,25 +114,10 @@ class _Leaf:
     step: int = -1                              # index of its step in Program.steps (composites: none)
     slot: ColourSlot | Seeded | None = None     # where a colour or seeded op's values go
     children: list = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One node of the chain as the plan decided it for one image (Program.explain; read-only, for people:
-    `augd preview` writes it under each tile). Ops with p=0 are not planned, so they have none."""
-    name: str                          # op name
-    params: object                     # its validated parameters (p included)
-    depth: int                         # 0 at the top level; a composite's children one deeper
-    reached: bool                      # its composites (if any) applied and chose it
-    applied: bool                      # reached, and its own p coin came up
-    values: tuple = ()                 # colour ops: the drawn parameters, as the graph receives them
-    matrix: np.ndarray | None = None   # geometry: its matrix (output -> input pixels of its own input)
-    in_size: tuple = ()                # geometry: the (h, w) it was drawn for
-    out_size: tuple = ()               # geometry: the (h, w) it gives when applied
-    chosen: tuple = ()                 # composites: the names of the children chosen, in order
-    picked: tuple = ()                 # composites: their indices among its children
-    mix: object = None                 # partner ops: the augd.ops.base.Mix drawn
-    partners: tuple = ()               # partner ops: the partners' relative paths, in placement order
+    #: the numbers it and everything under it take from the generator for an image it does not apply to, its coin
+    #: included (None: not the same for every image size: the walk then draws them); see Program._skips
+    off: int | None = None
+    geo_steps: tuple = ()                       # the Geo steps of its leaves, made (as identity) where it is skipped
 
 
 class Program:
@@ -149,6 +134,7 @@ class Program:
         self.steps: list[Geo | Colour | Seeded] = []
         self.n_floats, self.n_ints = 0, _HEADER_INTS
         self.tree = [leaf for n in nodes if (leaf := self._add(n)) is not None]
+        self._skips()
         self.leads_with_geometry = bool(self.steps) and isinstance(self.steps[0], Geo)
         #: some op draws from the image's boxes: plan() then needs them (detection jobs pass them)
         self.uses_boxes = any(isinstance(leaf.op, (GeometryOp, SeededOp)) and leaf.op.uses_boxes
@@ -189,6 +175,23 @@ class Program:
             raise TypeError(f"op {node.name!r} has no contract the engine knows: {type(op).__mro__}")
         leaf.step = len(self.steps) - 1
         return leaf
+
+    def _skips(self) -> None:
+        """Each node's `off`: a policy walks ~40 ops an image to apply 2, each drawing its numbers (~8 us); one that
+        does not apply, with everything under it, then takes its count from the generator at once and writes
+        nothing (an op off is read by no kernel, no cover and no annotation). The count is the walk's own, off, at
+        two sizes: one that differs (an op whose draws follow the image) keeps its draws."""
+        def count(leaf, h, w):
+            rng = generator((1, 2))
+            self._walk((leaf,), False, rng, np.zeros(self.n_floats), np.zeros(self.n_ints, np.int64), {},
+                       [h, w, h, w])
+            return rng._n
+        leaves = list(_leaves(self.tree))
+        counts = [(count(leaf, 64.0, 96.0), count(leaf, 1531.0, 977.0)) for leaf in leaves]   # before any is used
+        for leaf, (a, b) in zip(leaves, counts):
+            leaf.off = a if a == b else None
+            leaf.geo_steps = tuple(sorted({x.step for x in _leaves([leaf])
+                                           if not x.children and isinstance(self.steps[x.step], Geo)}))
 
     # ---- per image ----
 
@@ -290,6 +293,12 @@ class Program:
             if leaf is None:
                 continue
             on = coin(rng, leaf.p) and active   # every draw happens whether or not the op applies
+            if not on and leaf.off is not None:
+                rng.advance(leaf.off - 1)
+                for k in leaf.geo_steps:   # a Geo step its ops all skipped is still a step, the identity
+                    if k not in geo:
+                        geo[k] = [np.eye(3), size[0], size[1], size[0], size[1]]
+                continue
             if leaf.children:
                 for child, chosen in zip(leaf.children, leaf.op.choose(rng, len(leaf.children))):
                     self._walk((child,), on and chosen, rng, floats, ints, geo, size, boxes, least)
@@ -321,67 +330,6 @@ class Program:
                 ints[step.seed] = tf_seed(rng)
                 if step.region is not None:   # drawn for the canvas the graph's op will see
                     floats[step.region] = _region(leaf.op, rng, size, boxes, on)
-
-    # ---- description (read-only) ----
-
-    def explain(self, seed, h, w, boxes=None) -> list[Decision]:
-        """What plan(seed, h, w, boxes=boxes) decided, op by op (for people: `augd preview`). It replays the
-        plan's walk over the same generator and checks every value against the plan's own arrays (colour values
-        are read from them), so it cannot describe anything but what the graph receives; RuntimeError if the
-        two ever disagree. A JPEG's decode window (plan's crop) changes no op's parameters."""
-        floats, ints = self.plan(seed, h, w, False, boxes)
-        out: list[Decision] = []
-        geo = {k: np.eye(3) for k, s in enumerate(self.steps) if isinstance(s, Geo)}
-        self._explain(self.tree, 0, True, generator(seed), floats, ints, geo, [float(h), float(w)] * 2, out,
-                      self._tracked(boxes, h, w))
-        for k, m in geo.items():
-            planned = floats[self.steps[k].matrix].reshape(3, 3)
-            if not np.allclose(m, planned, rtol=0.0, atol=1e-9):
-                raise RuntimeError(f"Program.explain disagrees with Program.plan on step {k}'s matrix")
-        return out
-
-    def _explain(self, leaves, depth, active, rng, floats, ints, geo, size, out, boxes=None) -> None:
-        """_walk's draws in _walk's order, recorded instead of written."""
-        for leaf in leaves:
-            if leaf is None:
-                continue
-            on = coin(rng, leaf.p) and active
-            name, params = leaf.node.name, leaf.node.params
-            if leaf.children:
-                picks = leaf.op.choose(rng, len(leaf.children))
-                chosen = tuple(c.name for c, k in zip(leaf.node.children, picks) if k)
-                out.append(Decision(name, params, depth, active, on, chosen=chosen,
-                                    picked=tuple(k for k, pick in enumerate(picks) if pick)))
-                for child, pick in zip(leaf.children, picks):
-                    self._explain((child,), depth + 1, on and pick, rng, floats, ints, geo, size, out, boxes)
-                continue
-            step = self.steps[leaf.step]
-            if isinstance(step, Geo):
-                ih, iw = size[:2]
-                m, oh, ow = _sample(leaf.op, rng, size, boxes[0] if on and boxes is not None else None)
-                if on:
-                    geo[leaf.step] = geo[leaf.step] @ m
-                    size[0], size[1] = float(oh), float(ow)
-                    if boxes is not None:
-                        boxes[0] = _moved(boxes[0], m, size[0], size[1])
-                out.append(Decision(name, params, depth, active, on, matrix=m, in_size=(ih, iw),
-                                    out_size=(float(oh), float(ow))))
-                continue
-            slot = leaf.slot
-            if isinstance(slot, ColourSlot):
-                drawn = tuple(float(v) for v in leaf.op.draw(rng))
-                values = tuple(float(v) for v in floats[slot.params])
-            else:
-                drawn = tuple(tf_seed(rng))   # the stateless seed of a graph-side draw
-                values = tuple(int(v) for v in ints[slot.seed])
-                if slot.region is not None:
-                    region = tuple(float(v) for v in _region(leaf.op, rng, size, boxes, on))
-                    if region != tuple(float(v) for v in floats[slot.region]):
-                        raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
-            if drawn != values or bool(ints[slot.on]) != on:
-                raise RuntimeError(f"Program.explain disagrees with Program.plan at {name}")
-            shown = values if isinstance(step, Colour) else region if getattr(slot, "region", None) else ()
-            out.append(Decision(name, params, depth, active, on, values=shown))
 
     @staticmethod
     def _window(m, h, w, oh, ow, fill, ints):

@@ -156,7 +156,7 @@ class Op:
 
     def describe(self, drawn) -> list[str]:
         """What this op drew for one image, as one or two short lines (`rot +7.3°`; `augd preview` writes them
-        under the tile). `drawn` is the plan's record of this op (augd.engine.plan.Decision, read by duck
+        under the tile). `drawn` is the plan's record of this op (augd.engine.explain.Decision, read by duck
         typing so that ops never import the engine): a GeometryOp reads .matrix, .in_size and .out_size, a
         ColourOp .values, a CompositeOp .chosen. Called only when the op applied; an op whose p coin said no
         is written by the preview as `LABEL: skipped`. No default: a new op says its own (tests/test_ops.py)."""

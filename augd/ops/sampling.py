@@ -46,6 +46,10 @@ class ImageRng:
         self._n += 1
         return _mix((self._key + self._n * _GOLDEN) & _M64)
 
+    def advance(self, n: int) -> None:
+        """Take n numbers unseen: where they would have gone is not written (the plan's ops that do not apply)."""
+        self._n += n
+
     def fork(self) -> "ImageRng":
         """A generator keyed by this one's key and position that leaves this one where it is: a sampler that
         needs a variable number of draws (random_crop's attempts) takes them from a fork, so the draws of the

@@ -50,6 +50,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     """One sheet row from an image's ImageOutcome (its records as written), the drawn parameters explained from
     the same plan. Tiles are letterboxed to `tile` at once, so a daemon keeps a few small thumbnails, not a
     job's records."""
+    from augd.engine.explain import explain
     from augd.engine.plan import Program
     from augd.io.lite import decode_example
     img, n = outcome.image, min(variants, spec.variants)
@@ -81,7 +82,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
         if v == 0:
             tiles[0] = Tile(tiles[0].title, thumb, [*tiles[0].lines, "v0: written"])
         else:
-            lines = format_decisions(program.explain(image_seed(spec.seed, seed_path, v), h, w))
+            lines = format_decisions(explain(program, image_seed(spec.seed, seed_path, v), h, w))
             tiles.append(Tile(f"v{v}  {size((ex['image/height'], ex['image/width']))}", thumb, lines, variant=v))
     if tiles[0].image is None and len(tiles) > 1:
         # The original is not written (keep_original: false), and the sheet is drawn from the records alone: no

@@ -187,7 +187,7 @@ def _mixed_items(compiled, spec, data, header, rel, wanted, mixing):
     img = images.get(rel)
     if partners is None or img is None:   # an image the job would not hold (rejected by its scan)
         return [(data, rel, v, header) for v in wanted], {}
-    from augd.engine.plan import Decision
+    from augd.engine.explain import Decision
     from augd.job.mixing import mixed_variant
     items, lines = [], {}
     for v in wanted:
