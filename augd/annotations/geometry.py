@@ -140,6 +140,9 @@ def _at(moves) -> dict:
     return at
 
 
+_IDENTITY9 = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+
+
 def forward(polys, maps, steps, moves=()) -> tuple[list, list, bool]:
     """(clipped polygons, unclipped polygons, cut?) after every step (and the moves inside boxes between them:
     the unclipped ones moved whole, cut by no box either)."""
@@ -153,6 +156,8 @@ def forward(polys, maps, steps, moves=()) -> tuple[list, list, bool]:
         if k == len(steps):
             break
         t, (_, oh, ow) = maps[k], steps[k]
+        if k and t == _IDENTITY9 and steps[k - 1][1:] == (oh, ow):
+            continue   # a step of ops that did not apply (a policy's ~10 a record): the same points on the same canvas
         free = [_map(t, p) for p in free]
         moved = free if clipped is free else [_map(t, p) for p in clipped]
         if any(_outside(p, ow, oh) for p in moved):
