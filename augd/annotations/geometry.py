@@ -239,7 +239,8 @@ def mirrors(steps) -> bool:
     flip, a transpose; a rotation or a scale never)."""
     det = 1.0
     for m, _, _ in steps:
-        det *= float(np.linalg.det(np.asarray(m, np.float64)[:2, :2]))
+        (a, b), (c, d) = np.asarray(m, np.float64)[:2, :2].tolist()   # a 2x2: LAPACK's call costs ~5 us, this ~1
+        det *= a * d - b * c
     return det < 0.0
 
 
