@@ -105,7 +105,8 @@ def _warp(path: str) -> tuple[int, int]:
 def _colour(path: str) -> tuple[int, int]:
     # The seed chain's work in the fewest OpenCV passes: its colour ops as one 3x4 matrix (drawn near the
     # identity, as ColorJitter's are; contrast needs the image mean), then one warp that turns by up to 10
-    # degrees and carries the chain's one_of flip in its matrix (a flip folded into a warp costs nothing).
+    # degrees and carries a flip in its matrix (the chain's flips come up half the time; folded into a warp, a
+    # flip costs nothing either way).
     img, n_in = _decode(path)
     h, w = img.shape[:2]
     rng = _state["rng"]

@@ -10,6 +10,7 @@ import pytest
 
 from tests.test_detection_job import (COLOURS, PIPELINE, TOLERANCE, _covered, _mask_scenes,
                                       assert_boxes_match_pixels, read_records, run)
+from tests.daemon_harness import no_leaked_children, no_leaked_children_module  # noqa: F401
 from tests.test_detection_job import pipeline  # noqa: F401  (a fixture)
 
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from augd.annotations import geometry
 from augd.annotations.geometry import edge9, forward
 from augd.engine.explain import explain
 from augd.engine.plan import Colour, Program, Seeded, _leaves
@@ -55,6 +56,7 @@ def test_a_plan_that_skips_its_ops_off_plans_what_drawing_them_did(chain):
     rng = np.random.default_rng(5)
     for k in range(60):
         h, w = int(rng.integers(8, 900)), int(rng.integers(8, 900))
+        h, w = (h, h) if k % 4 == 0 else (h % 9 + 5, w % 9 + 5) if k % 7 == 0 else (h, w)   # squares, a few pixels
         n = int(rng.integers(0, 5))
         x0, y0 = rng.uniform(0, w - 4, n), rng.uniform(0, h - 4, n)
         boxes = np.column_stack([x0, y0, x0 + rng.uniform(2, w / 2, n), y0 + rng.uniform(2, h / 2, n)]) if n else None
@@ -82,10 +84,41 @@ def test_a_step_of_ops_that_did_not_apply_moves_no_point_and_cuts_nothing():
         real = [(turn, h, w), (np.array([[0.8, 0.1, 3.0], [-0.1, 0.9, 2.0], [0, 0, 1.0]]), h * 0.7, w * 0.8)]
         kept = [real[0], (eye, h, w), (eye, h, w), real[1], (eye, h * 0.7, w * 0.8)]   # idle steps between
         polys = _shapes(rng, int(rng.integers(1, 4)), h, w)
-        got = forward(polys, [edge9(m) for m, _, _ in kept], kept)
-        assert got == forward(polys, [edge9(m) for m, _, _ in real], real), case
+        calls = []
+        with pytest.MonkeyPatch.context() as mp:   # and the idle steps map no point at all
+            mp.setattr(geometry, "_map", lambda t, p, _map=geometry._map: calls.append(t) or _map(t, p))
+            got = forward(polys, [edge9(m) for m, _, _ in kept], kept)
+            idle = len(calls)
+            assert got == forward(polys, [edge9(m) for m, _, _ in real], real), case
+            assert idle == len(calls) - idle, case
         cut = forward(polys, [edge9(eye)], [(eye, h, w)])[2]   # the first step judges the source's shapes
         assert cut == any(x < 0 or y < 0 or x > w or y > h for p in polys for x, y in p), case
         smaller = [real[0], (eye, h / 2, w / 2)]   # the same matrix onto a smaller canvas: a crop, which clips
         clipped = forward(polys, [edge9(m) for m, _, _ in smaller], smaller)[0]
         assert all(0 <= x <= w / 2 + 1e-9 and 0 <= y <= h / 2 + 1e-9 for p in clipped for x, y in p), case
+
+
+def test_an_op_whose_count_of_numbers_follows_the_image_keeps_drawing_them(monkeypatch):
+    """Against Op.skip's rule: an op that took one number more on a square image. _skips must see its count vary and
+    leave it drawing (off None, and its composites too), so that the plan stays what drawing every number gives."""
+    from augd.ops import REGISTRY
+    cls = REGISTRY["random_rotation"]
+    real = cls.skip
+
+    def square_draws_more(self, rng, h, w, **extra):
+        real(self, rng, h, w, **extra)
+        if h == w:
+            rng.random()
+    monkeypatch.setattr(cls, "skip", square_draws_more)
+    ops = [{"one_of": {"ops": [{"random_rotation": {"degrees": 10}}, {"random_flip_left_right": {}}]}},
+           {"random_rotation": {"degrees": 5, "p": 0.5}}, {"random_brightness": {"max_delta": 0.2}}]
+    spec = parse_pipeline(json.dumps({"name": "follows", "ops": ops}))
+    fast, slow = Program(spec.ops), Program(spec.ops)
+    leaves = list(_leaves(fast.tree))
+    assert [leaf.off is None for leaf in leaves] == [True, True, False, True, False]
+    for leaf in _leaves(slow.tree):
+        leaf.off = None
+    for k in range(40):
+        side = int(np.random.default_rng(k).integers(8, 400))
+        seed = image_seed(3, f"im{k}.jpg", 1)
+        assert _plans(fast, seed, side, side, None) == _plans(slow, seed, side, side, None), k

@@ -51,12 +51,15 @@ def explain(program: Program, seed, h, w, boxes=None) -> list[Decision]:
     return out
 
 
-def _explain(program: Program, leaves, depth, active, rng, floats, ints, geo, size, out, boxes=None) -> None:
-    """_walk's draws in _walk's order, recorded instead of written."""
+def _explain(program: Program, leaves, depth, active, rng, floats, ints, geo, size, out, boxes=None,
+             skipped: bool = False) -> None:
+    """_walk's draws in _walk's order, recorded instead of written. `skipped`: the plan took the numbers of an op
+    above at once (Program._skips) and wrote none of its values."""
     for leaf in leaves:
         if leaf is None:
             continue
         on = coin(rng, leaf.p) and active
+        skip = skipped or (not on and leaf.off is not None)
         name, params = leaf.node.name, leaf.node.params
         if leaf.children:
             picks = leaf.op.choose(rng, len(leaf.children))
@@ -64,7 +67,7 @@ def _explain(program: Program, leaves, depth, active, rng, floats, ints, geo, si
             out.append(Decision(name, params, depth, active, on, chosen=chosen,
                                 picked=tuple(k for k, pick in enumerate(picks) if pick)))
             for child, pick in zip(leaf.children, picks):
-                _explain(program, (child,), depth + 1, on and pick, rng, floats, ints, geo, size, out, boxes)
+                _explain(program, (child,), depth + 1, on and pick, rng, floats, ints, geo, size, out, boxes, skip)
             continue
         step = program.steps[leaf.step]
         if isinstance(step, Geo):
@@ -79,7 +82,7 @@ def _explain(program: Program, leaves, depth, active, rng, floats, ints, geo, si
                                 out_size=(float(oh), float(ow))))
             continue
         slot = leaf.slot
-        written = on or leaf.off is None   # the plan writes no values for an op off that it skipped
+        written = not skip   # the plan writes no values for an op off that it skipped
         if isinstance(slot, ColourSlot):
             drawn = tuple(float(v) for v in leaf.op.draw(rng))
             values = tuple(float(v) for v in floats[slot.params]) if written else drawn

@@ -179,17 +179,16 @@ class Program:
     def _skips(self) -> None:
         """Each node's `off`: a policy walks ~40 ops an image to apply 2, each drawing its numbers (~8 us); one that
         does not apply, with everything under it, then takes its count from the generator at once and writes
-        nothing (an op off is read by no kernel, no cover and no annotation). The count is the walk's own, off, at
-        two sizes: one that differs (an op whose draws follow the image) keeps its draws."""
-        def count(leaf, h, w):
-            rng = generator((1, 2))
-            self._walk((leaf,), False, rng, np.zeros(self.n_floats), np.zeros(self.n_ints, np.int64), {},
-                       [h, w, h, w])
+        nothing (an op off is read by no kernel, no cover and no annotation). The count is the walk's own, off, over
+        _PROBES: one that differs (an op whose draws follow the image, against the rule of Op.skip) keeps drawing."""
+        def count(leaf, seed, size):
+            rng = generator(seed)
+            self._walk((leaf,), False, rng, np.zeros(self.n_floats), np.zeros(self.n_ints, np.int64), {}, list(size))
             return rng._n
         leaves = list(_leaves(self.tree))
-        counts = [(count(leaf, 64.0, 96.0), count(leaf, 1531.0, 977.0)) for leaf in leaves]   # before any is used
-        for leaf, (a, b) in zip(leaves, counts):
-            leaf.off = a if a == b else None
+        counts = [{count(leaf, seed, size) for seed, size in _PROBES} for leaf in leaves]   # before any is used
+        for leaf, got in zip(leaves, counts):
+            leaf.off = got.pop() if len(got) == 1 else None
             leaf.geo_steps = tuple(sorted({x.step for x in _leaves([leaf])
                                            if not x.children and isinstance(self.steps[x.step], Geo)}))
 
@@ -292,7 +291,7 @@ class Program:
         for leaf in leaves:
             if leaf is None:
                 continue
-            on = coin(rng, leaf.p) and active   # every draw happens whether or not the op applies
+            on = coin(rng, leaf.p) and active   # its draws are taken whether or not it applies (skipped: at once)
             if not on and leaf.off is not None:
                 rng.advance(leaf.off - 1)
                 for k in leaf.geo_steps:   # a Geo step its ops all skipped is still a step, the identity
@@ -358,6 +357,12 @@ class Program:
         ints[WINDOW] = (v0, u0, v1 - v0, u1 - u0)
         # A DCT-scaled decode samples like a box shrink by r.
         return box_shrink_matrix(r, u0, v0) @ m, v1 - v0, u1 - u0
+
+
+#: the (seed, [h, w, source h, source w]) an op's count of numbers is taken at, off (Program._skips): sizes wide,
+#: tall, square, one pixel, and a canvas other than its source
+_PROBES = (((1, 2), (64.0, 96.0, 64.0, 96.0)), ((3, 4), (1531.0, 977.0, 800.0, 1200.0)), ((5, 6), (1.0, 1.0, 1.0, 1.0)),
+           ((7, 8), (333.0, 333.0, 4000.0, 3000.0)))
 
 
 def _leaves(tree):

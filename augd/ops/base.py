@@ -216,7 +216,10 @@ class GeometryOp(Op):
         """sample's draws for an image the op does not apply to (its p, an unchosen child of a one_of or a
         policy): the same numbers taken from `rng`, in the same order, so that every later op draws what it would
         have, and no matrix made. An op whose matrix costs more than its draws (random_affine: ~20 us, ~15 of them
-        unchosen in each image of randaugment) overrides it; tests/test_ops.py holds each to sample's draws."""
+        unchosen in each image of randaugment) overrides it; tests/test_ops.py holds each to sample's draws.
+        The rule of every op's draws for an image it does not apply to (skip, ColourOp.draw, SeededOp.region with no
+        boxes): how many numbers it takes from `rng` follows its parameters alone, never the image's size or the
+        values drawn; a variable count comes from rng.fork(). The plan then takes them at once (Program._skips)."""
         self.sample(rng, h, w, **extra)
 
 

@@ -63,7 +63,7 @@ class PreviewRow:
 # ---- what the plan decided, in words ----
 
 def format_decisions(decisions) -> list[str]:
-    """Short lines for augd.engine.plan.Decision objects (Compiled.explain): what each op that the image
+    """Short lines for augd.engine.explain.Decision objects (Compiled.explain): what each op that the image
     reached drew, in its own words (Op.describe), indented under its composite; an op whose p coin said no
     is `LABEL: skipped (p=P)`; children a composite did not choose are left out."""
     lines = []
