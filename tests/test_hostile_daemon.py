@@ -33,16 +33,17 @@ def _metric(d: Daemon, name: str) -> float:
 
 
 class _Health:
-    """/healthz polled in a thread until stopped: every answer kept."""
+    """/healthz polled in a thread until stopped: every answer kept, and when it came."""
 
     def __init__(self, d: Daemon):
-        self.d, self.codes, self._stop = d, [], threading.Event()
+        self.d, self.codes, self.times, self._stop = d, [], [], threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.wait(0.2):
             got = self.d.try_get("/healthz")
             self.codes.append(got[0] if got else None)
+            self.times.append(time.monotonic())
 
     def __enter__(self):
         self._thread.start()
@@ -82,7 +83,9 @@ def test_a_mixed_inbox_of_hostile_and_good_jobs_writes_every_good_record_once_an
                      on_fail=d.log_tail)
             seconds = time.monotonic() - t0
         assert health.codes and set(health.codes) == {200}, f"/healthz answered {sorted(set(map(str, health.codes)))}"
-        assert len(health.codes) >= 10
+        # and answered past health_stale_seconds into the jobs, the slow scan among them (its timeout ends it at 5 s):
+        # a count of polls would depend on how fast a loaded machine answers them (9 in one CI run)
+        assert max(health.times) - t0 > 2 + 1, health.times
         for job, n in good.items():
             got = _records(d.out / job)
             assert len(got) == len(set(got)) == n, (job, got)
