@@ -16,8 +16,8 @@ import numpy as np
 
 from augd.engine.chain import apply_program
 from augd.engine.decode import decode_planned
-from augd.engine.placement import AUGMENT_SCOPE, CPU, GPU, augment_device, stage_devices
 from augd.engine.explain import explain
+from augd.engine.placement import AUGMENT_SCOPE, CPU, GPU, augment_device, stage_devices
 from augd.engine.plan import Program
 from augd.errors import Rejected
 from augd.formats import ImageHeader, read_header

@@ -33,7 +33,6 @@ class Decision:
     partners: tuple = ()               # partner ops: the partners' relative paths, in placement order
 
 
-
 def explain(program: Program, seed, h, w, boxes=None) -> list[Decision]:
     """What plan(seed, h, w, boxes=boxes) decided, op by op (for people: `augd preview`). It replays the
     plan's walk over the same generator and checks every value against the plan's own arrays (colour values
