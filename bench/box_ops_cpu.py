@@ -21,13 +21,18 @@ import tempfile
 def cpu_ms(voc: str, ops: list, n: int, out: str, engine, colour: str | None = None) -> float:
     """One job of `ops` over the VOC folder through run_job in this process (one worker thread, one record an
     image): the process's CPU milliseconds an image."""
-    from augd.job import JobOptions, run_job
     from augd.schema import parse_pipeline
     doc = {"name": "box-ops", "seed": 60, "variants": 1, "keep_original": False,
            "output": {"format": "jpeg", "quality": 90}, "ops": ops, **({"colour": colour} if colour else {})}
+    return job_cpu_ms(voc, parse_pipeline(json.dumps(doc)), n, out, engine)
+
+
+def job_cpu_ms(job: str, spec, n: int, out: str, engine) -> float:
+    """run_job of `spec` over `job` in this process (one worker thread, job name "p"): the process's CPU
+    milliseconds for each of `n` images."""
+    from augd.job import JobOptions, run_job
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    run_job(voc, parse_pipeline(json.dumps(doc)), out, JobOptions(name="p", workers=1, overwrite=True,
-                                                                   executor="threads"), engine=engine)
+    run_job(job, spec, out, JobOptions(name="p", workers=1, overwrite=True, executor="threads"), engine=engine)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n * 1e3
 

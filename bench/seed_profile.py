@@ -15,7 +15,6 @@ import collections
 import glob
 import json
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -65,8 +64,8 @@ def main(argv=None) -> int:
           f" (bench.workloads' colour pool) {sum(f.values()) - f['flip']:.2f}")
 
     from augd.engine import Engine, EngineOptions, chain
-    from augd.job import JobOptions, run_job
     from augd.schema import parse_pipeline
+    from bench.box_ops_cpu import job_cpu_ms
     parts: dict = collections.defaultdict(float)
 
     def wrap(name, fn):
@@ -94,22 +93,15 @@ def main(argv=None) -> int:
             os.makedirs(os.path.join(tiny, os.path.basename(d)), exist_ok=True)
             cv2.imwrite(os.path.join(tiny, os.path.basename(d), f"{k:05d}.jpg"), np.full((16, 16, 3), k % 256, np.uint8))
         engine = Engine(EngineOptions.from_env())
-
-        def cpu_ms(folder) -> float:
-            r0 = resource.getrusage(resource.RUSAGE_SELF)
-            run_job(folder, spec, out, JobOptions(name="p", workers=1, overwrite=True, executor="threads"),
-                    engine=engine)
-            r1 = resource.getrusage(resource.RUSAGE_SELF)
-            return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / len(files) * 1e3
         for _ in range(args.rounds):
             parts.clear()
-            cpu = cpu_ms(job)
+            cpu = job_cpu_ms(job, spec, len(files), out, engine)
             with open(os.path.join(out, "p", "manifest.json"), encoding="utf-8") as fh:
                 stages = json.load(fh)["timing"].get("stage_seconds", {})
             print(f"augd seed, colour: {args.colour}: CPU {cpu:.2f} ms an image; stages (wall) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in stages.items()) + "; NumPy run (CPU) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in parts.items()))
-            own = cpu_ms(tiny)
+            own = job_cpu_ms(tiny, spec, len(files), out, engine)
             floor = sum(f.values()) - f["flip"]
             print(f"  the same job over 16 x 16 photos (its plan, read, hashes, record, graph call, writer): {own:.2f} ms"
                   f" an image; colour floor (flip in the warp) {floor:.2f} + that = {floor + own:.2f}; augd / colour "

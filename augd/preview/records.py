@@ -24,12 +24,16 @@ class JobSheet:
 
     def __init__(self, spec, images: int):
         self.spec, self.images, self.rows = spec, images, []
+        self._program = None   # the job's Program, built at the first row (its construction probes every op)
 
     def add(self, outcome) -> None:
         if not outcome.records or len(self.rows) >= self.images:
             return
         try:
-            self.rows.append(row_from_outcome(self.spec, outcome))
+            if self._program is None:
+                from augd.engine.plan import Program
+                self._program = Program(self.spec.ops)
+            self.rows.append(row_from_outcome(self.spec, outcome, program=self._program))
         except Exception:  # noqa: BLE001
             log.warning("no preview of %s", outcome.image.relpath, exc_info=True)
             self.rows.append(None)  # tried: only the first images are drawn
@@ -46,10 +50,10 @@ class JobSheet:
             return None
 
 
-def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> PreviewRow:
+def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160, program=None) -> PreviewRow:
     """One sheet row from an image's ImageOutcome (its records as written), the drawn parameters explained from
     the same plan. Tiles are letterboxed to `tile` at once, so a daemon keeps a few small thumbnails, not a
-    job's records."""
+    job's records. `program`: the spec's augd.engine.plan.Program, where the caller holds one."""
     from augd.engine.explain import explain
     from augd.engine.plan import Program
     from augd.io.lite import decode_example
@@ -57,7 +61,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160) -> Pr
     h, w = img.header.height, img.header.width
     if img.header.orientation in (5, 6, 7, 8):
         h, w = w, h
-    program = Program(spec.ops)
+    program = program or Program(spec.ops)
     tiles = [Tile(img.relpath, None, [f"input {size((h, w))}"])]   # dropped below unless v0 was written
     seed_path, shown = img.relpath, None
     for rec in outcome.records:
