@@ -1,12 +1,15 @@
 """Where the seed chain's time goes beyond the warp floor (issue 60, item 2), in process, one worker thread.
 
-    python -m bench.seed_profile [--n 300] [--colour fast|exact] [--rounds 2]
+    python -m bench.seed_profile [--n 300] [--colour fast|exact] [--rounds 2] [--tf-threads 1]
 
 The bench's photos (bench/data.py); CPU per image: the warp floor's steps and the colour floor's (the warp floor
 plus cv2.mean, one cv2.transform colour matrix and a cv2.flip: the seed chain's other passes done by OpenCV), then
 augd's seed chain (`variants: 1`, `keep_original: false`) through run_job with one thread: the process's CPU, the
 graph's stages (the manifest's stage_seconds: wall, so under load they include waits) and the thread CPU of the
-NumPy run's parts (augd.engine.chain's kernels, wrapped here). Figures only.
+NumPy run's parts (augd.engine.chain's kernels, wrapped here). TensorFlow runs on one thread, as each worker of
+the default run on 2 cores does (augd.job.workers.pool gives each its share of the cores); `--tf-threads 0` leaves
+TensorFlow's default (a thread per core), which costs this one worker thread more CPU an image: its ops hop between
+threads. Figures only.
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--colour", choices=("fast", "exact"), default="fast")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--tf-threads", type=int, default=1, help="TensorFlow's threads (0: its default, one per core)")
     args = ap.parse_args(argv)
     files = sorted(glob.glob(os.path.join(build_dataset(max(args.n, 200)), "*", "*")))[:args.n]
     cv2.setNumThreads(1)
@@ -92,13 +96,13 @@ def main(argv=None) -> int:
             # the same job over 16 x 16 photos: what augd does an image beside its pixels' work
             os.makedirs(os.path.join(tiny, os.path.basename(d)), exist_ok=True)
             cv2.imwrite(os.path.join(tiny, os.path.basename(d), f"{k:05d}.jpg"), np.full((16, 16, 3), k % 256, np.uint8))
-        engine = Engine(EngineOptions.from_env())
+        engine = Engine(EngineOptions.from_env(tf_threads=args.tf_threads))
         for _ in range(args.rounds):
             parts.clear()
             cpu = job_cpu_ms(job, spec, len(files), out, engine)
             with open(os.path.join(out, "p", "manifest.json"), encoding="utf-8") as fh:
                 stages = json.load(fh)["timing"].get("stage_seconds", {})
-            print(f"augd seed, colour: {args.colour}: CPU {cpu:.2f} ms an image; stages (wall) "
+            print(f"augd seed, colour: {args.colour}, TensorFlow threads {args.tf_threads or 'default'}: CPU {cpu:.2f} ms an image; stages (wall) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in stages.items()) + "; NumPy run (CPU) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in parts.items()))
             own = job_cpu_ms(tiny, spec, len(files), out, engine)
