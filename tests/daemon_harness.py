@@ -4,8 +4,10 @@ Every wait is a poll on a condition with a deadline; nothing here sleeps to sync
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -78,7 +80,37 @@ def dead_owner():
     return Owner(me.host, me.boot_id, me.pid_ns, gone.pid, 1)
 
 
+def _ports():
+    """Candidate ports for this test process: below the kernel's ephemeral range (where bind(0) and every outgoing
+    connection draw theirs, so nothing takes one between free_port's check and the daemon's bind), each pytest
+    worker (scripts/test.sh runs two) in a slice of its own, in turn from a random start (a test's two daemons
+    never get the same one). None when the ephemeral range starts too low to leave room."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            low = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    lo = 10000 + (int(worker) % 8 if worker.isdigit() else 0) * 2500
+    if lo + 2500 > low:
+        return None
+    start = random.randrange(2500)
+    return itertools.cycle([lo + (start + k) % 2500 for k in range(2500)])
+
+
+_PORTS = _ports()
+
+
 def free_port() -> int:
+    """A port free now that no other test process will take before a daemon binds it (_ports)."""
+    for _ in range(2500 if _PORTS is not None else 0):
+        port = next(_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
