@@ -7,9 +7,9 @@ plus cv2.mean, one cv2.transform colour matrix and a cv2.flip: the seed chain's 
 augd's seed chain (`variants: 1`, `keep_original: false`) through run_job with one thread: the process's CPU, the
 graph's stages (the manifest's stage_seconds: wall, so under load they include waits) and the thread CPU of the
 NumPy run's parts (augd.engine.chain's kernels, wrapped here). TensorFlow runs on one thread, as each worker of
-the default run on 2 cores does (augd.job.workers.pool gives each its share of the cores); `--tf-threads 0` leaves
-TensorFlow's default (a thread per core), which costs this one worker thread more CPU an image: its ops hop between
-threads. Figures only.
+the default run on 2 cores does (augd.job.workers.pool gives each its share of the cores), unless AUGD_TF_THREADS
+or `--tf-threads` says otherwise. `--tf-threads 0` leaves TensorFlow's default (a thread per core), which costs this
+one worker thread more CPU an image: its ops hop between threads. Figures only.
 """
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--colour", choices=("fast", "exact"), default="fast")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--tf-threads", type=int, default=1, help="TensorFlow's threads (0: its default, one per core)")
+    ap.add_argument("--tf-threads", type=int, default=None,
+                    help="TensorFlow's threads (0: its default, one per core; default: AUGD_TF_THREADS, else 1)")
     args = ap.parse_args(argv)
     files = sorted(glob.glob(os.path.join(build_dataset(max(args.n, 200)), "*", "*")))[:args.n]
     cv2.setNumThreads(1)
@@ -96,6 +97,8 @@ def main(argv=None) -> int:
             # the same job over 16 x 16 photos: what augd does an image beside its pixels' work
             os.makedirs(os.path.join(tiny, os.path.basename(d)), exist_ok=True)
             cv2.imwrite(os.path.join(tiny, os.path.basename(d), f"{k:05d}.jpg"), np.full((16, 16, 3), k % 256, np.uint8))
+        if args.tf_threads is None:
+            args.tf_threads = EngineOptions.from_env().tf_threads if os.environ.get("AUGD_TF_THREADS") else 1
         engine = Engine(EngineOptions.from_env(tf_threads=args.tf_threads))
         for _ in range(args.rounds):
             parts.clear()

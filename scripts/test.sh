@@ -12,5 +12,6 @@ if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not (u.find_
 fi
 # Two pytest workers, a test file each at a time (--dist loadfile: a file's fixtures and its daemons stay in one
 # process): most long tests wait on daemons and child processes, so two of them overlap on 2 cores (24.9 -> 15.6
-# minutes on this project's 2-core machine). AUGD_TEST_WORKERS=0 runs them in this process, one after another.
+# minutes on this project's 2-core machine). AUGD_TEST_WORKERS=0 runs them in this process, one after another
+# (what --pdb and -s need).
 exec .venv/bin/python -m pytest -q -n "${AUGD_TEST_WORKERS:-2}" --dist loadfile "$@"

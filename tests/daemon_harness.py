@@ -91,11 +91,13 @@ def _ports():
     except (OSError, ValueError, IndexError):
         return None
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
-    lo = 10000 + (int(worker) % 8 if worker.isdigit() else 0) * 2500
-    if lo + 2500 > low:
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    k, n = (int(worker), max(1, int(count))) if worker.isdigit() and count.isdigit() else (0, 1)
+    size = (low - 10000) // n
+    if size < 100:
         return None
-    start = random.randrange(2500)
-    return itertools.cycle([lo + (start + k) % 2500 for k in range(2500)])
+    lo, start = 10000 + (k % n) * size, random.randrange(size)
+    return itertools.cycle([lo + (start + j) % size for j in range(size)])
 
 
 _PORTS = _ports()
@@ -103,7 +105,7 @@ _PORTS = _ports()
 
 def free_port() -> int:
     """A port free now that no other test process will take before a daemon binds it (_ports)."""
-    for _ in range(2500 if _PORTS is not None else 0):
+    for _ in range(1000 if _PORTS is not None else 0):
         port = next(_PORTS)
         with socket.socket() as s:
             try:

@@ -430,13 +430,10 @@ def test_a_dask_scheduler_that_is_not_there_fails_the_job_saying_so(job, tmp_pat
     """No scheduler at the address: the job fails (worker_lost, naming the cluster), nothing is written, and no
     local cluster or client is left behind."""
     pytest.importorskip("distributed")
-    import socket
-
     from augd.job.executors import dask as dask_executor
+    from tests.daemon_harness import free_port
     monkeypatch.setattr(dask_executor, "CONNECT_SECONDS", 2)
-    with socket.socket() as s:   # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()   # nothing listens on it, and no other test's cluster takes it meanwhile
     with pytest.raises(JobFailed) as err:
         run_job(job, spec(), str(tmp_path), JobOptions(workers=2, executor="dask",
                                                        executor_args=("--scheduler", f"tcp://127.0.0.1:{port}")))

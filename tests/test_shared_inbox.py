@@ -253,7 +253,7 @@ def test_a_daemon_in_another_pid_namespace_is_judged_by_its_lease(tmp_path):
     """C runs in a pid namespace of its own (as in a container): B cannot see its process, only its heartbeat.
     While C lives, B never takes its job; after kill -9 of C, B takes it over once the lease lapses."""
     _pipelines(tmp_path)
-    lease = 1.0
+    lease = 2.0   # C beats from its main loop every 0.5 s: room for a late beat on a busy machine
     # B's own (empty) inbox: the job is C's; B only sees work/, where C holds it
     b, c = _shared(tmp_path, "b", lease, inbox=str(tmp_path / "data" / "inbox-b")), _shared(tmp_path, "c", lease)
     c.start(prefix=("unshare", "--pid", "--fork", "--kill-child", "--mount-proc"))   # C dies with unshare
