@@ -97,15 +97,17 @@ def main(argv=None) -> int:
             # the same job over 16 x 16 photos: what augd does an image beside its pixels' work
             os.makedirs(os.path.join(tiny, os.path.basename(d)), exist_ok=True)
             cv2.imwrite(os.path.join(tiny, os.path.basename(d), f"{k:05d}.jpg"), np.full((16, 16, 3), k % 256, np.uint8))
-        if args.tf_threads is None:
-            args.tf_threads = EngineOptions.from_env().tf_threads if os.environ.get("AUGD_TF_THREADS") else 1
-        engine = Engine(EngineOptions.from_env(tf_threads=args.tf_threads))
+        options = EngineOptions.from_env()
+        threads = args.tf_threads if args.tf_threads is not None else \
+            options.tf_threads if os.environ.get("AUGD_TF_THREADS") else 1
+        engine = Engine(options.replace(tf_threads=threads))
         for _ in range(args.rounds):
             parts.clear()
             cpu = job_cpu_ms(job, spec, len(files), out, engine)
             with open(os.path.join(out, "p", "manifest.json"), encoding="utf-8") as fh:
                 stages = json.load(fh)["timing"].get("stage_seconds", {})
-            print(f"augd seed, colour: {args.colour}, TensorFlow threads {args.tf_threads or 'default'}: CPU {cpu:.2f} ms an image; stages (wall) "
+            print(f"augd seed, colour: {args.colour}, TensorFlow threads {threads or 'default'}: CPU {cpu:.2f} ms an "
+                  "image; stages (wall) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in stages.items()) + "; NumPy run (CPU) "
                   + " ".join(f"{k} {v / len(files) * 1e3:.2f}" for k, v in parts.items()))
             own = job_cpu_ms(tiny, spec, len(files), out, engine)

@@ -61,7 +61,7 @@ def row_from_outcome(spec, outcome, *, variants: int = 3, tile: int = 160, progr
     h, w = img.header.height, img.header.width
     if img.header.orientation in (5, 6, 7, 8):
         h, w = w, h
-    program = program or Program(spec.ops)
+    program = program if program is not None else Program(spec.ops)
     tiles = [Tile(img.relpath, None, [f"input {size((h, w))}"])]   # dropped below unless v0 was written
     seed_path, shown = img.relpath, None
     for rec in outcome.records:
