@@ -1,11 +1,12 @@
 """The policies' operations one at a time against OpenCV doing the same to the same photos (issue 60, item 1): what
 each costs in augd, what it costs at least, and so what a policy that draws among them costs at least.
 
-    python -m bench.policy_ops [--n 200] [--rounds 2] [--only NAMES] [--colour exact|fast]
+    python -m bench.policy_ops [--n 200] [--rounds 2] [--only NAMES] [--colour exact|fast] [--tf-threads 1]
 
 The bench's VOC copy without its masks (bench.box_ops), one record per image: each operation alone at p 1 (at
 RandAugment's m 9, torchvision's magnitudes as augd.ops.policies writes them) through run_job in this process (one
-worker thread; the process's CPU per image, TensorFlow's threads included), then the same photos decoded, changed
+worker thread, TensorFlow on one thread as each worker of the default run on 2 cores: bench.box_ops_cpu's
+worker_engine; the process's CPU per image), then the same photos decoded, changed
 by OpenCV's nearest operation and encoded at q90 in one thread (CPU per image). `flip` is the baseline both ways:
 the photo decoded, flipped and encoded; each row's "over flip" is its cost beyond that. RandAugment n 2 draws two of
 its 14 operations per image: its floor is the flip's plus twice the mean of their OpenCV costs beyond it. Figures
@@ -114,6 +115,7 @@ def _opencv(files, fn) -> float:
 
 def main(argv=None) -> int:
     from bench.box_ops import _voc_boxes_only
+    from bench.box_ops_cpu import TF_THREADS_HELP, cpu_ms, worker_engine
     from bench.data import build_dataset, build_voc
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200)
@@ -121,12 +123,11 @@ def main(argv=None) -> int:
     ap.add_argument("--colour", choices=("exact", "fast"), default="exact")
     ap.add_argument("--only", default="", help="operation names, comma-separated (flip always runs)")
     ap.add_argument("--randaugment", action="store_true", help="also randaugment n 2 m 9 itself")
+    ap.add_argument("--tf-threads", type=int, default=None, help=TF_THREADS_HELP)
     args = ap.parse_args(argv)
     names = ["flip", *([s.strip() for s in args.only.split(",") if s.strip()] or RANDAUGMENT)]
     cv2.setNumThreads(1)
-    from augd.engine import Engine, EngineOptions
-    from bench.box_ops_cpu import cpu_ms
-    engine = Engine(EngineOptions.from_env())
+    engine = worker_engine(args.tf_threads)
     augd_ms: dict[str, list[float]] = {n: [] for n in names + ["randaugment n2 m9"] * args.randaugment}
     cv_ms: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +141,8 @@ def main(argv=None) -> int:
                 cv_ms[name].append(_opencv(files, OPS[name][1]))
     a = {k: statistics.median(v) for k, v in augd_ms.items()}
     o = {k: statistics.median(v) for k, v in cv_ms.items()}
-    print(f"| operation ({args.n} photos, 1 thread, colour {args.colour}) | augd CPU ms an image | over flip | "
+    print(f"| operation ({args.n} photos, 1 thread, TensorFlow threads {engine.options.tf_threads or 'default'}, "
+          f"colour {args.colour}) | augd CPU ms an image | over flip | "
           f"OpenCV | over flip | augd / OpenCV |\n|---|---|---|---|---|---|")
     for name in names:
         print(f"| {name} | {a[name]:.2f} | {a[name] - a['flip']:+.2f} | {o[name]:.2f} | {o[name] - o['flip']:+.2f} | "

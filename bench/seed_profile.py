@@ -52,13 +52,13 @@ def _floors(files) -> dict:
 
 
 def main(argv=None) -> int:
+    from bench.box_ops_cpu import TF_THREADS_HELP, job_cpu_ms, worker_engine
     from bench.data import build_dataset
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--colour", choices=("fast", "exact"), default="fast")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--tf-threads", type=int, default=None,
-                    help="TensorFlow's threads (0: its default, one per core; default: AUGD_TF_THREADS, else 1)")
+    ap.add_argument("--tf-threads", type=int, default=None, help=TF_THREADS_HELP)
     args = ap.parse_args(argv)
     files = sorted(glob.glob(os.path.join(build_dataset(max(args.n, 200)), "*", "*")))[:args.n]
     cv2.setNumThreads(1)
@@ -68,9 +68,8 @@ def main(argv=None) -> int:
           + f"; warp floor {warp:.2f}, colour floor {sum(f.values()):.2f}, the same with the flip in the warp's matrix"
           f" (bench.workloads' colour pool) {sum(f.values()) - f['flip']:.2f}")
 
-    from augd.engine import Engine, EngineOptions, chain
+    from augd.engine import chain
     from augd.schema import parse_pipeline
-    from bench.box_ops_cpu import job_cpu_ms
     parts: dict = collections.defaultdict(float)
 
     def wrap(name, fn):
@@ -97,10 +96,8 @@ def main(argv=None) -> int:
             # the same job over 16 x 16 photos: what augd does an image beside its pixels' work
             os.makedirs(os.path.join(tiny, os.path.basename(d)), exist_ok=True)
             cv2.imwrite(os.path.join(tiny, os.path.basename(d), f"{k:05d}.jpg"), np.full((16, 16, 3), k % 256, np.uint8))
-        options = EngineOptions.from_env()
-        threads = args.tf_threads if args.tf_threads is not None else \
-            options.tf_threads if os.environ.get("AUGD_TF_THREADS") else 1
-        engine = Engine(options.replace(tf_threads=threads))
+        engine = worker_engine(args.tf_threads)
+        threads = engine.options.tf_threads
         for _ in range(args.rounds):
             parts.clear()
             cpu = job_cpu_ms(job, spec, len(files), out, engine)
