@@ -6,7 +6,8 @@ than the whole processes' wall time (issue 60, item 1).
 The bench's VOC copy without its masks (bench.box_ops), one record per image, each pipeline through run_job
 (threads, one worker) in this process, one engine for all; the process's CPU seconds (TensorFlow's threads
 included) per image, and each pipeline's over the plain chain's in the same round; medians over rounds.
-TensorFlow runs on one thread, as each worker of the default run on 2 cores does (worker_engine). Figures only.
+TensorFlow runs on one thread, as each worker process of the default run on 2 cores does (worker_engine), unless
+AUGD_TF_THREADS or `--tf-threads` says otherwise. Figures only.
 """
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ TF_THREADS_HELP = "TensorFlow's threads (0: its default, one per core; default: 
 
 def worker_engine(tf_threads: int | None = None):
     """An Engine whose TensorFlow runs on `tf_threads` threads; None: AUGD_TF_THREADS where set, else 1, as each
-    worker of the default run on 2 cores runs it (augd.job.workers.pool gives each its share of the cores). With
+    worker process of the default run on 2 cores runs it (augd.job.workers.pool gives each its share of the cores). With
     TensorFlow's default (a thread per core) one worker thread pays ~0.3-1 ms of CPU an image more: its ops hop
     between threads, which no worker of the default run does."""
     from augd.engine import Engine, EngineOptions
     options = EngineOptions.from_env()
-    if tf_threads is None:
-        tf_threads = options.tf_threads if os.environ.get("AUGD_TF_THREADS") else 1
+    if tf_threads is None:   # what the environment set (a blank AUGD_TF_THREADS sets nothing), else 1
+        tf_threads = options.tf_threads if "tf_threads" in options.model_fields_set else 1
     return Engine(options.replace(tf_threads=tf_threads))
 
 
@@ -73,7 +74,8 @@ def main(argv=None) -> int:
                 ms[name].append(cpu_ms(voc, PIPELINES[name], args.n, os.path.join(tmp, "out"), engine))
             for name in names:
                 ratios[name].append(ms[name][-1] / ms["plain"][-1])
-    print(f"| pipeline ({args.n} photos, 1 thread, TensorFlow threads {engine.options.tf_threads or 'default'}) | CPU ms an image (median of {args.rounds}) | / plain |\n"
+    print(f"| pipeline ({args.n} photos, 1 thread, TensorFlow threads {engine.options.tf_threads or 'default'}) "
+          f"| CPU ms an image (median of {args.rounds}) | / plain |\n"
           "|---|---|---|")
     for name in names:
         print(f"| {name} | {statistics.median(ms[name]):.2f} | {statistics.median(ratios[name]):.2f} |")

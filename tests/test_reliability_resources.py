@@ -352,7 +352,9 @@ def test_images_that_together_exceed_the_limit_run_within_it_and_write_the_same_
     output), 4 worker threads and a 160 MB limit (120 MB for images in flight) go out one at a time and the process
     grows within the limit (RSS sampled in a fresh process), while without the limit the write loop hands them all
     out at once (its window: 4 workers x 2 batches); the same shards either way. In flight is counted where the
-    write loop hands images out and takes them back, which the budget decides, not the machine's timing."""
+    write loop hands images out and takes them back, which the budget (bounded) and the window (free) decide, not
+    timing. (The free run's RSS is printed in a failure's message, not compared: it grows more only where its
+    images happen to overlap in time.)"""
     import subprocess
     import sys
     job, warm = tmp_path / "big", tmp_path / "warm"
@@ -369,7 +371,7 @@ def test_images_that_together_exceed_the_limit_run_within_it_and_write_the_same_
         assert r.returncode == 0, r.stderr[-3000:]
         grew[name], flew[name] = map(int, r.stdout.split()[-2:])
     assert grew["bounded"] <= 160 * MB, f"grew {grew['bounded'] / MB:.0f} MB"
-    assert flew == {"bounded": 1, "free": 6}, flew
+    assert flew == {"bounded": 1, "free": 6}, (flew, {k: round(v / MB) for k, v in grew.items()})
     shard = "big/big-00000-of-00001.tfrecord"
     assert (tmp_path / "bounded" / shard).read_bytes() == (tmp_path / "free" / shard).read_bytes()
 
