@@ -24,9 +24,9 @@ TF_THREADS_HELP = "TensorFlow's threads (0: its default, one per core; default: 
 
 def worker_engine(tf_threads: int | None = None):
     """An Engine whose TensorFlow runs on `tf_threads` threads; None: AUGD_TF_THREADS where set, else 1, as each
-    worker process of the default run on 2 cores runs it (augd.job.workers.pool gives each its share of the cores). With
-    TensorFlow's default (a thread per core) one worker thread pays ~0.3-1 ms of CPU an image more: its ops hop
-    between threads, which no worker of the default run does."""
+    worker process of the default run on 2 cores runs it (augd.job.workers.pool gives each its share of the
+    cores). With TensorFlow's default (a thread per core) one worker thread pays ~0.3-1 ms of CPU an image more:
+    its ops hop between threads, which no worker of the default run does."""
     from augd.engine import Engine, EngineOptions
     options = EngineOptions.from_env()
     if tf_threads is None:   # what the environment set (a blank AUGD_TF_THREADS sets nothing), else 1

@@ -5,12 +5,12 @@ each costs in augd, what it costs at least, and so what a policy that draws amon
 
 The bench's VOC copy without its masks (bench.box_ops), one record per image: each operation alone at p 1 (at
 RandAugment's m 9, torchvision's magnitudes as augd.ops.policies writes them) through run_job in this process (one
-worker thread, TensorFlow on one thread as each worker process of the default run on 2 cores, unless
-AUGD_TF_THREADS or `--tf-threads` says otherwise: bench.box_ops_cpu's worker_engine; the process's CPU per image), then the same photos decoded, changed
-by OpenCV's nearest operation and encoded at q90 in one thread (CPU per image). `flip` is the baseline both ways:
-the photo decoded, flipped and encoded; each row's "over flip" is its cost beyond that. RandAugment n 2 draws two of
-its 14 operations per image: its floor is the flip's plus twice the mean of their OpenCV costs beyond it. Figures
-only.
+worker thread; the process's CPU per image), then the same photos decoded, changed by OpenCV's nearest operation and
+encoded at q90 in one thread (CPU per image). TensorFlow runs on one thread, as each worker process of the default
+run on 2 cores does (bench.box_ops_cpu.worker_engine), unless AUGD_TF_THREADS or `--tf-threads` says otherwise.
+`flip` is the baseline both ways: the photo decoded, flipped and encoded; each row's "over flip" is its cost beyond
+that. RandAugment n 2 draws two of its 14 operations per image: its floor is the flip's plus twice the mean of their
+OpenCV costs beyond it. Figures only.
 """
 from __future__ import annotations
 
