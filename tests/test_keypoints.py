@@ -431,12 +431,21 @@ def test_keypoints_of_every_tile_and_patch_sit_on_their_dots_after_a_mix(tmp_pat
 ROT = (1, 2, 3, 4, 0)   # a keypoint_rotation that does not commute with FLIP: the order of the steps shows
 
 
-@pytest.mark.parametrize("order", ["turn, then mirror", "mirror, then turn"])
+_MIRRORS = {"mirror": "  - random_flip_left_right: {probability: 1.0}\n",
+            # a flip of each box's own pixels (AutoAugment's Flip_Only_BBoxes): one person a photo, its box round
+            # its dots, so the flip takes all of them
+            "flip inside its box": "  - in_boxes: {op: flip, box_p: 1.0}\n"}
+
+
+@pytest.mark.parametrize("order", ["turn, then mirror", "mirror, then turn", "turn, then flip inside its box",
+                                   "flip inside its box, then turn"])
 def test_a_quarter_turn_permutes_the_points_by_keypoint_rotation_in_the_order_of_the_steps(tmp_path, order):
     """The OD API's random_rotation90 with keypoint_rot_permutation: at each quarter turn point i takes point
-    ROT[i]'s place, and a mirror point FLIP[i]'s, in the order the chain applies them. Each record's point i must
-    sit on the dot drawn for the source point the two permutations, composed in that order, name."""
-    ops = ["  - random_rotation90: {p: 1.0}\n", "  - random_flip_left_right: {probability: 1.0}\n"]
+    ROT[i]'s place, and a mirror point FLIP[i]'s (the whole image's, or the person's box's own pixels'), in the
+    order the chain applies them. Each record's point i must sit on the dot drawn for the source point the two
+    permutations, composed in that order, name."""
+    mirror = _MIRRORS[order.split(", then ")[1] if order.startswith("turn") else order.split(", then ")[0]]
+    ops = ["  - random_rotation90: {p: 1.0}\n", mirror]
     chain = "".join(ops if order.startswith("turn") else ops[::-1])
     root = tmp_path / "people"
     coco_pose_job(str(root), people(4, seed=3))

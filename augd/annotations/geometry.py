@@ -168,15 +168,15 @@ def forward(polys, maps, steps, moves=()) -> tuple[list, list, bool]:
     return clipped, free, cut
 
 
-def _in_box(pt, moves, clip: bool = True, turned=None):
+def _in_box(pt, moves, clip: bool = True, turned=None, k: int = 0):
     """A point after moves inside boxes, each in turn: moved where it lies in a move's rectangle (edges included),
-    then gone (None) where it leaves it, unless `clip` is False. `turned`: a one-item list counting the mirroring
-    moves (a flip inside a box) that took it."""
-    for (x0, y0, x1, y1), t in moves:
+    then gone (None) where it leaves it, unless `clip` is False. `turned`: a list to extend with (k, the move's
+    index among `moves`) for each mirroring move (a flip inside a box) that took it; `k`: the steps before them."""
+    for j, ((x0, y0, x1, y1), t) in enumerate(moves):
         if pt is not None and x0 <= pt[0] <= x1 and y0 <= pt[1] <= y1:
             pt = affine(t, [pt])[0]
             if turned is not None and t[0] * t[4] - t[1] * t[3] < 0:
-                turned[0] += 1
+                turned.append((k, j))
             if clip and not (x0 - CUT_EPS <= pt[0] <= x1 + CUT_EPS and y0 - CUT_EPS <= pt[1] <= y1 + CUT_EPS):
                 return None
     return pt
@@ -189,18 +189,18 @@ def move_points(points, maps, steps, covers=(), moves=(), mirrored: list | None 
     polygon ((x, y), ...) or a raster (an HxW bool array of step k-1's output) overwritten after the first k steps
     (in edge units of step k-1's output, the source's for k = 0), holding the points with x0 <= x < x1, y0 <= y <
     y1 (a rectangle's), or inside it; the moves after the first k steps go before those covers (a cover drawn
-    before a move has moved with it: Program.annotation_plan). `mirrored`: a list to extend with how many flips
-    inside a box took each point."""
+    before a move has moved with it: Program.annotation_plan). `mirrored`: a list to extend with, for each point,
+    the flips inside a box that took it (the steps before each, its index among theirs), in order."""
     at: dict[int, list] = {}
     for k, rect in covers:
         at.setdefault(k, []).append(rect)
     inside = _at(moves)
     out = []
     for x, y in points:
-        pt, turned = (float(x), float(y)), [0]
+        pt, turned = (float(x), float(y)), []
         for k in range(len(steps) + 1):
             if k in inside:
-                pt = _in_box(pt, inside[k], turned=turned)
+                pt = _in_box(pt, inside[k], turned=turned, k=k)
             if pt is None or any(_inside(pt, shape) for shape in at.get(k, ())):
                 pt = None
                 break
@@ -214,7 +214,7 @@ def move_points(points, maps, steps, covers=(), moves=(), mirrored: list | None 
             pt = (min(max(pt[0], 0.0), float(ow)), min(max(pt[1], 0.0), float(oh)))
         out.append(pt)
         if mirrored is not None:
-            mirrored.append(turned[0])
+            mirrored.append(tuple(turned))
     return out
 
 

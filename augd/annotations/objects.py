@@ -275,6 +275,7 @@ class ImageObjects:
         any_masks = any(part.instances for _, _, part in parts)
         shifted = tuple((n + 2, r) for n, r in covers)   # the program's covers count the two placement steps
         moved_in = tuple((n + 2, r, t) for n, r, t in moves)
+        events = tuple((e, n + 2) for e, n in events)   # the same two steps come before the chain's flips and turns
         on_canvas = [(0, r, t) for n, r, t in moves if n == 0]   # the chain's moves before its first step
         objects, masks, weights = [], [], []
         for k, p, part in parts:

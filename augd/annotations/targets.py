@@ -147,10 +147,11 @@ class _Keypoints:
 
     def move(self, points, maps, steps, mirrored: bool, flip, covers=(), rotation=None, events=(), moves=()) -> tuple:
         """`rotation`: the job's keypoint_rotation, point i taking point rotation[i]'s place at each quarter turn
-        (the OD API's keypoint_rot_permutation): with one, the flip and the turns permute in the order `events`
-        gives ("mirror", "turn"), as the API's steps do; without, a net mirror swaps once. A point inside a box
-        that in_boxes moves goes with its pixels; an object most of whose points a flip inside its box took an odd
-        number of times is mirrored too (after the image's own steps)."""
+        (the OD API's keypoint_rot_permutation): with one, the flips and the turns permute in the order they
+        happen, as the API's steps do: `events` gives the image's, ("mirror" or "turn", the steps before the one
+        that made it); without, a net mirror swaps once. A point inside a box that in_boxes moves goes with its
+        pixels; a flip inside a box that took most of an object's points mirrors the object too (without a
+        rotation: where an odd number of them did), in its place among the image's steps."""
         labelled = [k for k, p in enumerate(points) if p[2] > 0]
         flips: list = []
         moved = move_points([points[k][:2] for k in labelled], maps, steps, covers, moves, flips)
@@ -158,10 +159,13 @@ class _Keypoints:
         for k, xy in zip(labelled, moved):
             if xy is not None:
                 out[k] = (xy[0], xy[1], points[k][2])
-        inner = 2 * sum(n % 2 for n in flips) > len(flips)
         if rotation is None:
+            inner = 2 * sum(len(f) % 2 for f in flips) > len(flips)
             return tuple(out[j] for j in flip) if mirrored != inner else tuple(out)
-        for e in (*events, *(("mirror",) if inner else ())):
+        took = Counter(m for f in flips for m in f)   # each flip inside a box: the points it took
+        inner = [(k, "mirror") for (k, j), n in sorted(took.items()) if 2 * n > len(flips)]
+        # a move after k steps comes before the events of step k (its k + 0.5); a stable sort keeps each one's order
+        for _, e in sorted([(k + 0.5, e) for e, k in events] + inner, key=lambda t: t[0]):
             out = [out[j] for j in (rotation if e == "turn" else flip)]
         return tuple(out)
 
@@ -269,7 +273,7 @@ def _move(obj: Object, maps, steps, rule: Rule, points, hidden, ellipse: bool = 
 def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), mask: np.ndarray | None = None,
               flip: Sequence[int] | None = None, covers=(), size: tuple[int, int] | None = None,
               box_rotation: str = "corners", rotation: Sequence[int] | None = None,
-              events: Sequence[str] = (), moves=()) -> tuple[Annotation, np.ndarray | None, Counter]:
+              events: Sequence[tuple[str, int]] = (), moves=()) -> tuple[Annotation, np.ndarray | None, Counter]:
     """(the annotation in the output image's coordinates, the warped semantic mask or None, objects dropped by
     reason: a Counter of DROP_REASONS).
 
@@ -286,9 +290,10 @@ def transform(ann: Annotation, steps: Sequence[Step], *, rule: Rule = Rule(), ma
     nearest-neighbour sampling, 255 outside; `size`: the source's (h, w), needed for covers when there are no
     steps. Keypoints (the job's schema's `flip`) move as the _Keypoints kind says. `box_rotation`: "ellipse" moves
     a box alone as its inscribed ellipse where a step turns or shears (_EllipseBox); "corners" as its 4 corners.
-    `rotation`, `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order. `moves`
-    (Program.annotation_plan's fifth): in_boxes' moves between the steps, which take the polygons, masks and
-    keypoints inside each box with its pixels (a box alone stays: what they leave empty is among the covers)."""
+    `rotation`, `events`: the job's keypoint_rotation and the plan's mirrors and quarter turns in order, each with
+    the number of steps before its own. `moves` (Program.annotation_plan's fifth): in_boxes' moves between the
+    steps, which take the polygons, masks and keypoints inside each box with its pixels (a box alone stays: what
+    they leave empty is among the covers)."""
     maps = [edge9(m) for m, _, _ in steps] if ann.objects else []
     points = (mirrors(steps), None if flip is None else tuple(flip), tuple(covers),
               None if rotation is None else tuple(rotation), tuple(events))

@@ -118,6 +118,7 @@ class _Leaf:
     #: included (None: not the same for every image size: the walk then draws them); see Program._skips
     off: int | None = None
     geo_steps: tuple = ()                       # the Geo steps of its leaves, made (as identity) where it is skipped
+    geo_index: int = 0                          # a geometric op's: how many Geo steps come before its own
 
 
 class Program:
@@ -157,6 +158,7 @@ class Program:
                 self.steps.append(step)
                 self.n_floats += nf
                 self.n_ints += ni
+            leaf.geo_index = sum(isinstance(s, Geo) for s in self.steps) - 1
         elif isinstance(op, ColourOp):
             if not isinstance(last, Colour):
                 self.steps.append(Colour())
@@ -266,10 +268,11 @@ class Program:
 
     def annotation_plan(self, seed, h, w, boxes=None) -> "AnnotationPlan":
         """(geometry(), covers(), the highest own min_visibility of the geometric ops it applied: a crop's overlap
-        threshold, GeometryOp.min_visibility, 0.0 for none; its keypoint events: "mirror" and "turn" (a quarter
-        turn) in the order its ops applied them; its moves inside boxes in order, each (the number of geometry()
-        steps before it, its rectangle, its augd.planar map)) of one draw of plan(seed, h, w, boxes=boxes). The job
-        drops objects under the higher of that min_visibility and its annotations.min_visibility."""
+        threshold, GeometryOp.min_visibility, 0.0 for none; its keypoint events: ("mirror" or "turn" (a quarter
+        turn), the number of geometry() steps before the one that made it) in the order its ops applied them; its
+        moves inside boxes in order, each (the number of geometry() steps before it, its rectangle, its augd.planar
+        map)) of one draw of plan(seed, h, w, boxes=boxes). The job drops objects under the higher of that
+        min_visibility and its annotations.min_visibility."""
         steps: list = []
         covers: list = []
         floor: list = []
@@ -316,7 +319,7 @@ class Program:
                     least[0] = max(least[0], leaf.op.min_visibility)
                     mirror = m[0, 0] * m[1, 1] < m[0, 1] * m[1, 0]   # a negative determinant
                     if leaf.op.quarter_turn or mirror:   # kept in order: flips and turns need not commute
-                        least[1].append("turn" if leaf.op.quarter_turn else "mirror")
+                        least[1].append(("turn" if leaf.op.quarter_turn else "mirror", leaf.geo_index))
                 size[0], size[1] = g[3], g[4] = float(oh), float(ow)
                 if boxes is not None:
                     boxes[0] = _moved(boxes[0], m, size[0], size[1])
