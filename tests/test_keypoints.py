@@ -469,6 +469,41 @@ def test_a_quarter_turn_permutes_the_points_by_keypoint_rotation_in_the_order_of
     assert checked == 4 * 2 * len(NAMES)
 
 
+@pytest.mark.parametrize("order", ["flip inside its box, then turn", "turn, then flip inside its box",
+                                   "flip inside its box alone"])
+def test_after_a_mosaic_a_flip_inside_a_box_and_a_quarter_turn_permute_in_their_order(tmp_path, order):
+    """The same on a mosaic's canvas, whose two placement steps come before the chain's, and whose tiles cut some
+    people: every visible point i of every person sits on the dot of the source point the flip inside its box and
+    the quarter turn, composed in the chain's order, name (the flip alone, without keypoint_rotation: FLIP[i])."""
+    ops = ["  - random_rotation90: {p: 1.0}\n", _MIRRORS["flip inside its box"]]
+    alone = order.endswith("alone")
+    chain = "  - mosaic: {size: [160, 192]}\n" + (ops[1] if alone else
+                                                   "".join(ops if order.startswith("turn") else ops[::-1]))
+    root = tmp_path / "people"
+    coco_pose_job(str(root), people(6, seed=4))
+    rotation = "" if alone else f"keypoint_rotation: {list(ROT)}, "
+    spec = parse_pipeline(f"name: rot\nseed: 3\nvariants: 3\nkeep_original: false\noutput: {{format: png}}\n"
+                          f"annotations: {{{rotation}min_visibility: 0, min_size: 1}}\nops:\n{chain}", "rot.yaml")
+    run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    source = list(FLIP) if alone else [ROT[FLIP[i]] for i in range(len(NAMES))] if order.startswith("turn") else \
+        [FLIP[ROT[i]] for i in range(len(NAMES))]
+    checked = 0
+    for rec in read_records(str(next((tmp_path / "out" / "people").glob("*.tfrecord*")))):
+        ex = parse_example(rec)
+        rgb = _rgb(ex)
+        h, w = rgb.shape[:2]
+        n = len(ex["image/object/bbox/xmin"])
+        xs, ys = (np.reshape(ex[f"image/object/keypoint/{a}"], (n, len(NAMES))) for a in ("x", "y"))
+        vis = np.reshape(ex["image/object/keypoint/visibility"], (n, len(NAMES)))
+        for k in range(n):
+            for i in range(len(NAMES)):
+                if vis[k, i]:
+                    assert _near(rgb, xs[k, i] * w, ys[k, i] * h, COLOURS[source[i]]), \
+                        (ex["image/filename"], ex["augd/variant"], k, i, source[i])
+                    checked += 1
+    assert checked >= 6 * 3 * len(NAMES), checked   # the mosaics brought partners' people too
+
+
 def test_a_keypoint_rotation_must_permute_the_points(tmp_path):
     root = tmp_path / "people"
     coco_pose_job(str(root), people(1, seed=3))
