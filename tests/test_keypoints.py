@@ -437,6 +437,8 @@ _MIRRORS = {"mirror": "  - random_flip_left_right: {probability: 1.0}\n",
             "flip inside its box": "  - in_boxes: {op: flip, box_p: 1.0}\n"}
 
 
+# "turn, then flip inside its box" passed before the flip found its place too (it was applied last); "flip inside
+# its box, then turn" is the one that holds the order
 @pytest.mark.parametrize("order", ["turn, then mirror", "mirror, then turn", "turn, then flip inside its box",
                                    "flip inside its box, then turn"])
 def test_a_quarter_turn_permutes_the_points_by_keypoint_rotation_in_the_order_of_the_steps(tmp_path, order):
@@ -473,8 +475,9 @@ def test_a_quarter_turn_permutes_the_points_by_keypoint_rotation_in_the_order_of
                                    "flip inside its box alone"])
 def test_after_a_mosaic_a_flip_inside_a_box_and_a_quarter_turn_permute_in_their_order(tmp_path, order):
     """The same on a mosaic's canvas, whose two placement steps come before the chain's, and whose tiles cut some
-    people: every visible point i of every person sits on the dot of the source point the flip inside its box and
-    the quarter turn, composed in the chain's order, name (the flip alone, without keypoint_rotation: FLIP[i])."""
+    people (the only test here of a flip judged by the points a record still shows): every visible point i of every
+    person sits on the dot of the source point the flip inside its box and the quarter turn, composed in the
+    chain's order, name (the flip alone, without keypoint_rotation: FLIP[i])."""
     ops = ["  - random_rotation90: {p: 1.0}\n", _MIRRORS["flip inside its box"]]
     alone = order.endswith("alone")
     chain = "  - mosaic: {size: [160, 192]}\n" + (ops[1] if alone else

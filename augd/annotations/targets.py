@@ -151,7 +151,7 @@ class _Keypoints:
         happen, as the API's steps do: `events` gives the image's, ("mirror" or "turn", the steps before the one
         that made it); without, a net mirror swaps once. A point inside a box that in_boxes moves goes with its
         pixels; a flip inside a box that took most of the object's points the record still holds mirrors the object
-        too (without a rotation: where an odd number of flips did), in its place among the image's steps."""
+        too, in its place among the image's steps (without a rotation only their number counts)."""
         labelled = [k for k, p in enumerate(points) if p[2] > 0]
         flips: list = []
         moved = move_points([points[k][:2] for k in labelled], maps, steps, covers, moves, flips)
@@ -160,11 +160,10 @@ class _Keypoints:
             if xy is not None:
                 out[k] = (xy[0], xy[1], points[k][2])
         shown = [f for f, xy in zip(flips, moved) if xy is not None]   # the points the record holds: what swaps
-        if rotation is None:
-            inner = 2 * sum(len(f) % 2 for f in shown) > len(shown)
-            return tuple(out[j] for j in flip) if mirrored != inner else tuple(out)
         took = Counter(m for f in shown for m in f)   # each flip inside a box: the shown points it took
         inner = [(k, "mirror") for (k, j), n in sorted(took.items()) if 2 * n > len(shown)]
+        if rotation is None:
+            return tuple(out[j] for j in flip) if mirrored != (len(inner) % 2 == 1) else tuple(out)
         # a move after k steps comes before the events of step k (its k + 0.5); a stable sort keeps each one's order
         for _, e in sorted([(k + 0.5, e) for e, k in events] + inner, key=lambda t: t[0]):
             out = [out[j] for j in (rotation if e == "turn" else flip)]
