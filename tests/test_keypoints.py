@@ -437,6 +437,30 @@ _MIRRORS = {"mirror": "  - random_flip_left_right: {probability: 1.0}\n",
             "flip inside its box": "  - in_boxes: {op: flip, box_p: 1.0}\n"}
 
 
+_TURN = "  - random_rotation90: {p: 1.0}\n"
+
+
+def _in_order(order: str) -> tuple[str, list[int]]:
+    """(the ops of `order`, "turn, then M" or "M, then turn" for a mirror M of _MIRRORS; the source point whose dot
+    each point i must sit on: the two permutations composed in that order)."""
+    first, second = order.split(", then ")
+    if first == "turn":
+        return _TURN + _MIRRORS[second], [ROT[FLIP[i]] for i in range(len(NAMES))]
+    return _MIRRORS[first] + _TURN, [FLIP[ROT[i]] for i in range(len(NAMES))]
+
+
+def _pose_records(tmp_path, scenes, seed: int, variants: int, annotations: str, ops: str):
+    """(example, its RGB pixels) of each record of a COCO pose job of `scenes` through `ops`."""
+    root = tmp_path / "people"
+    coco_pose_job(str(root), scenes)
+    spec = parse_pipeline(f"name: rot\nseed: {seed}\nvariants: {variants}\nkeep_original: false\n"
+                          f"output: {{format: png}}\nannotations: {{{annotations}}}\nops:\n{ops}", "rot.yaml")
+    run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
+    for rec in read_records(str(next((tmp_path / "out" / "people").glob("*.tfrecord*")))):
+        ex = parse_example(rec)
+        yield ex, _rgb(ex)
+
+
 # "turn, then flip inside its box" passed before the flip found its place too (it was applied last); "flip inside
 # its box, then turn" is the one that holds the order
 @pytest.mark.parametrize("order", ["turn, then mirror", "mirror, then turn", "turn, then flip inside its box",
@@ -446,20 +470,9 @@ def test_a_quarter_turn_permutes_the_points_by_keypoint_rotation_in_the_order_of
     ROT[i]'s place, and a mirror point FLIP[i]'s (the whole image's, or the person's box's own pixels'), in the
     order the chain applies them. Each record's point i must sit on the dot drawn for the source point the two
     permutations, composed in that order, name."""
-    mirror = _MIRRORS[order.split(", then ")[1] if order.startswith("turn") else order.split(", then ")[0]]
-    ops = ["  - random_rotation90: {p: 1.0}\n", mirror]
-    chain = "".join(ops if order.startswith("turn") else ops[::-1])
-    root = tmp_path / "people"
-    coco_pose_job(str(root), people(4, seed=3))
-    spec = parse_pipeline(f"name: rot\nseed: 2\nvariants: 2\nkeep_original: false\noutput: {{format: png}}\n"
-                          f"annotations: {{keypoint_rotation: {list(ROT)}}}\nops:\n{chain}", "rot.yaml")
-    run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
-    source = [ROT[FLIP[i]] for i in range(len(NAMES))] if order.startswith("turn") else \
-        [FLIP[ROT[i]] for i in range(len(NAMES))]
+    ops, source = _in_order(order)
     checked = 0
-    for rec in read_records(str(next((tmp_path / "out" / "people").glob("*.tfrecord*")))):
-        ex = parse_example(rec)
-        rgb = _rgb(ex)
+    for ex, rgb in _pose_records(tmp_path, people(4, seed=3), 2, 2, f"keypoint_rotation: {list(ROT)}", ops):
         h, w = rgb.shape[:2]
         assert (h, w) == (96, 80)   # a quarter turn of the 80 x 96 source
         xs, ys = ex["image/object/keypoint/x"], ex["image/object/keypoint/y"]
@@ -478,22 +491,12 @@ def test_after_a_mosaic_a_flip_inside_a_box_and_a_quarter_turn_permute_in_their_
     people (the only test here of a flip judged by the points a record still shows): every visible point i of every
     person sits on the dot of the source point the flip inside its box and the quarter turn, composed in the
     chain's order, name (the flip alone, without keypoint_rotation: FLIP[i])."""
-    ops = ["  - random_rotation90: {p: 1.0}\n", _MIRRORS["flip inside its box"]]
     alone = order.endswith("alone")
-    chain = "  - mosaic: {size: [160, 192]}\n" + (ops[1] if alone else
-                                                   "".join(ops if order.startswith("turn") else ops[::-1]))
-    root = tmp_path / "people"
-    coco_pose_job(str(root), people(6, seed=4))
+    ops, source = (_MIRRORS["flip inside its box"], list(FLIP)) if alone else _in_order(order)
     rotation = "" if alone else f"keypoint_rotation: {list(ROT)}, "
-    spec = parse_pipeline(f"name: rot\nseed: 3\nvariants: 3\nkeep_original: false\noutput: {{format: png}}\n"
-                          f"annotations: {{{rotation}min_visibility: 0, min_size: 1}}\nops:\n{chain}", "rot.yaml")
-    run_job(str(root), spec, str(tmp_path / "out"), JobOptions(workers=1, executor="threads"))
-    source = list(FLIP) if alone else [ROT[FLIP[i]] for i in range(len(NAMES))] if order.startswith("turn") else \
-        [FLIP[ROT[i]] for i in range(len(NAMES))]
     checked = 0
-    for rec in read_records(str(next((tmp_path / "out" / "people").glob("*.tfrecord*")))):
-        ex = parse_example(rec)
-        rgb = _rgb(ex)
+    for ex, rgb in _pose_records(tmp_path, people(6, seed=4), 3, 3, f"{rotation}min_visibility: 0, min_size: 1",
+                                 "  - mosaic: {size: [160, 192]}\n" + ops):
         h, w = rgb.shape[:2]
         n = len(ex["image/object/bbox/xmin"])
         xs, ys = (np.reshape(ex[f"image/object/keypoint/{a}"], (n, len(NAMES))) for a in ("x", "y"))

@@ -320,21 +320,19 @@ from augd.schema import parse_pipeline
 job, warm, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) or None
 spec = parse_pipeline(sys.argv[5])
 run_job(warm, spec, out + "-warm", JobOptions(workers=4, executor="threads"))  # TF and the kernels loaded
-flight, lock = {"now": 0, "most": 0, "sizes": {}}, threading.Lock()
+flight = {"now": 0, "most": 0, "sizes": {}}   # the write loop calls both from its one thread
 submit, result = Threads.submit, Threads.result
 def counted_submit(self, batches, batch):  # the write loop's own calls, counted: images handed out, not written
     handle = submit(self, batches, batch)
-    with lock:
-        flight["sizes"][id(handle)] = len(batch)
-        flight["now"] += len(batch)
-        flight["most"] = max(flight["most"], flight["now"])
+    flight["sizes"][handle] = len(batch)
+    flight["now"] += len(batch)
+    flight["most"] = max(flight["most"], flight["now"])
     return handle
 def counted_result(self, batches, handle):
     try:
         return result(self, batches, handle)
     finally:
-        with lock:
-            flight["now"] -= flight["sizes"].pop(id(handle))
+        flight["now"] -= flight["sizes"].pop(handle)
 Threads.submit, Threads.result = counted_submit, counted_result
 peak, base, done = [0], rss_bytes(), threading.Event()
 def sample():
