@@ -12,7 +12,7 @@ from augd.defaults import EXECUTORS
 from augd.errors import AugdError, JobFailed, SpecError
 from augd.files import one_line, point_at_devnull, reader_gone
 from augd.labels import LabelMapError, label_map
-from augd.tfenv import load_tensorflow_quietly
+from augd.tfenv import load_tensorflow_quietly, prepare_own_process
 
 log = logging.getLogger("augd")
 
@@ -416,6 +416,7 @@ def main(argv=None) -> int:
     # SIGPIPE stays ignored, as Python starts (and systemd starts services): a write to a closed pipe or socket
     # is an error where it happens, never the end of the process. The listing verbs (ops, show, schema, validate,
     # inspect) end on it quietly below; `run` finishes its job and `serve` logs on (daemon/logs.py).
+    prepare_own_process()   # before NumPy loads (nothing above imports it); the workers inherit it
     try:
         code = _main(argv)
         sys.stdout.flush()   # a listing's last lines may still be buffered for a reader that left

@@ -19,6 +19,15 @@ def prepare_environment() -> None:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
+def prepare_own_process() -> None:
+    """In a process augd starts and owns (the `augd` command, a pool's worker), before NumPy loads: one OpenBLAS
+    thread, the user's own setting winning. augd's matrix products are small (3 x 3, a 3 x N grid at most) and each
+    worker thread runs one image; OpenBLAS starts a thread per core at NumPy's import, and the extra ones spin ~0.1
+    CPU-s before they sleep (bench/README.md, "Measurements behind the code"). Not done on `import augd`: a user's
+    own process keeps its BLAS threads."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 # Lines TensorFlow's native libraries print to stderr while loading on a host without a GPU: absl's notice that
 # it logs before being initialised, CUDA stubs not finding a driver, cuInit failing, CPU feature notes. They
 # bypass TF_CPP_MIN_LOG_LEVEL and say nothing a user can act on; `augd -v` shows them.

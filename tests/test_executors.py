@@ -3,6 +3,7 @@ processes, each with its own engine and graph). Worker deaths: a kill -9 mid-job
 (nothing lost, nothing written twice); workers that keep dying fail the job with worker_lost, never a hang."""
 import json
 import os
+import pickle
 import signal
 import threading
 import time
@@ -354,6 +355,35 @@ def test_augd_s_own_tensorflow_import_loads_no_keras_and_freezes_its_objects():
                                    env=e).stdout.strip().splitlines()[-1]
     assert run(env) == "[False, False, None, True, True, True]"
     assert run({**env, "TF_USE_LEGACY_KERAS": "0"}) == "[True, False, '0', True, True, True]"
+
+
+def blas_setting(_chunk):
+    """What a pool's worker runs (ProcessPool.map): its OpenBLAS thread setting."""
+    return os.environ.get("OPENBLAS_NUM_THREADS")
+
+
+def test_augd_s_own_processes_load_numpy_with_one_openblas_thread_unless_the_user_says(monkeypatch):
+    """The `augd` command and a pool's workers (augd.tfenv.prepare_own_process): OpenBLAS starts one thread, not a
+    spinning one per core; a user's own OPENBLAS_NUM_THREADS is theirs. The thread count is read where NumPy's BLAS
+    is OpenBLAS on Linux (PyPI's wheels), else the setting alone."""
+    import subprocess
+    import sys
+    code = ("import json, os; from augd.cli import main; main(['validate', 'seed-classifier']); import numpy; "
+            "blas = numpy.show_config(mode='dicts')['Build Dependencies']['blas']['name']; "
+            "tasks = len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else None; "
+            "print(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS'), tasks if 'openblas' in blas else None]))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(__file__))
+    run = lambda e: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,  # noqa: E731
+                                   env=e).stdout.strip().splitlines()[-1]
+    said, tasks = json.loads(run(env))
+    assert said == "1" and tasks in (1, None)
+    said, tasks = json.loads(run({**env, "OPENBLAS_NUM_THREADS": "2"}))
+    assert said == "2" and tasks in (2, None)
+    # a pool a library user's process starts, whatever that process set
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    with ProcessPool(1, Engine().options) as pool:
+        assert pickle.loads(pool.map(blas_setting, [None])[0].result(timeout=300)) == "1"
 
 
 @pytest.mark.parametrize("kind", [k.value for k in ExecutorKind if k.value not in ("auto", "threads")])

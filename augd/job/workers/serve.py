@@ -11,7 +11,7 @@ import traceback
 
 from augd.defaults import IGNORED_SIGNALS
 from augd.job.workers.messages import Batch, Call, Called, Done, Failed, Forget, Ready
-from augd.tfenv import import_tensorflow, quiet_native_stderr
+from augd.tfenv import import_tensorflow, prepare_own_process, quiet_native_stderr
 
 __all__ = ["GROUP_SIGNALS", "group_signals_blocked", "serve"]
 
@@ -49,6 +49,7 @@ def _serve(conn, options: dict) -> None:
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
+    prepare_own_process()   # a pool started by a library user's process too
     with quiet_native_stderr():
         import_tensorflow()   # before augd's modules: their imports then never walk TensorFlow's objects
         from augd.engine import Engine, EngineOptions
