@@ -5,7 +5,8 @@
     python -m bench.whole --n 300 --only user_seed,run_seed_processes,run_seed_threads
 
 Rows, in this order in each round (the pools and the subprocesses before TensorFlow loads in this process):
-  warp colour crop albu_seed albu_heavy   bench.bench's process pools over the job's files (clock after warm-up)
+  warp colour crop crop_same albu_seed albu_heavy   bench.bench's process pools over the job's files (clock after
+           warm-up)
   user_seed run_seed_default run_seed_processes run_seed_threads
   user_heavy run_heavy_default run_heavy_processes run_heavy_threads
       whole processes, wall clock from launch to exit, imports included: the user's script (bench.user_script:
@@ -45,7 +46,7 @@ from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
 __all__ = ["ROWS", "TARGETS", "main", "timed"]
 
 DEMO = os.path.join(REPO, "augd", "samples", "demo")
-POOLS = ("warp", "colour", "crop", "albu_seed", "albu_heavy")
+POOLS = ("warp", "colour", "crop", "crop_same", "albu_seed", "albu_heavy")
 WHOLE = ("user_seed", "run_seed_default", "run_seed_processes", "run_seed_threads", "user_heavy", "run_heavy_default",
          "run_heavy_processes", "run_heavy_threads", "scale", "small", "det", "tf_import")
 INPROC = ("augd_seed", "augd_seed_fast", "augd_heavy", "augd_heavy_fast")
@@ -67,6 +68,9 @@ TARGETS = (
     ("run_seed_default", "user_seed", IPS, ">=", 1.4, "augd run seed, the default run / user's script (whole)"),
     ("run_heavy_default", "user_heavy", IPS, ">=", 1.0, "augd run heavy, the default run / user's script"),
     ("run_heavy_default", "bound_heavy", IPS, ">=", 0.8, "augd run heavy, the default run / the heavy bound"),
+    # issue 60's like-for-like: the bound's floor at augd's quality (the crop floor enlarges small windows)
+    ("run_heavy_default", "bound_heavy_same", IPS, ">=", 0.8,
+     "augd run heavy, the default run / the heavy bound, augd's scale"),
     ("run_seed_processes", "user_seed", IPS, ">=", 1.4, "augd run seed, processes / user's script (whole)"),
     ("run_seed_threads", "user_seed", IPS, ">=", 1.4, "augd run seed, threads / user's script (whole)"),
     ("run_heavy_processes", "user_heavy", IPS, ">=", 1.4, "augd run heavy, processes / user's script"),
@@ -80,6 +84,7 @@ TARGETS = (
 )
 CONTEXT = (
     ("crop", "albu_heavy", IPS, "crop floor / Albumentations heavy pool"),
+    ("crop_same", "crop", IPS, "crop floor at augd's decode scale / crop floor"),
     ("user_seed", "albu_seed", IPS, "user's script seed (whole) / its pool (in process)"),
     ("user_heavy", "albu_heavy", IPS, "user's script heavy (whole) / its pool (in process)"),
     ("run_seed_processes", "run_seed_threads", IPS, "augd run seed, processes / threads"),
@@ -337,9 +342,9 @@ def _bounds(figures: dict, n: int) -> None:
     """The most a whole process that runs its graph in TensorFlow can reach: one TensorFlow import on the critical
     path (never less: no image before it), then the images at the codec floor's rate (the pools: all cores)."""
     tf = figures.get("tf_import", {})
-    for chain, floor in (("seed", "warp"), ("heavy", "crop")):
+    for bound, floor in (("seed", "warp"), ("heavy", "crop"), ("heavy_same", "crop_same")):
         if WALL in tf and IPS in figures.get(floor, {}):
-            figures[f"bound_{chain}"] = {IPS: round(n / (tf[WALL] + n / figures[floor][IPS]), 2)}
+            figures[f"bound_{bound}"] = {IPS: round(n / (tf[WALL] + n / figures[floor][IPS]), 2)}
     # 2 cores against 1: the import runs on one core whatever the count (each process imports on its own), only
     # the rest of the 1-core run can halve
     one = figures.get("scale_1core", {})
@@ -455,6 +460,7 @@ def main(argv=None) -> int:
               "tf_import": "python -c 'import tensorflow' (whole process; IPS: n images / its wall)",
               "bound_seed": "bound, seed: n / (one TF import + n / warp floor)",
               "bound_heavy": "bound, heavy: n / (one TF import + n / crop floor)",
+              "bound_heavy_same": "bound, heavy: n / (TF import + n / crop floor, augd's scale)",
               **{r: f"augd run heavy on the VOC copy: {' + '.join(p)} (whole, processes)" for r, p in DET_PARTS.items()}}
     reaper = _subreaper()
     work = tempfile.mkdtemp(prefix="augd-whole-", dir=args.tmp)

@@ -4,8 +4,11 @@ Every workload reads the file, decodes it with cv2.imdecode, transforms it, enco
 cv2.imencode and returns the encoded size (the bytes are not written anywhere: augd also hashes, wraps and
 writes its records, so this favours the alternatives). Imports no TensorFlow, so spawned workers stay light.
 The `crop` floor decodes at half scale (cv2.IMREAD_REDUCED_COLOR_2), cuts the heavy chain's crop window and
-resizes it to 224x224 once: about the least the heavy chain costs with OpenCV. `CHAINS` are the Albumentations
-chains, shared with bench.user_script (the whole-process user's script).
+resizes it to 224x224 once: about the least the heavy chain costs with OpenCV, at a lower quality than augd's (a
+window under 224 pixels a side at half scale, ~40 % of the bench's, is enlarged). The `crop_same` floor is the same
+work at augd's quality: it decodes at the coarsest DCT scale that keeps a decoded pixel per output pixel of the window
+(augd.engine.plan's rule), the whole image as OpenCV can. `CHAINS` are the Albumentations chains, shared with
+bench.user_script (the whole-process user's script).
 """
 from __future__ import annotations
 
@@ -133,6 +136,30 @@ def _crop(path: str) -> tuple[int, int]:
     return n_in, _encode(out)
 
 
+#: cv2.imdecode's flag for each DCT scale 1/r, r as augd.engine.plan.DECODE_RATIOS
+_REDUCED = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+            8: cv2.IMREAD_REDUCED_COLOR_8}
+
+
+def _crop_same(path: str) -> tuple[int, int]:
+    # The crop floor at augd's quality: the window drawn on the image's own size (its header), the whole image
+    # decoded at the coarsest DCT scale 1/r whose window keeps a decoded pixel per output pixel (r <= the window's
+    # side / 224: augd.engine.plan.Program._window's rule; augd decodes the window's rows alone), one resize.
+    from augd.formats import read_header   # no TensorFlow, no NumPy: the header's bytes only
+    with open(path, "rb") as fh:
+        data = fh.read()
+    head = read_header(data)
+    y, x, ch, cw = crop_window(head.height, head.width, _state["rng"])
+    scale = min(ch / CROP_SIZE[0], cw / CROP_SIZE[1])
+    r = max(k for k in _REDUCED if k == 1 or k <= scale)
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), _REDUCED[r])
+    if img is None:
+        raise ValueError(f"{path}: cv2.imdecode failed")
+    window = img[y // r:-(-(y + ch) // r), x // r:-(-(x + cw) // r)]
+    out = cv2.resize(window, (CROP_SIZE[1], CROP_SIZE[0]), interpolation=cv2.INTER_LINEAR)
+    return len(data), _encode(out)
+
+
 def _albu(path: str) -> tuple[int, int]:
     # Albumentations runs on the BGR array as decoded: channel order does not change the cost, and a real
     # loop would also pay two cvtColor passes that are not charged here.
@@ -146,6 +173,7 @@ WORKLOADS = {
     "warp": (_warp, None),
     "colour": (_colour, None),
     "crop": (_crop, None),
+    "crop_same": (_crop_same, None),
     "albu_seed": (_albu, _seed_chain),
     "albu_heavy": (_albu, _heavy_chain),
 }
