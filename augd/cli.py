@@ -413,10 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    prepare_own_process()   # before NumPy loads (nothing above imports it); the workers inherit it
     # SIGPIPE stays ignored, as Python starts (and systemd starts services): a write to a closed pipe or socket
     # is an error where it happens, never the end of the process. The listing verbs (ops, show, schema, validate,
     # inspect) end on it quietly below; `run` finishes its job and `serve` logs on (daemon/logs.py).
-    prepare_own_process()   # before NumPy loads (nothing above imports it); the workers inherit it
     try:
         code = _main(argv)
         sys.stdout.flush()   # a listing's last lines may still be buffered for a reader that left

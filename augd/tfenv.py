@@ -21,10 +21,11 @@ def prepare_environment() -> None:
 
 def prepare_own_process() -> None:
     """In a process augd starts and owns (the `augd` command, a pool's worker), before NumPy loads: one OpenBLAS
-    thread, the user's own setting winning. augd's matrix products are small (3 x 3, a 3 x N grid at most) and each
-    worker thread runs one image; OpenBLAS starts a thread per core at NumPy's import, and the extra ones spin ~0.1
-    CPU-s before they sleep (bench/README.md, "Measurements behind the code"). Not done on `import augd`: a user's
-    own process keeps its BLAS threads."""
+    thread for NumPy's and OpenCV's (each wheel bundles one), the user's own setting winning. augd's matrix products
+    are small (3 x 3, or 3 x N points) and each worker thread runs one image; OpenBLAS starts a thread per core at
+    import, and the extra ones spin ~0.1 CPU-s before they sleep (bench/README.md, "Measurements behind the code").
+    Not done on `import augd`: a user's own process keeps its BLAS threads. A worker spawned from a program whose
+    main module loads NumPy has it loaded before this runs (spawn imports that module first): it then keeps them."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 

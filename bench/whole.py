@@ -63,12 +63,14 @@ TARGETS = (
     ("augd_seed", "warp", IPS, ">=", 0.5, "augd seed, colour: exact / warp floor"),
     ("augd_heavy", "crop", IPS, ">=", 0.95, "augd heavy / crop floor"),
     ("augd_heavy_fast", "crop", IPS, ">=", 0.95, "augd heavy, colour: fast / crop floor"),
+    # issue 60's like-for-like: the crop floor at augd's quality (the crop floor enlarges small windows)
+    ("augd_heavy", "crop_same", IPS, ">=", 0.95, "augd heavy / crop floor at augd's decode scale"),
+    ("augd_heavy_fast", "crop_same", IPS, ">=", 0.95, "augd heavy, colour: fast / crop floor, augd's scale"),
     ("augd_heavy", "albu_heavy", IPS, ">=", 1.3, "augd heavy / Albumentations heavy pool"),
     ("augd_heavy_fast", "albu_heavy", IPS, ">=", 1.3, "augd heavy, colour: fast / Albumentations heavy pool"),
     ("run_seed_default", "user_seed", IPS, ">=", 1.4, "augd run seed, the default run / user's script (whole)"),
     ("run_heavy_default", "user_heavy", IPS, ">=", 1.0, "augd run heavy, the default run / user's script"),
     ("run_heavy_default", "bound_heavy", IPS, ">=", 0.8, "augd run heavy, the default run / the heavy bound"),
-    # issue 60's like-for-like: the bound's floor at augd's quality (the crop floor enlarges small windows)
     ("run_heavy_default", "bound_heavy_same", IPS, ">=", 0.8,
      "augd run heavy, the default run / the heavy bound, augd's scale"),
     ("run_seed_processes", "user_seed", IPS, ">=", 1.4, "augd run seed, processes / user's script (whole)"),
@@ -93,6 +95,7 @@ CONTEXT = (
     *((r, None, BUSY, f"cores busy: {r}") for r in WHOLE[:8] + ("scale_1core",)),
     ("bound_seed", "user_seed", IPS, "bound: n / (one TF import + n / warp floor), / user's script seed"),
     ("bound_heavy", "user_heavy", IPS, "bound: n / (one TF import + n / crop floor), / user's script heavy"),
+    ("bound_heavy_same", "user_heavy", IPS, "bound at augd's decode scale / user's script heavy"),
     ("det_boxes", "det_plain", "cpu_seconds", "VOC boxes / plain job, CPU (whole, processes)"),
     ("det_masks", "det_plain", WALL, "VOC boxes + masks / plain job, wall (whole, processes)"),
     ("det_masks", "det_plain", "cpu_seconds", "VOC boxes + masks / plain job, CPU (whole, processes)"),

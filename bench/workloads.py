@@ -78,10 +78,14 @@ def crop_window(h: int, w: int, rng: np.random.Generator) -> tuple[int, int, int
 def _decode(path: str, flags: int = cv2.IMREAD_COLOR) -> tuple[np.ndarray, int]:
     with open(path, "rb") as fh:
         data = fh.read()
+    return _decode_bytes(data, flags, path), len(data)
+
+
+def _decode_bytes(data: bytes, flags: int, path: str) -> np.ndarray:
     img = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if img is None:
         raise ValueError(f"{path}: cv2.imdecode failed")
-    return img, len(data)
+    return img
 
 
 def _encode(img: np.ndarray) -> int:
@@ -152,9 +156,7 @@ def _crop_same(path: str) -> tuple[int, int]:
     y, x, ch, cw = crop_window(head.height, head.width, _state["rng"])
     scale = min(ch / CROP_SIZE[0], cw / CROP_SIZE[1])
     r = max(k for k in _REDUCED if k == 1 or k <= scale)
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), _REDUCED[r])
-    if img is None:
-        raise ValueError(f"{path}: cv2.imdecode failed")
+    img = _decode_bytes(data, _REDUCED[r] | cv2.IMREAD_IGNORE_ORIENTATION, path)   # the header's own sides
     window = img[y // r:-(-(y + ch) // r), x // r:-(-(x + cw) // r)]
     out = cv2.resize(window, (CROP_SIZE[1], CROP_SIZE[0]), interpolation=cv2.INTER_LINEAR)
     return len(data), _encode(out)

@@ -49,7 +49,7 @@ def _serve(conn, options: dict) -> None:
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
-    prepare_own_process()   # a pool started by a library user's process too
+    prepare_own_process()   # a pool a library user's program started (where its main module left NumPy unloaded)
     with quiet_native_stderr():
         import_tensorflow()   # before augd's modules: their imports then never walk TensorFlow's objects
         from augd.engine import Engine, EngineOptions
