@@ -88,7 +88,7 @@ def test_a_mixed_inbox_of_hostile_and_good_jobs_writes_every_good_record_once_an
             wait_for(lambda: "config reloaded" in d.log(), 60, "the reload", on_fail=d.log_tail)
             good = {job: n for job, n in drop_mixed_inbox(d.inbox, slow_scan=False).items() if job not in FAILED}
             wait_for(lambda: all((d.done / j).is_dir() for j in good) and
-                     all((d.failed / j / "failure.json").is_file() for j in FAILED), 180, "every job's outcome",
+                     all((d.failed / j / "failure.json").is_file() for j in FAILED), 600, "every job's outcome",
                      on_fail=d.log_tail)
             seconds = time.monotonic() - t0
         assert health.codes and set(health.codes) == {200}, f"/healthz answered {sorted(set(map(str, health.codes)))}"
