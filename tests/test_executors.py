@@ -343,17 +343,24 @@ def test_augd_s_own_tensorflow_import_loads_no_keras_and_freezes_its_objects():
     """What workers, `augd run` and `augd serve` import TensorFlow with (augd.tfenv.import_tensorflow): no Keras
     3, no tf_keras, the environment as it was, the collector on again and TensorFlow's objects out of its reach;
     a user's own TF_USE_LEGACY_KERAS is theirs (TensorFlow then loads the Keras it names)."""
-    import subprocess
-    import sys
     code = ("import gc, os, sys; from augd.tfenv import import_tensorflow; tf = import_tensorflow(); "
             "print(['keras' in sys.modules, 'tf_keras' in sys.modules, os.environ.get('TF_USE_LEGACY_KERAS'), "
             "gc.isenabled(), gc.get_freeze_count() > 100000, int(tf.constant(2)) == 2])")
-    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    assert _fresh_python(code, "TF_USE_LEGACY_KERAS") == "[False, False, None, True, True, True]"
+    assert _fresh_python(code, "TF_USE_LEGACY_KERAS", "0") == "[True, False, '0', True, True, True]"
+
+
+def _fresh_python(code: str, variable: str, value: str | None = None) -> str:
+    """The last line `python -c code` prints in a new process, this repository importable, with `variable` unset
+    (None) or set to `value`."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != variable}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(__file__))
-    run = lambda e: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,  # noqa: E731
-                                   env=e).stdout.strip().splitlines()[-1]
-    assert run(env) == "[False, False, None, True, True, True]"
-    assert run({**env, "TF_USE_LEGACY_KERAS": "0"}) == "[True, False, '0', True, True, True]"
+    if value is not None:
+        env[variable] = value
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip().splitlines()[-1]
 
 
 def blas_setting(_chunk):
@@ -366,19 +373,13 @@ def test_augd_s_own_processes_load_numpy_with_one_openblas_thread_unless_the_use
     spinning one per core; a user's own OPENBLAS_NUM_THREADS is theirs. The thread count is read where NumPy's BLAS
     is OpenBLAS on Linux (PyPI's wheels), else the setting alone. (A worker spawned from a main module that loads
     NumPy has it loaded first: docs/design.md says so.)"""
-    import subprocess
-    import sys
     code = ("import json, os; from augd.cli import main; main(['validate', 'seed-classifier']); import numpy; "
             "blas = numpy.show_config(mode='dicts')['Build Dependencies']['blas']['name']; "
             "tasks = len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else None; "
             "print(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS'), tasks if 'openblas' in blas else None]))")
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(__file__))
-    run = lambda e: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,  # noqa: E731
-                                   env=e).stdout.strip().splitlines()[-1]
-    said, tasks = json.loads(run(env))
+    said, tasks = json.loads(_fresh_python(code, "OPENBLAS_NUM_THREADS"))
     assert said == "1" and tasks in (1, None)
-    said, tasks = json.loads(run({**env, "OPENBLAS_NUM_THREADS": "2"}))
+    said, tasks = json.loads(_fresh_python(code, "OPENBLAS_NUM_THREADS", "2"))
     assert said == "2" and tasks in (min(2, len(os.sched_getaffinity(0))), None)   # OpenBLAS caps it at the cores
     # a pool a library user's process starts, whatever that process set
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
