@@ -256,6 +256,9 @@ class ColourOp(Op):
     #: would give it, bit for bit (a per-channel table of levels built by the same float32 arithmetic); the engine
     #: uses it for an op alone in its run, where no other op sees its float values unrounded.
     apply_u8 = None
+    #: False: apply_u8 does the float kernel's arithmetic in another order (one OpenCV filter rounding once), so it
+    #: agrees within float rounding: a value on a half level may round the other way (tests/test_np_kernels.py)
+    u8_exact: ClassVar[bool] = True
 
     def affine(self, params, mean) -> tuple[np.ndarray, np.ndarray] | None:
         """(A, b) with out = A @ rgb + b in [0, 1] units, for `colour: fast`; `mean` is the image's
