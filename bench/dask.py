@@ -25,7 +25,7 @@ import tempfile
 
 from bench.common import header, machine, write_json
 from bench.data import DEFAULT_CACHE
-from bench.whole import WALL, _augd_cmd, _pipelines, _subreaper, job_folder, timed
+from bench.whole import WALL, _augd_cmd, _subreaper, job_folder, timed, write_pipelines
 
 ROWS = ("processes", "dask_cluster", "beam_dask", "dask_local")
 ON_CLUSTER = ("dask_cluster", "beam_dask")
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         job_folder(args.n, 0, DEFAULT_CACHE, job)
         small = os.path.join(work, "small")
         job_folder(20, 1, DEFAULT_CACHE, small)
-        pipeline = _pipelines(work, "fast")[args.chain]
+        pipeline = write_pipelines(work, "fast")[args.chain]
         with contextlib.ExitStack() as stack:
             address = {}
             for row in rows:   # a cluster of its own for each row that runs on one, warmed by a small job (its

@@ -43,7 +43,7 @@ import yaml
 from bench.common import REPO, default_workers, header, machine, write_json
 from bench.data import DEFAULT_CACHE, build_dataset, dataset_files, link_tree
 
-__all__ = ["ROWS", "TARGETS", "main", "timed"]
+__all__ = ["ROWS", "TARGETS", "job_folder", "main", "run_augd", "timed", "write_pipelines"]
 
 DEMO = os.path.join(REPO, "augd", "samples", "demo")
 POOLS = ("warp", "colour", "crop", "crop_same", "albu_seed", "albu_heavy")
@@ -260,7 +260,7 @@ def _small(work: str, timeout: float) -> dict:
     return rows
 
 
-def _pipelines(work: str, colour: str) -> dict[str, str]:
+def write_pipelines(work: str, colour: str) -> dict[str, str]:
     """chain -> a pipeline YAML written from bench.augd_runs' spec (variants 1, keep_original false, q90)."""
     from bench.augd_runs import spec_doc
     paths = {}
@@ -470,7 +470,7 @@ def main(argv=None) -> int:
     try:
         job = os.path.join(work, "images")
         files = job_folder(args.n, args.seed, args.cache, job)
-        pipelines = _pipelines(work, args.colour)
+        pipelines = write_pipelines(work, args.colour)
         print(f"job: {len(files)} images in {job}; pipelines {pipelines}", file=sys.stderr)
         result = {**header("python -m bench.whole", argv), "machine": machine(), "subreaper": reaper,
                   "images": len(files), "workers": args.workers,

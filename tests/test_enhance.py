@@ -69,15 +69,17 @@ def test_autocontrast_s_cpu_kernel_stretches_a_view_of_any_layout():
 
 def test_a_colour_op_alone_runs_on_uint8_and_gives_the_float_runs_pixels(monkeypatch):
     """One colour op on alone (a policy's draw) skips the float passes: a table of levels (autocontrast,
-    solarize_add) gives the float run's pixels exactly, a matrix pass (colour, contrast, brightness) within a level;
-    the policies' identity leaves the image as it is. The float run is forced by a second op on (gamma 1)."""
+    solarize_add) gives the float run's pixels exactly, a matrix pass (colour, contrast, brightness) and sharpness'
+    one filter within a level; the policies' identity leaves the image as it is. The float run is forced by a second
+    op on (gamma 1)."""
     from augd.ops import REGISTRY
     img = make_image(96, 128)
     assert np.array_equal(run([{"identity": {}}], img), img)
     gamma1 = {"random_gamma": {"gamma": [1.0, 1.0]}}
     assert np.array_equal(run([{"identity": {}}, gamma1], img), img)
     floated = []   # the ops whose float kernel ran (the graph's NumPy run is this process' own Python)
-    for name in ("autocontrast", "solarize_add", "random_color", "random_contrast", "random_brightness"):
+    for name in ("autocontrast", "solarize_add", "random_color", "random_contrast", "random_brightness",
+                 "random_sharpness"):
         kernel = REGISTRY[name].apply_np
         monkeypatch.setattr(REGISTRY[name], "apply_np",
                             lambda self, x, p, kernel=kernel, name=name:
@@ -85,7 +87,8 @@ def test_a_colour_op_alone_runs_on_uint8_and_gives_the_float_runs_pixels(monkeyp
     for op, exact in (({"autocontrast": {"p": 1.0}}, True), ({"solarize_add": {"addition": 60}}, True),
                       ({"random_color": {"lower": 1.4, "upper": 1.4}}, False),
                       ({"random_contrast": {"lower": 0.6, "upper": 0.6}}, False),
-                      ({"random_brightness": {"max_delta": 0.2}}, False)):
+                      ({"random_brightness": {"max_delta": 0.2}}, False),
+                      ({"random_sharpness": {"lower": 0.5, "upper": 0.5}}, False)):
         floated.clear()
         alone = run([op], img, seed=7).astype(int)
         assert not floated and not np.array_equal(alone, img), op

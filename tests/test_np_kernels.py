@@ -79,10 +79,12 @@ def test_the_cpu_kernel_gives_the_tf_kernels_pixels(case):
 
 U8_CASES = {name: OP_CASES[name][0] for name, cls in sorted(REGISTRY.items())
             if issubclass(cls, ColourOp) and cls.apply_u8 is not None}
+#: factors the registry's row leaves out: smoothing (below 1), where the float run's ties are most common (0.5)
+U8_CASES["random_sharpness smoothing"] = {"lower": 0.0, "upper": 1.0}
 
 
 def test_the_colour_ops_with_a_uint8_kernel_are_cases():
-    assert {"autocontrast", "solarize_add", "random_sharpness"} <= set(U8_CASES)
+    assert {"autocontrast", "solarize_add", "random_sharpness"} <= {name.split()[0] for name in U8_CASES}
     assert {n for n, cls in REGISTRY.items() if issubclass(cls, ColourOp) and cls.affine_exact} >= {
         "identity", "random_brightness", "random_contrast", "random_color", "random_grayscale"}
     assert not REGISTRY["random_saturation"].affine_exact and not REGISTRY["random_hue"].affine_exact   # models
@@ -96,7 +98,7 @@ def test_a_colour_op_s_uint8_kernel_is_its_float_kernel_then_the_round(name):
     level, which the two may round apart: there they differ by one level and the exact value (apply_np in float64)
     lies within float32's error of the half."""
     import cv2
-    cls = REGISTRY[name]
+    cls = REGISTRY[name.split()[0]]
     op = cls(cls.Params(**U8_CASES[name]))
     rng = np.random.default_rng(61)
     for k in range(40):
@@ -108,7 +110,7 @@ def test_a_colour_op_s_uint8_kernel_is_its_float_kernel_then_the_round(name):
             img = (img // 4 + rng.integers(0, 190)).astype(np.uint8)   # a narrow range of levels
         if k % 4 == 0:
             img[..., k % 3] = 77
-        params = list(op.draw(generator((k, 0))))
+        params = list(op.draw(generator((k, 0)))) if k else [0.5] * op.n_params   # a half first: most ties
         x = img.astype(np.float32)
         x *= np.float32(1.0 / 255.0)
         want = cv2.convertScaleAbs(op.apply_np(x, params), alpha=255.0)

@@ -75,7 +75,7 @@ _NO_CHANGE = np.hstack([np.eye(3), np.zeros((3, 1))])
 def _colour_np(groups, img, floats, ints):
     """groups: the step's ops as (foldable, ops) runs (_fast_groups, or one exact run). One op on alone (a policy's
     draw, a `p`) rounds once either way: one whose matrix is its meaning runs as a matrix pass, one with a uint8
-    kernel (a table of levels) as that, not as float passes over the image."""
+    kernel (a table of levels, sharpness' one filter) as that, not as float passes over the image."""
     groups = [(f, on) for f, ops in groups if (on := [s for s in ops if ints[s[2]]])]
     if len(groups) == 1 and len(groups[0][1]) == 1 and not groups[0][0]:
         op, params, _ = groups[0][1][0]

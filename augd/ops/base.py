@@ -253,8 +253,9 @@ class ColourOp(Op):
     apply_np = None
 
     #: `apply_u8(img, params) -> img`, or None: the op alone on a uint8 HxWx3 image, as its float kernel then a round
-    #: would give it, bit for bit (a per-channel table of levels built by the same float32 arithmetic); the engine
-    #: uses it for an op alone in its run, where no other op sees its float values unrounded.
+    #: would give it: bit for bit where u8_exact (a per-channel table of levels built by the same float32
+    #: arithmetic). `img` may be TF's read-only buffer: return a new array (or `img` itself), never write it. The
+    #: engine uses it for an op alone in its run, where no other op sees its float values unrounded.
     apply_u8 = None
     #: False: apply_u8 does the float kernel's arithmetic in another order (one OpenCV filter rounding once), so it
     #: agrees within float rounding: a value on a half level may round the other way (tests/test_np_kernels.py)

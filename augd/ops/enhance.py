@@ -95,14 +95,14 @@ class RandomSharpness(FactorOp):
             return _clip(smooth + params[0] * (image - smooth))
         return tf.cond(tf.logical_and(h > 2, w > 2), sharpened, lambda: image)   # all border: as it is
 
-    #: apply_u8's one filter rounds once where the float run rounds its own sums: a half level may go either way
-    u8_exact = False
-
     def apply_np(self, x, params):
         f = float(params[0])
         smooth = cv2.filter2D(x, -1, _SMOOTH, borderType=cv2.BORDER_REPLICATE)
         smooth[0], smooth[-1], smooth[:, 0], smooth[:, -1] = x[0], x[-1], x[:, 0], x[:, -1]
         return _np_clip(cv2.addWeighted(x, f, smooth, 1.0 - f, 0.0, dst=x))
+
+    #: apply_u8's one filter rounds once where the float run rounds its own sums: a half level may go either way
+    u8_exact = False
 
     def apply_u8(self, img, params):
         # f x + (1 - f) smooth is one 3x3 filter: OpenCV runs it on the uint8 image in float and rounds and
