@@ -143,10 +143,11 @@ def main(argv=None) -> int:
     ok = [r["marginal"] for r in rounds if "bound" in r["marginal"]]
     summary = {key: round(statistics.median(m[key] for m in ok), 3) if ok else None
                for key in (IPS, "tiny", "bound", "of_warp", "of_colour", "of_bound")}
-    print(f"the default seed run (colour: {args.colour}), {args.n} against {args.small} photos, median of "
-          f"{len(ok)} round(s): marginal {summary[IPS]} img/s; / the warp floor {summary['of_warp']} (issue 60: "
-          f">= 0.9); / the colour floor {summary['of_colour']}; / the colour floor plus the job's own work an image "
-          f"({summary['bound']} img/s) {summary['of_bound']} (like-for-like: >= 0.9)")
+    print(f"the default seed run (colour: {args.colour}), {args.n} against {args.small} photos, medians over "
+          f"{len(ok)} round(s), each ratio the median of the rounds' ratios: marginal {summary[IPS]} img/s; / the warp "
+          f"floor {summary['of_warp']} (issue 60: >= 0.9); / the colour floor {summary['of_colour']}; / the colour "
+          f"floor plus the job's own work an image (the bound, {summary['bound']} img/s) {summary['of_bound']} "
+          f"(like-for-like: >= 0.9)")
     if args.json:
         write_json(args.json, {**header("python -m bench.marginal", argv), "machine": machine(),
                                "summary": summary, "rounds": rounds})
