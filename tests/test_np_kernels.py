@@ -125,7 +125,7 @@ def test_a_colour_op_s_uint8_kernel_is_its_float_kernel_then_the_round(name):
         assert np.abs(got.astype(int) - want).max() <= 1 and not (off & ~half).any(), (name, k)
 
 
-def test_sharpness_s_uint8_kernel_keeps_the_border_and_sharpens_as_the_float_run_does():
+def test_sharpness_s_uint8_kernel_keeps_the_border_smooths_at_zero_and_sharpens_above_one():
     """The one filter is PIL's blend: at 0 the smoothed image, at 1 the image itself, the border as it was."""
     import cv2
     from augd.ops.enhance import _SMOOTH
