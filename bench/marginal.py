@@ -83,10 +83,10 @@ def one_round(folders: dict, pipeline: str, work: str, workers: int, seed: int, 
     executor = None
     for row, key in RUNS:
         folder, count = folders[key]
-        small = row.endswith("_small")
-        rnd[row] = run_augd(folder, pipeline, os.path.join(work, "out"), executor=executor if small else None,
+        partner = row.endswith("_small")
+        rnd[row] = run_augd(folder, pipeline, os.path.join(work, "out"), executor=executor if partner else None,
                             workers=None, timeout=timeout, expect=count)
-        if not small:   # the default run's pick, for its smaller partner
+        if not partner:   # the default run's pick, for its smaller partner
             executor = rnd[row].get("manifest", {}).get("executor")
             if executor is None:
                 rnd[row].setdefault("error", "its manifest names no executor")
@@ -98,8 +98,7 @@ def one_round(folders: dict, pipeline: str, work: str, workers: int, seed: int, 
         bound = 1.0 / (1.0 / rnd["colour"][IPS] + 1.0 / tiny_m)
         rnd["marginal"].update(bound=bound, of_warp=seed_m / rnd["warp"][IPS], of_colour=seed_m / rnd["colour"][IPS],
                                of_bound=seed_m / bound)
-    errors = {k: v["error"] for k, v in rnd.items() if isinstance(v, dict) and "error" in v}
-    rnd["errors"] = errors
+    rnd["errors"] = {k: v["error"] for k, v in rnd.items() if isinstance(v, dict) and "error" in v}
     return rnd
 
 
